@@ -1,0 +1,2 @@
+//! sperli-ckpt: see the crate README and docs/sperli-protocol.md.
+#![forbid(unsafe_code)]

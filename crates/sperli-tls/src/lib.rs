@@ -1,0 +1,2 @@
+//! sperli-tls: see the crate README and docs/sperli-protocol.md.
+#![forbid(unsafe_code)]

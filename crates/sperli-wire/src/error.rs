@@ -1,0 +1,832 @@
+//! The project's one error type and its mapping to the H-codes
+//! (docs/error-codes.md; protocol text "Ausfall und Wiederaufnahme", layouts §8).
+//!
+//! Every variant carries what was expected and what came. [`Error::h_code`]
+//! is the single place where errors map to H-codes.
+
+use std::fmt;
+
+use crate::frame_type::FrameType;
+use crate::ids::{JobId, Sha256Digest};
+
+/// The documented H-codes (layouts §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum HCode {
+    /// Frame rejected.
+    H1610 = 1610,
+    /// Authentication failed (TLS, certificate subject, HELLO or token).
+    H1611 = 1611,
+    /// Job aborted by a peer (ABORT received).
+    H1612 = 1612,
+    /// Peer lost (silence limit passed, or a close without BYE).
+    H1613 = 1613,
+    /// Host refused.
+    H1614 = 1614,
+    /// Invalid job description.
+    H1615 = 1615,
+    /// Connection set-up timed out.
+    H1616 = 1616,
+    /// Collective frame that does not match its call or is truncated.
+    H1617 = 1617,
+    /// Invalid collective arguments.
+    H1618 = 1618,
+    /// Not the expected file.
+    H1619 = 1619,
+    /// SHA-256 mismatch.
+    H1620 = 1620,
+    /// Malformed COMMIT or bad signature.
+    H1621 = 1621,
+    /// No epoch can be resumed.
+    H1622 = 1622,
+    /// Signed COMMIT with another size.
+    H1623 = 1623,
+    /// Checkpoint with an open send or receive handle.
+    H1624 = 1624,
+}
+
+impl HCode {
+    /// Every code, ascending.
+    pub const ALL: [HCode; 15] = [
+        HCode::H1610,
+        HCode::H1611,
+        HCode::H1612,
+        HCode::H1613,
+        HCode::H1614,
+        HCode::H1615,
+        HCode::H1616,
+        HCode::H1617,
+        HCode::H1618,
+        HCode::H1619,
+        HCode::H1620,
+        HCode::H1621,
+        HCode::H1622,
+        HCode::H1623,
+        HCode::H1624,
+    ];
+
+    /// The number, e.g. 1617 (as carried in ABORT's `code`).
+    pub fn number(self) -> u32 {
+        self as u32
+    }
+
+    /// The code for a number, if it is one of ours.
+    pub fn from_number(n: u32) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.number() == n)
+    }
+
+    /// One-line meaning, as in docs/error-codes.md.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            HCode::H1610 => "frame rejected",
+            HCode::H1611 => "authentication failed",
+            HCode::H1612 => "job aborted by a peer",
+            HCode::H1613 => "peer lost",
+            HCode::H1614 => "host refused",
+            HCode::H1615 => "invalid job description",
+            HCode::H1616 => "connection set-up timed out",
+            HCode::H1617 => "collective frame does not match its call",
+            HCode::H1618 => "invalid collective arguments",
+            HCode::H1619 => "not the expected file",
+            HCode::H1620 => "SHA-256 mismatch",
+            HCode::H1621 => "malformed COMMIT or bad signature",
+            HCode::H1622 => "no epoch can be resumed",
+            HCode::H1623 => "signed COMMIT with another size",
+            HCode::H1624 => "checkpoint with an open send or receive handle",
+        }
+    }
+}
+
+impl fmt::Display for HCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "H{}", self.number())
+    }
+}
+
+/// Why a sequence of bytes does not decode. Context (frame, file,
+/// description) is added by the [`Error`] variant that wraps it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// A field needs more bytes than are left.
+    #[error("{field}: needs {needed} bytes, {left} left")]
+    Truncated {
+        /// The field that did not fit.
+        field: &'static str,
+        /// Bytes it needs.
+        needed: usize,
+        /// Bytes that were left.
+        left: usize,
+    },
+    /// Bytes after the last field.
+    #[error("{extra} bytes after the end of the {item}")]
+    TrailingBytes {
+        /// What was decoded.
+        item: &'static str,
+        /// How many bytes were left over.
+        extra: usize,
+    },
+    /// A reserved field, or one fixed to 0 in v1, is not zero.
+    #[error("{field} must be 0, got {got}")]
+    NotZero {
+        /// The field.
+        field: &'static str,
+        /// The value (for a reserved byte run, the first non-zero byte).
+        got: u64,
+    },
+    /// A field outside its allowed range.
+    #[error("{field} must be in {min}..={max}, got {got}")]
+    OutOfRange {
+        /// The field.
+        field: &'static str,
+        /// Lowest allowed value.
+        min: u64,
+        /// Highest allowed value.
+        max: u64,
+        /// The value that came.
+        got: u64,
+    },
+    /// A field that must equal one value.
+    #[error("{field} must be {expected}, got {got}")]
+    Mismatch {
+        /// The field.
+        field: &'static str,
+        /// The value it must have.
+        expected: u64,
+        /// The value that came.
+        got: u64,
+    },
+    /// Wrong magic bytes at the start of a file.
+    #[error("magic must be {expected:?}, got {got:02x?}")]
+    BadMagic {
+        /// The magic, e.g. `SPCK`.
+        expected: &'static str,
+        /// The four bytes that came.
+        got: [u8; 4],
+    },
+    /// Not lowercase hex of even length.
+    #[error("not lowercase hex: {0}")]
+    Hex(#[from] HexError),
+    /// A host entry that is neither a DNS name nor a dotted IPv4 address.
+    #[error("invalid host: {0}")]
+    Host(#[from] HostError),
+}
+
+/// Why a hex line does not decode (job description, layouts §1/§10).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HexError {
+    /// An odd number of hex digits.
+    #[error("odd number of digits ({digits})")]
+    OddLength {
+        /// The number of digits.
+        digits: usize,
+    },
+    /// A character that is not `0-9a-f`.
+    #[error("byte 0x{byte:02x} at offset {offset} is not a lowercase hex digit")]
+    BadDigit {
+        /// Offset in the line.
+        offset: usize,
+        /// The byte found.
+        byte: u8,
+    },
+    /// The line does not end with exactly one `\n`.
+    #[error("the line must end with one \\n and nothing after it")]
+    MissingNewline,
+}
+
+/// Why a host entry is not valid (layouts §10).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    /// Empty, or longer than 253 bytes.
+    #[error("length must be 1..=253, got {len}")]
+    Length {
+        /// The length.
+        len: usize,
+    },
+    /// A label that is empty, longer than 63, or has a hyphen at an edge.
+    #[error("label {label:?} is not 1-63 characters of a-z 0-9 - without a hyphen at an edge")]
+    BadLabel {
+        /// The label.
+        label: String,
+    },
+    /// A character outside `a-z 0-9 - .` (uppercase included: hosts are stored lowercase).
+    #[error("character 0x{byte:02x} is not allowed in a host")]
+    BadChar {
+        /// The byte found.
+        byte: u8,
+    },
+    /// Only digits and dots, but not a valid dotted IPv4 address.
+    #[error("{host:?} looks numeric but is not a dotted IPv4 address")]
+    BadIpv4 {
+        /// The entry.
+        host: String,
+    },
+}
+
+/// Why a frame is rejected (H1610; layouts §2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// `length` above 16777216.
+    #[error("length {got} exceeds the maximum {max}")]
+    TooLong {
+        /// The maximum payload length.
+        max: u32,
+        /// The length in the header.
+        got: u32,
+    },
+    /// `type` 0 or above 11.
+    #[error("frame type {got} is not 1..=11")]
+    UnknownType {
+        /// The type byte.
+        got: u8,
+    },
+    /// `flags`, `service` or `membership_epoch` not 0.
+    #[error("{field} must be 0 in v1, got {got}")]
+    ReservedField {
+        /// The header field.
+        field: &'static str,
+        /// Its value.
+        got: u64,
+    },
+    /// Another job's id.
+    #[error("job id {got} is not this job's {expected}")]
+    WrongJob {
+        /// This job.
+        expected: JobId,
+        /// The frame's job id.
+        got: JobId,
+    },
+    /// A source rank other than the authenticated peer's.
+    #[error("source rank {got} on the connection of authenticated rank {expected}")]
+    WrongSource {
+        /// The authenticated peer.
+        expected: u32,
+        /// The frame's source rank.
+        got: u32,
+    },
+    /// A target rank other than our own.
+    #[error("target rank {got} is not this rank {expected}")]
+    WrongTarget {
+        /// Our rank.
+        expected: u32,
+        /// The frame's target rank.
+        got: u32,
+    },
+    /// An incarnation above ours.
+    #[error("incarnation {got} is newer than this rank's {own}")]
+    NewerIncarnation {
+        /// Our incarnation.
+        own: u32,
+        /// The frame's incarnation.
+        got: u32,
+    },
+    /// The epoch field breaks the epoch rule of its type.
+    #[error("{frame_type} frame with epoch {got} (checkpoint frames need >= 1, RESUME any, others 0)")]
+    Epoch {
+        /// The frame's type.
+        frame_type: FrameType,
+        /// The epoch field.
+        got: u64,
+    },
+    /// A payload length outside its type's rule.
+    #[error("{frame_type} payload of {got} bytes, allowed {min}..={max}")]
+    PayloadLength {
+        /// The frame's type.
+        frame_type: FrameType,
+        /// Shortest allowed.
+        min: u32,
+        /// Longest allowed.
+        max: u32,
+        /// The header's length.
+        got: u32,
+    },
+    /// A DATA tag of 2147483648 or above.
+    #[error("DATA tag {got} is reserved (user tags are 0..=2147483647)")]
+    ReservedTag {
+        /// The tag.
+        got: u32,
+    },
+    /// A non-DATA frame with a tag other than 0.
+    #[error("{frame_type} frame with tag {got} (must be 0)")]
+    NonZeroTag {
+        /// The frame's type.
+        frame_type: FrameType,
+        /// The tag.
+        got: u32,
+    },
+    /// The payload does not decode.
+    #[error("{frame_type} payload: {error}")]
+    Payload {
+        /// The frame's type.
+        frame_type: FrameType,
+        /// What is wrong with it.
+        error: DecodeError,
+    },
+    /// A frame that is valid alone but not allowed now.
+    #[error("{frame_type} frame not allowed {when}")]
+    Unexpected {
+        /// The frame's type.
+        frame_type: FrameType,
+        /// When it came, e.g. "before HELLO", "after BYE", "twice".
+        when: &'static str,
+    },
+    /// A HEARTBEAT counter that is not the previous plus one.
+    #[error("HEARTBEAT counter {got}, expected {expected}")]
+    HeartbeatCounter {
+        /// The counter due.
+        expected: u64,
+        /// The counter that came.
+        got: u64,
+    },
+    /// The connection closed in the middle of a frame.
+    #[error("connection closed {read} bytes into a frame of {total}")]
+    CutShort {
+        /// Bytes of the frame read.
+        read: usize,
+        /// Bytes the frame has (header + payload).
+        total: usize,
+    },
+}
+
+/// What failed when a peer authenticated (H1611).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// The TLS handshake failed (certificate chain, version, alert).
+    #[error("TLS handshake: {0}")]
+    Tls(TlsFailure),
+    /// The peer certificate's subject is not the expected rank of this job.
+    #[error("certificate subject {got:?}, expected {expected:?}")]
+    Subject {
+        /// The CN we expected.
+        expected: String,
+        /// The CN that came.
+        got: String,
+    },
+    /// The HELLO payload does not decode or breaks a HELLO rule.
+    #[error("HELLO: {0}")]
+    Hello(DecodeError),
+    /// The join token fails one check.
+    #[error("join token: {0}")]
+    Token(TokenError),
+}
+
+/// Why a TLS handshake failed, in our words (the TLS crate maps its errors here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsFailure {
+    /// The peer offered no TLS 1.3.
+    #[error("peer does not speak TLS 1.3")]
+    ProtocolVersion,
+    /// The peer sent no certificate.
+    #[error("peer sent no certificate")]
+    NoCertificate,
+    /// The certificate is not signed by this job's CA.
+    #[error("certificate not issued by this job's CA")]
+    UnknownIssuer,
+    /// The certificate does not name the host that was dialled.
+    #[error("certificate does not name the dialled host")]
+    NameMismatch,
+    /// The certificate is expired or not yet valid.
+    #[error("certificate expired or not yet valid")]
+    Expired,
+    /// The certificate or handshake is otherwise invalid.
+    #[error("invalid certificate or handshake")]
+    Invalid,
+    /// The peer sent a fatal alert.
+    #[error("peer sent a fatal alert")]
+    PeerAlert,
+    /// The peer closed or sent garbage during the handshake.
+    #[error("handshake broken off or not TLS")]
+    Broken,
+}
+
+/// Why a join token is refused (H1611; protocol text "Join-Token").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TokenError {
+    /// The token does not parse.
+    #[error("malformed: {0}")]
+    Malformed(DecodeError),
+    /// The signature does not verify under the job public key.
+    #[error("signature does not verify with the job public key")]
+    BadSignature,
+    /// Another job's id.
+    #[error("job id {got}, expected {expected}")]
+    Job {
+        /// Our job.
+        expected: JobId,
+        /// The token's.
+        got: JobId,
+    },
+    /// The rank differs from the frame header's or the certificate's.
+    #[error("rank {got}, expected {expected}")]
+    Rank {
+        /// The rank of the header and certificate.
+        expected: u32,
+        /// The token's.
+        got: u32,
+    },
+    /// The size differs from the job's.
+    #[error("size {got}, expected {expected}")]
+    Size {
+        /// The job's size.
+        expected: u32,
+        /// The token's.
+        got: u32,
+    },
+    /// The incarnation differs from the job's.
+    #[error("incarnation {got}, expected {expected}")]
+    Incarnation {
+        /// Our incarnation.
+        expected: u32,
+        /// The token's.
+        got: u32,
+    },
+    /// The host differs from that rank's host-list entry.
+    #[error("host {got:?}, host list says {expected:?}")]
+    Host {
+        /// The host-list entry.
+        expected: String,
+        /// The token's host.
+        got: String,
+    },
+    /// Expired: `expires_at` is not after the receiver's clock.
+    #[error("expired at {expires_at_ms} ms, receiver's clock {now_ms} ms")]
+    Expired {
+        /// The token's expiry (Unix ms).
+        expires_at_ms: u64,
+        /// The receiver's clock (Unix ms).
+        now_ms: u64,
+    },
+}
+
+/// How a peer was lost (H1613).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LossCause {
+    /// No byte for longer than the silence limit.
+    #[error("silent for {silent_ms} ms (limit {limit_ms} ms)")]
+    Silence {
+        /// How long it was silent.
+        silent_ms: u64,
+        /// The silence limit.
+        limit_ms: u64,
+    },
+    /// An orderly close (FIN or close_notify) without BYE.
+    #[error("closed the connection without BYE")]
+    ClosedWithoutBye,
+    /// The connection was reset.
+    #[error("connection reset")]
+    Reset,
+    /// Another socket error.
+    #[error("socket error {kind:?}")]
+    Socket {
+        /// The OS error kind.
+        kind: std::io::ErrorKind,
+    },
+}
+
+/// Why a host is refused (H1614; protocol text "Transport und Sicherheit").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RefusalRule {
+    /// One of the built-in reserved names (or below it).
+    #[error("matches the reserved name {name:?}")]
+    Reserved {
+        /// The reserved name.
+        name: &'static str,
+    },
+    /// A name from `SPERLI_REFUSED_HOSTS` (or below it).
+    #[error("matches {name:?} from SPERLI_REFUSED_HOSTS")]
+    Variable {
+        /// The refused name.
+        name: String,
+    },
+    /// A name from the `--deny-hosts` file (or below it).
+    #[error("matches {name:?} from the deny-hosts file")]
+    DenyFile {
+        /// The refused name.
+        name: String,
+    },
+}
+
+/// How a collective frame fails to match its call (H1617).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MismatchError {
+    /// A collective-header field differs from the call.
+    #[error("from rank {from}: {field} is {got}, the call has {expected}")]
+    Header {
+        /// The sender.
+        from: u32,
+        /// The field (operation, element_type, reduction, phase, root, sequence).
+        field: &'static str,
+        /// The call's value.
+        expected: u64,
+        /// The frame's value.
+        got: u64,
+    },
+    /// Data of the wrong length for the call.
+    #[error("from rank {from}: {got} data bytes, the call needs {expected}")]
+    Length {
+        /// The sender.
+        from: u32,
+        /// Bytes the call needs.
+        expected: u64,
+        /// Bytes that came.
+        got: u64,
+    },
+    /// A frame of another type where a collective frame was due.
+    #[error("from rank {from}: {got} frame where a COLLECTIVE frame was due")]
+    FrameType {
+        /// The sender.
+        from: u32,
+        /// The type that came.
+        got: FrameType,
+    },
+}
+
+/// Why collective arguments are invalid (H1618).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ArgumentError {
+    /// Root not below size.
+    #[error("root {root} is not below size {size}")]
+    Root {
+        /// The root given.
+        root: u32,
+        /// The job size.
+        size: u32,
+    },
+    /// Element type code above 6.
+    #[error("element type {got} is not 0..=6")]
+    ElementType {
+        /// The code.
+        got: u8,
+    },
+    /// Reduction code 0 or above 10.
+    #[error("reduction {got} is not 1..=10")]
+    Reduction {
+        /// The code.
+        got: u8,
+    },
+    /// A reduction refused for the element type.
+    #[error("reduction {reduction} is not allowed on {element_type}")]
+    Refused {
+        /// The element type's name.
+        element_type: &'static str,
+        /// The reduction's name.
+        reduction: &'static str,
+    },
+    /// A byte length that is not a whole number of elements.
+    #[error("{len} bytes is not a whole number of {width}-byte elements")]
+    NotWholeElements {
+        /// The length in bytes.
+        len: usize,
+        /// The element width.
+        width: usize,
+    },
+    /// Two operands of different lengths (reduce contributions).
+    #[error("operands of {left} and {right} bytes")]
+    LengthMismatch {
+        /// Left operand bytes.
+        left: usize,
+        /// Right operand bytes.
+        right: usize,
+    },
+    /// Scatter data at the root not a whole number of blocks of at most 16777200 bytes.
+    #[error("scatter of {len} bytes to {size} ranks is not {size} equal blocks of at most 16777200 bytes")]
+    ScatterBlocks {
+        /// Root data bytes.
+        len: usize,
+        /// Job size.
+        size: u32,
+    },
+    /// Data longer than one collective frame carries.
+    #[error("{len} bytes exceed the {max} a collective frame carries")]
+    TooLong {
+        /// The length.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+}
+
+/// What a SHA-256 was computed over (H1620).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HashSubject {
+    /// The payload against the rank file header.
+    RankFilePayload,
+    /// The whole rank file against the COMMIT entry.
+    CommitEntry,
+    /// A rank file against the hash in CKPT_ACK.
+    Ack,
+}
+
+impl fmt::Display for HashSubject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            HashSubject::RankFilePayload => "rank file payload vs its header",
+            HashSubject::CommitEntry => "rank file vs its COMMIT entry",
+            HashSubject::Ack => "rank file vs CKPT_ACK",
+        })
+    }
+}
+
+/// What the project's operations can fail with. Each variant maps to one
+/// H-code in [`Error::h_code`]; I/O failures of the local machine carry none.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// H1610.
+    #[error("H1610 frame rejected: {0}")]
+    FrameRejected(#[from] FrameError),
+    /// H1611.
+    #[error("H1611 authentication of rank {peer:?} failed: {error}")]
+    Authentication {
+        /// The rank the peer claimed or was expected to be, if known.
+        peer: Option<u32>,
+        /// What failed.
+        error: AuthError,
+    },
+    /// H1612.
+    #[error("H1612 job aborted by rank {from}: reason {reason}, code {code}: {message}")]
+    AbortedByPeer {
+        /// The rank that sent ABORT.
+        from: u32,
+        /// Its reason code (layouts §6).
+        reason: u16,
+        /// Its H number, or 0.
+        code: u32,
+        /// Its message (lossy UTF-8).
+        message: String,
+    },
+    /// H1613.
+    #[error("H1613 peer rank {peer} lost: {cause}")]
+    PeerLost {
+        /// The lost rank.
+        peer: u32,
+        /// How it was noticed.
+        cause: LossCause,
+    },
+    /// H1614.
+    #[error("H1614 host {host:?} refused: {rule}")]
+    HostRefused {
+        /// The host as given.
+        host: String,
+        /// The rule that refuses it.
+        rule: RefusalRule,
+    },
+    /// H1615.
+    #[error("H1615 invalid job description: {0}")]
+    JobDescription(DecodeError),
+    /// H1616.
+    #[error("H1616 connection set-up timed out after {after_ms} ms; missing ranks {missing:?}")]
+    SetupTimeout {
+        /// The set-up window.
+        after_ms: u64,
+        /// Ranks not connected.
+        missing: Vec<u32>,
+    },
+    /// H1617.
+    #[error("H1617 collective mismatch: {0}")]
+    CollectiveMismatch(MismatchError),
+    /// H1618.
+    #[error("H1618 invalid collective arguments: {0}")]
+    InvalidArguments(#[from] ArgumentError),
+    /// H1619.
+    #[error("H1619 not the expected {what}: {error}")]
+    UnexpectedFile {
+        /// "rank file", "buddy copy", ...
+        what: &'static str,
+        /// What differs.
+        error: DecodeError,
+    },
+    /// H1620.
+    #[error("H1620 SHA-256 mismatch ({what}): expected {expected}, got {got}")]
+    HashMismatch {
+        /// What was hashed.
+        what: HashSubject,
+        /// The recorded hash.
+        expected: Sha256Digest,
+        /// The computed hash.
+        got: Sha256Digest,
+    },
+    /// H1621.
+    #[error("H1621 bad COMMIT: {0}")]
+    BadCommit(CommitError),
+    /// H1622.
+    #[error("H1622 no epoch can be resumed: {reason}")]
+    NoResumableEpoch {
+        /// Why (the last failure).
+        reason: Box<Error>,
+    },
+    /// H1623.
+    #[error("H1623 signed COMMIT for size {got}, this job has size {expected}")]
+    CommitSizeMismatch {
+        /// The job's size.
+        expected: u32,
+        /// The COMMIT's size.
+        got: u32,
+    },
+    /// H1624.
+    #[error("H1624 checkpoint with {sends} open send and {recvs} open receive handles")]
+    OpenHandles {
+        /// Open send handles (on this rank, or summed).
+        sends: u64,
+        /// Open receive handles.
+        recvs: u64,
+    },
+    /// A local I/O failure (no H-code: not bad input).
+    #[error("I/O error during {op}: {kind:?}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The OS error kind.
+        kind: std::io::ErrorKind,
+    },
+}
+
+/// Why a COMMIT file is refused (H1621).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommitError {
+    /// It does not decode.
+    #[error("malformed: {0}")]
+    Malformed(DecodeError),
+    /// Another job's COMMIT.
+    #[error("job id {got}, expected {expected}")]
+    Job {
+        /// Our job.
+        expected: JobId,
+        /// The file's.
+        got: JobId,
+    },
+    /// Another epoch's COMMIT.
+    #[error("epoch {got}, expected {expected}")]
+    Epoch {
+        /// The epoch asked for.
+        expected: u64,
+        /// The file's.
+        got: u64,
+    },
+    /// The signature does not verify.
+    #[error("signature does not verify with the job public key")]
+    BadSignature,
+}
+
+impl Error {
+    /// The H-code of this error, or `None` for local I/O failures.
+    /// This is the one place errors map to codes.
+    pub fn h_code(&self) -> Option<HCode> {
+        Some(match self {
+            Error::FrameRejected(_) => HCode::H1610,
+            Error::Authentication { .. } => HCode::H1611,
+            Error::AbortedByPeer { .. } => HCode::H1612,
+            Error::PeerLost { .. } => HCode::H1613,
+            Error::HostRefused { .. } => HCode::H1614,
+            Error::JobDescription(_) => HCode::H1615,
+            Error::SetupTimeout { .. } => HCode::H1616,
+            Error::CollectiveMismatch(_) => HCode::H1617,
+            Error::InvalidArguments(_) => HCode::H1618,
+            Error::UnexpectedFile { .. } => HCode::H1619,
+            Error::HashMismatch { .. } => HCode::H1620,
+            Error::BadCommit(_) => HCode::H1621,
+            Error::NoResumableEpoch { .. } => HCode::H1622,
+            Error::CommitSizeMismatch { .. } => HCode::H1623,
+            Error::OpenHandles { .. } => HCode::H1624,
+            Error::Io { .. } => return None,
+        })
+    }
+
+    /// A local I/O failure during `op`.
+    pub fn io(op: &'static str, e: &std::io::Error) -> Self {
+        Error::Io { op, kind: e.kind() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip() {
+        for c in HCode::ALL {
+            assert_eq!(HCode::from_number(c.number()), Some(c));
+            assert!(c.to_string().starts_with('H'));
+        }
+        assert_eq!(HCode::from_number(1609), None);
+    }
+
+    #[test]
+    fn display_starts_with_code() {
+        let e = Error::FrameRejected(FrameError::ReservedTag { got: 1 << 31 });
+        assert_eq!(e.h_code(), Some(HCode::H1610));
+        assert!(e.to_string().starts_with("H1610 "), "{e}");
+    }
+}

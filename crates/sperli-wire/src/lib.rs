@@ -1,0 +1,26 @@
+//! # sperli-wire
+//!
+//! The SPERLI v1 codecs: the job description, the 52-byte frame header and
+//! its check order, every frame payload, join tokens, checkpoint files and
+//! path names, the refused-host policy and the reductions. No I/O, no
+//! threads, no clock, no crypto but SHA-256: a second implementation can be
+//! built on this crate alone. The protocol is in `docs/sperli-protocol.md`.
+//!
+//! Every decoder goes through [`codec::Reader`]; every failure is an
+//! [`error::Error`] (or a part of one) that maps to exactly one H-code.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod codec;
+pub mod element;
+pub mod error;
+pub mod frame_type;
+pub mod hex;
+pub mod ids;
+pub mod limits;
+
+pub use codec::{Codec, PutLe, Reader};
+pub use element::{ElementType, Reduction};
+pub use error::{Error, HCode};
+pub use frame_type::FrameType;
+pub use ids::{JobId, Sha256Digest};

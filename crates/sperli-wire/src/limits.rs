@@ -1,0 +1,51 @@
+//! The fixed numbers of v1 (protocol text "Frame", "Verbindungen"; layouts §2-§7).
+
+/// Frame header length in bytes.
+pub const HEADER_LEN: usize = 52;
+/// Largest frame payload: 16 MiB.
+pub const MAX_PAYLOAD: u32 = 16 * 1024 * 1024;
+/// The collective header length.
+pub const COLLECTIVE_HEADER_LEN: usize = 16;
+/// Largest collective data: the largest payload less the collective header.
+pub const MAX_COLLECTIVE_DATA: usize = MAX_PAYLOAD as usize - COLLECTIVE_HEADER_LEN;
+/// Largest CKPT_DATA chunk: 1 MiB.
+pub const MAX_CKPT_CHUNK: usize = 1024 * 1024;
+/// Ranks in a job: 1..=4096.
+pub const MAX_SIZE: u32 = 4096;
+/// Largest user tag; tags from 2^31 on are reserved.
+pub const MAX_USER_TAG: u32 = 0x7fff_ffff;
+/// Longest host name.
+pub const MAX_HOST_LEN: usize = 253;
+/// Longest ABORT message in bytes.
+pub const MAX_ABORT_MESSAGE: usize = 1024;
+/// CompositeSig public key length.
+pub const PUBLIC_KEY_LEN: usize = 1344;
+/// CompositeSig signature length.
+pub const SIGNATURE_LEN: usize = 2484;
+/// CompositeSig secret key length (ML-DSA seed, Ed25519 seed).
+pub const SECRET_KEY_LEN: usize = 64;
+/// Protocol version in HELLO, the job description, CKPT_BEGIN and files.
+pub const PROTOCOL_VERSION: u16 = 1;
+/// HELLO feature bit 0: the v1 core.
+pub const FEATURE_V1_CORE: u64 = 1;
+/// Heartbeat interval: a connection that sent nothing for this long sends one.
+pub const HEARTBEAT_INTERVAL_MS: u64 = 1000;
+/// Default silence limit before a peer counts as lost.
+pub const DEFAULT_SILENCE_MS: u64 = 5000;
+/// Interval between connect attempts.
+pub const CONNECT_RETRY_MS: u64 = 100;
+/// Connection set-up window.
+pub const SETUP_WINDOW_MS: u64 = 30_000;
+/// Signature context of join tokens.
+pub const CONTEXT_JOIN: &[u8] = b"SPERLI-JOIN-1";
+/// Signature context of COMMIT files.
+pub const CONTEXT_COMMIT: &[u8] = b"SPERLI-COMMIT-1";
+/// Rank file header length.
+pub const RANK_FILE_HEADER_LEN: usize = 80;
+/// The fixed part of a COMMIT file before the per-rank hashes.
+pub const COMMIT_FIXED_LEN: usize = 40;
+
+/// Length of a COMMIT file for `size` ranks: 40 + 32·size + 2 + 2484.
+pub const fn commit_file_len(size: u32) -> usize {
+    COMMIT_FIXED_LEN + 32 * size as usize + 2 + SIGNATURE_LEN
+}
