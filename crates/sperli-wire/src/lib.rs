@@ -11,13 +11,34 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod abort;
+pub mod bye;
+pub mod ckpt_ack;
+pub mod ckpt_begin;
+pub mod ckpt_data;
+pub mod ckpt_path;
 pub mod codec;
+pub mod collective;
+pub mod commit_file;
+pub mod data;
 pub mod element;
 pub mod error;
+pub mod frame;
 pub mod frame_type;
+pub mod header;
+pub mod heartbeat;
+pub mod hello;
 pub mod hex;
+pub mod host;
 pub mod ids;
+pub mod job_description;
+pub mod join_token;
 pub mod limits;
+pub mod payload;
+pub mod rank_file;
+pub mod reduce;
+pub mod refused_hosts;
+pub mod resume;
 
 pub use codec::{Codec, PutLe, Reader};
 pub use element::{ElementType, Reduction};
