@@ -170,6 +170,14 @@ pub enum DecodeError {
     /// A host entry that is neither a DNS name nor a dotted IPv4 address.
     #[error("invalid host: {0}")]
     Host(#[from] HostError),
+    /// An embedded item (e.g. the join token in a job description) is invalid.
+    #[error("the embedded {item} is invalid: {error}")]
+    Embedded {
+        /// The embedded item.
+        item: &'static str,
+        /// What is wrong with it.
+        error: Box<DecodeError>,
+    },
 }
 
 /// Why a hex line does not decode (job description, layouts §1/§10).
@@ -284,7 +292,9 @@ pub enum FrameError {
         got: u32,
     },
     /// The epoch field breaks the epoch rule of its type.
-    #[error("{frame_type} frame with epoch {got} (checkpoint frames need >= 1, RESUME any, others 0)")]
+    #[error(
+        "{frame_type} frame with epoch {got} (checkpoint frames need >= 1, RESUME any, others 0)"
+    )]
     Epoch {
         /// The frame's type.
         frame_type: FrameType,
