@@ -9,3 +9,4 @@
 #![warn(missing_docs)]
 
 pub mod composite_sig;
+pub mod pki;

@@ -1,0 +1,425 @@
+//! The per-job PKI (protocol text "Transport und Sicherheit": "Der Launcher
+//! erzeugt je Job eine Job-CA ... und je Rang ein Ed25519-Zertifikat";
+//! layouts §10 "Certificates").
+//!
+//! The CA is an Ed25519 key with a self-signed certificate, CN
+//! `sperli-<job hex>-ca`, basicConstraints CA:true (critical), keyUsage
+//! keyCertSign. A rank certificate has CN `sperli-<job hex>-<rank>` (at most
+//! 44 bytes), CA:false, keyUsage digitalSignature, extendedKeyUsage
+//! serverAuth and clientAuth, and one SAN naming the rank's host: an IP
+//! address for a dotted IPv4 host, else a DNS name. Validity starts five
+//! minutes before issue and ends at the job deadline.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, SystemTime};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use sperli_wire::host::HostKind;
+use sperli_wire::JobId;
+use time::OffsetDateTime;
+use x509_parser::extensions::GeneralName;
+use zeroize::Zeroizing;
+
+/// Longest rank CN: `sperli-` + 32 hex + `-` + 4 digits (protocol text
+/// "Transport und Sicherheit": "höchstens 44 Bytes").
+pub const MAX_RANK_CN_LEN: usize = 44;
+
+/// How long before issue a certificate becomes valid (layouts §10: "a few
+/// minutes before issue"), to absorb clock skew between hosts.
+pub const BACKDATE: Duration = Duration::from_secs(5 * 60);
+
+/// Why a certificate cannot be made or read (layouts §10).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PkiError {
+    /// Key or certificate generation failed in rcgen.
+    #[error("certificate generation failed: {0}")]
+    Generate(rcgen::Error),
+    /// The deadline is not in the future.
+    #[error("the job deadline is not after now")]
+    DeadlinePassed,
+    /// A common name longer than 44 bytes.
+    #[error("common name of {len} bytes exceeds {MAX_RANK_CN_LEN}")]
+    CommonNameTooLong {
+        /// Its length.
+        len: usize,
+    },
+    /// A host that is neither a dotted IPv4 address nor a valid DNS name.
+    #[error("host is not a valid DNS name or dotted IPv4 address: {0}")]
+    Host(sperli_wire::error::HostError),
+    /// A SAN of a kind SPERLI never issues.
+    #[error("only IPv4 and DNS SANs can be issued")]
+    UnsupportedSan,
+    /// A certificate that does not parse as X.509 DER.
+    #[error("certificate does not parse")]
+    Parse,
+    /// A certificate without exactly one subject common name that is text.
+    #[error("certificate has no single UTF-8 subject common name")]
+    CommonName,
+}
+
+/// The subject alternative name of a rank certificate (protocol text
+/// "Transport und Sicherheit": a dotted IPv4 host is an IP address SAN,
+/// anything else a DNS name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubjectAltName {
+    /// An IPv4 address SAN.
+    Ip(Ipv4Addr),
+    /// A DNS name SAN.
+    Dns(String),
+    /// Any other SAN type, or an IPv6 address (never issued by SPERLI).
+    Other,
+}
+
+impl SubjectAltName {
+    /// The SAN for a host-list entry (layouts §10 "Hosts"): a dotted IPv4
+    /// host becomes an IP SAN, a valid DNS name a DNS SAN, anything else is
+    /// an error.
+    pub fn for_host(host: &str) -> Result<Self, PkiError> {
+        match sperli_wire::host::validate(host).map_err(PkiError::Host)? {
+            HostKind::Ipv4(ip) => Ok(Self::Ip(ip)),
+            _ => Ok(Self::Dns(host.to_owned())),
+        }
+    }
+
+    fn to_rcgen(&self) -> Result<SanType, PkiError> {
+        match self {
+            Self::Ip(ip) => Ok(SanType::IpAddress(IpAddr::V4(*ip))),
+            Self::Dns(name) => Ok(SanType::DnsName(
+                name.clone().try_into().map_err(PkiError::Generate)?,
+            )),
+            Self::Other => Err(PkiError::UnsupportedSan),
+        }
+    }
+}
+
+/// The CN of rank `rank`'s certificate: `sperli-<32 hex>-<rank>` (protocol
+/// text "Transport und Sicherheit").
+pub fn expected_cn(job: &JobId, rank: u32) -> String {
+    format!("sperli-{}-{rank}", job.to_hex())
+}
+
+/// The CN of the job CA: `sperli-<32 hex>-ca` (layouts §10 "Certificates").
+pub fn ca_cn(job: &JobId) -> String {
+    format!("sperli-{}-ca", job.to_hex())
+}
+
+/// What a peer's certificate names (protocol text "Transport und
+/// Sicherheit"): its subject CN and its SANs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerIdentity {
+    /// The subject common name.
+    pub common_name: String,
+    /// The subject alternative names, in certificate order.
+    pub san: Vec<SubjectAltName>,
+}
+
+/// Reads the subject CN and SANs of a DER certificate (protocol text
+/// "Transport und Sicherheit"). Never panics on any input.
+pub fn peer_identity(cert_der: &[u8]) -> Result<PeerIdentity, PkiError> {
+    let (rest, cert) =
+        x509_parser::parse_x509_certificate(cert_der).map_err(|_| PkiError::Parse)?;
+    if !rest.is_empty() {
+        return Err(PkiError::Parse);
+    }
+    let mut cns = cert.subject().iter_common_name();
+    let cn = cns.next().ok_or(PkiError::CommonName)?;
+    if cns.next().is_some() {
+        return Err(PkiError::CommonName);
+    }
+    let common_name = cn.as_str().map_err(|_| PkiError::CommonName)?.to_owned();
+    let mut san = Vec::new();
+    if let Some(ext) = cert
+        .subject_alternative_name()
+        .map_err(|_| PkiError::Parse)?
+    {
+        for name in &ext.value.general_names {
+            san.push(match name {
+                GeneralName::DNSName(d) => SubjectAltName::Dns((*d).to_owned()),
+                GeneralName::IPAddress(b) => match <[u8; 4]>::try_from(*b) {
+                    Ok(a) => SubjectAltName::Ip(Ipv4Addr::from(a)),
+                    Err(_) => SubjectAltName::Other,
+                },
+                _ => SubjectAltName::Other,
+            });
+        }
+    }
+    Ok(PeerIdentity { common_name, san })
+}
+
+/// The three PEM texts a rank needs for TLS (protocol text
+/// "Jobbeschreibung": "die drei PEM-Texte"): the job CA certificate, the
+/// rank certificate and the rank's PKCS#8 Ed25519 key. The key is zeroized
+/// on drop and never shown by `Debug`.
+#[derive(Clone)]
+pub struct RankIdentity {
+    /// The job CA certificate, PEM.
+    pub ca_cert_pem: String,
+    /// The rank certificate, PEM.
+    pub cert_pem: String,
+    key_pem: Zeroizing<String>,
+}
+
+impl RankIdentity {
+    /// Bundles the three PEM texts (protocol text "Jobbeschreibung").
+    pub fn new(ca_cert_pem: String, cert_pem: String, key_pem: Zeroizing<String>) -> Self {
+        Self {
+            ca_cert_pem,
+            cert_pem,
+            key_pem,
+        }
+    }
+
+    /// The rank's private key, PKCS#8 PEM. A secret: never log it.
+    pub fn key_pem(&self) -> &str {
+        &self.key_pem
+    }
+}
+
+impl fmt::Debug for RankIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RankIdentity")
+            .field(
+                "ca_cert_pem",
+                &format_args!("{} bytes", self.ca_cert_pem.len()),
+            )
+            .field("cert_pem", &format_args!("{} bytes", self.cert_pem.len()))
+            .field("key_pem", &format_args!("(secret)"))
+            .finish()
+    }
+}
+
+/// What a rank certificate says (layouts §10): normally from
+/// [`RankCertParams::for_rank`]; tests build odd ones by hand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankCertParams {
+    /// The subject CN (at most 44 bytes).
+    pub common_name: String,
+    /// The one SAN.
+    pub san: SubjectAltName,
+}
+
+impl RankCertParams {
+    /// The parameters of rank `rank` on `host` (protocol text "Transport und
+    /// Sicherheit").
+    pub fn for_rank(job: &JobId, rank: u32, host: &str) -> Result<Self, PkiError> {
+        Ok(Self {
+            common_name: expected_cn(job, rank),
+            san: SubjectAltName::for_host(host)?,
+        })
+    }
+}
+
+/// A job CA: Ed25519 key and self-signed certificate (layouts §10). Its
+/// key stays in memory; `Debug` shows no key.
+pub struct JobCa {
+    job: JobId,
+    issuer: Issuer<'static, KeyPair>,
+    cert_pem: String,
+    cert_der: Vec<u8>,
+    not_before: OffsetDateTime,
+    not_after: OffsetDateTime,
+}
+
+impl fmt::Debug for JobCa {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobCa")
+            .field("job", &self.job)
+            .field("not_after", &self.not_after)
+            .finish_non_exhaustive()
+    }
+}
+
+fn validity(deadline: SystemTime) -> Result<(OffsetDateTime, OffsetDateTime), PkiError> {
+    let now = SystemTime::now();
+    if deadline <= now {
+        return Err(PkiError::DeadlinePassed);
+    }
+    let start = now.checked_sub(BACKDATE).unwrap_or(SystemTime::UNIX_EPOCH);
+    Ok((OffsetDateTime::from(start), OffsetDateTime::from(deadline)))
+}
+
+impl JobCa {
+    /// Makes the CA of job `job`, valid from five minutes ago until
+    /// `deadline` (layouts §10 "Certificates").
+    pub fn generate(job: JobId, deadline: SystemTime) -> Result<Self, PkiError> {
+        let (not_before, not_after) = validity(deadline)?;
+        let key = KeyPair::generate_for(&rcgen::PKCS_ED25519).map_err(PkiError::Generate)?;
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, ca_cn(&job));
+        params.distinguished_name = dn;
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+        params.not_before = not_before;
+        params.not_after = not_after;
+        let cert = params.self_signed(&key).map_err(PkiError::Generate)?;
+        Ok(Self {
+            job,
+            cert_pem: cert.pem(),
+            cert_der: cert.der().to_vec(),
+            issuer: Issuer::new(params, key),
+            not_before,
+            not_after,
+        })
+    }
+
+    /// The job this CA belongs to.
+    pub fn job(&self) -> JobId {
+        self.job
+    }
+
+    /// The CA certificate, PEM (layouts §10).
+    pub fn cert_pem(&self) -> &str {
+        &self.cert_pem
+    }
+
+    /// The CA certificate, DER (layouts §10).
+    pub fn cert_der(&self) -> &[u8] {
+        &self.cert_der
+    }
+
+    /// Issues rank `rank`'s certificate for `host` (protocol text "Transport
+    /// und Sicherheit"; layouts §10).
+    pub fn issue_rank(&self, rank: u32, host: &str) -> Result<RankIdentity, PkiError> {
+        self.issue(&RankCertParams::for_rank(&self.job, rank, host)?)
+    }
+
+    /// Issues a rank certificate with the given CN and SAN (layouts §10):
+    /// CA:false, keyUsage digitalSignature, EKU serverAuth and clientAuth,
+    /// valid as long as the CA.
+    pub fn issue(&self, spec: &RankCertParams) -> Result<RankIdentity, PkiError> {
+        if spec.common_name.len() > MAX_RANK_CN_LEN {
+            return Err(PkiError::CommonNameTooLong {
+                len: spec.common_name.len(),
+            });
+        }
+        let key = KeyPair::generate_for(&rcgen::PKCS_ED25519).map_err(PkiError::Generate)?;
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, spec.common_name.clone());
+        params.distinguished_name = dn;
+        params.subject_alt_names = vec![spec.san.to_rcgen()?];
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        params.use_authority_key_identifier_extension = true;
+        params.not_before = self.not_before;
+        params.not_after = self.not_after;
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .map_err(PkiError::Generate)?;
+        Ok(RankIdentity {
+            ca_cert_pem: self.cert_pem.clone(),
+            cert_pem: cert.pem(),
+            key_pem: Zeroizing::new(key.serialize_pem()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::CertificateDer;
+
+    fn job() -> JobId {
+        JobId([0xab; 16])
+    }
+
+    fn deadline() -> SystemTime {
+        SystemTime::now() + Duration::from_secs(3600)
+    }
+
+    #[test]
+    fn cn_lengths() {
+        let cn = expected_cn(&job(), 4095);
+        assert_eq!(cn.len(), MAX_RANK_CN_LEN);
+        assert_eq!(
+            expected_cn(&job(), 0),
+            format!("sperli-{}-0", "ab".repeat(16))
+        );
+        assert_eq!(ca_cn(&job()), format!("sperli-{}-ca", "ab".repeat(16)));
+    }
+
+    #[test]
+    fn rank_certificate_reads_back() {
+        let ca = JobCa::generate(job(), deadline()).unwrap();
+        let ca_id = peer_identity(ca.cert_der()).unwrap();
+        assert_eq!(ca_id.common_name, ca_cn(&job()));
+        for (host, san) in [
+            ("127.0.0.1", SubjectAltName::Ip(Ipv4Addr::LOCALHOST)),
+            (
+                "node-7.example",
+                SubjectAltName::Dns("node-7.example".into()),
+            ),
+        ] {
+            let id = ca.issue_rank(3, host).unwrap();
+            let der = CertificateDer::from_pem_slice(id.cert_pem.as_bytes()).unwrap();
+            let got = peer_identity(&der).unwrap();
+            assert_eq!(got.common_name, expected_cn(&job(), 3));
+            assert_eq!(got.san, vec![san]);
+            assert!(id.key_pem().starts_with("-----BEGIN PRIVATE KEY-----"));
+            assert!(!format!("{id:?}").contains("PRIVATE"));
+        }
+    }
+
+    #[test]
+    fn certificate_extensions() {
+        let ca = JobCa::generate(job(), deadline()).unwrap();
+        let (_, c) = x509_parser::parse_x509_certificate(ca.cert_der()).unwrap();
+        let bc = c.basic_constraints().unwrap().unwrap();
+        assert!(bc.critical && bc.value.ca);
+        let ku = c.key_usage().unwrap().unwrap().value;
+        assert!(ku.key_cert_sign() && !ku.digital_signature());
+
+        let id = ca.issue_rank(1, "10.0.0.1").unwrap();
+        let der = CertificateDer::from_pem_slice(id.cert_pem.as_bytes()).unwrap();
+        let (_, c) = x509_parser::parse_x509_certificate(&der).unwrap();
+        assert!(!c.basic_constraints().unwrap().unwrap().value.ca);
+        let ku = c.key_usage().unwrap().unwrap().value;
+        assert!(ku.digital_signature() && !ku.key_cert_sign());
+        let eku = c.extended_key_usage().unwrap().unwrap().value;
+        assert!(eku.server_auth && eku.client_auth);
+        let now = OffsetDateTime::now_utc().unix_timestamp();
+        let nb = c.validity().not_before.timestamp();
+        let na = c.validity().not_after.timestamp();
+        assert!(nb <= now - 60 && nb >= now - 600, "{nb} vs {now}");
+        let dl = OffsetDateTime::from(deadline()).unix_timestamp();
+        assert!(na <= dl && na >= dl - 5);
+    }
+
+    #[test]
+    fn refusals() {
+        assert_eq!(
+            JobCa::generate(job(), SystemTime::now() - Duration::from_secs(1)).unwrap_err(),
+            PkiError::DeadlinePassed
+        );
+        let ca = JobCa::generate(job(), deadline()).unwrap();
+        assert!(matches!(
+            ca.issue_rank(0, "Bad_Host"),
+            Err(PkiError::Host(_))
+        ));
+        assert!(matches!(
+            ca.issue_rank(0, "01.2.3.4"),
+            Err(PkiError::Host(_))
+        ));
+        let long = RankCertParams {
+            common_name: "x".repeat(45),
+            san: SubjectAltName::Dns("a.example".into()),
+        };
+        assert!(matches!(
+            ca.issue(&long),
+            Err(PkiError::CommonNameTooLong { len: 45 })
+        ));
+        assert_eq!(peer_identity(b"not a certificate"), Err(PkiError::Parse));
+        assert_eq!(peer_identity(&[]), Err(PkiError::Parse));
+    }
+}
