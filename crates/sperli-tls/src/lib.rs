@@ -9,4 +9,5 @@
 #![warn(missing_docs)]
 
 pub mod composite_sig;
+pub mod config;
 pub mod pki;
