@@ -1,0 +1,1419 @@
+#!/usr/bin/env python3
+"""Independent checker for the SPERLI v1 test-vector file.
+
+Usage: python3 scripts/sperli-vectors.py docs/sperli-vectors.txt
+
+This is a second implementation of the SPERLI v1 codecs, written from
+/work/shared/spec/sperli-v1-layouts.md and the format header of the vectors
+file (xtask/src/vectors_header.txt).  It never calls the Rust code.
+
+Every entry is checked on its own: the verdict is recomputed from the bytes,
+the stated fields are compared with what the bytes decode to, the bytes are
+re-encoded from the stated fields, signatures must be 2484 bytes of 0xaa and
+every `signed:` range must be exactly the signed message located in the bytes.
+
+Exit status: 0 if every entry passed (and there was at least one), 1 if any
+entry failed, 2 if the file is malformed (or cannot be read).
+"""
+
+import functools
+import hashlib
+import math
+import re
+import struct
+import sys
+
+# ---------------------------------------------------------------------------
+# Constants from the layouts
+# ---------------------------------------------------------------------------
+
+MAX_PAYLOAD = 16777216
+MAX_COLLECTIVE_DATA = 16777200
+MAX_CHUNK = 1048576
+MAX_ABORT_MESSAGE = 1024
+SIG_LEN = 2484
+PUBKEY_LEN = 1344
+SECRET_KEY_LEN = 64
+HEADER_LEN = 52
+RANK_HEADER_LEN = 80
+COMMIT_HEADER_LEN = 40
+JOIN_CONTEXT = "SPERLI-JOIN-1"
+COMMIT_CONTEXT = "SPERLI-COMMIT-1"
+REFUSED_HOSTS = ("host-a.invalid", "host-b.invalid")
+
+TYPE_NAMES = {
+    1: "HELLO", 2: "DATA", 3: "COLLECTIVE", 4: "HEARTBEAT", 5: "ABORT",
+    6: "CKPT_BEGIN", 7: "CKPT_DATA", 8: "CKPT_ACK", 9: "CKPT_COMMIT",
+    10: "RESUME", 11: "BYE",
+}
+TYPE_CODES = {v: k for k, v in TYPE_NAMES.items()}
+HELLO, DATA, COLLECTIVE, HEARTBEAT, ABORT = 1, 2, 3, 4, 5
+CKPT_BEGIN, CKPT_DATA, CKPT_ACK, CKPT_COMMIT, RESUME, BYE = 6, 7, 8, 9, 10, 11
+CKPT_TYPES = (CKPT_BEGIN, CKPT_DATA, CKPT_ACK, CKPT_COMMIT)
+
+FRAME_CHECKS = ("length", "type", "flags", "service", "membership_epoch", "job",
+                "source", "target", "incarnation", "epoch", "payload_length",
+                "tag", "payload")
+RANK_CHECKS = ("truncated", "magic", "version", "job", "epoch", "rank", "size",
+               "length")
+COMMIT_CHECKS = ("truncated", "magic", "version", "job", "epoch", "reserved",
+                 "sig_len", "trailing")
+JOBDESC_CHECKS = ("hex", "truncated", "trailing", "version", "size", "rank",
+                  "incarnation", "port", "host", "secret_key", "token")
+
+# element types: name -> (code, width, kind) ; kind: 'u' unsigned, 's' signed, 'f' float
+ELEMENT_TYPES = {
+    "u8": (0, 1, "u"), "i32": (1, 4, "s"), "u32": (2, 4, "u"),
+    "i64": (3, 8, "s"), "u64": (4, 8, "u"), "f32": (5, 4, "f"),
+    "f64": (6, 8, "f"),
+}
+REDUCTIONS = ("sum", "prod", "min", "max", "land", "lor", "lxor", "band",
+              "bor", "bxor")
+
+# ---------------------------------------------------------------------------
+# Vectors file parsing
+# ---------------------------------------------------------------------------
+
+KIND_KEYS = {
+    # kind: (required keys, optional keys) -- besides name and kind
+    "frame": (("receiver", "bytes", "verdict"), ("header", "payload", "signed")),
+    "rank-file": (("expect", "bytes", "verdict"), ("header", "state")),
+    "commit-file": (("expect", "bytes", "verdict"), ("fields", "signed")),
+    "job-description": (("line", "verdict"), ("fields", "signed")),
+    "join-token-message": (("bytes", "fields"), ()),
+    "join-token": (("bytes", "fields", "signed"), ()),
+    "reduce": (("type", "reduction", "left", "right", "result"), ()),
+}
+
+KEY_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
+
+
+class MalformedFile(Exception):
+    """The vectors file does not follow the format header."""
+
+
+def parse_file(text):
+    """Parse the vectors file; return a list of entries.
+
+    Each entry is a dict key -> value (insertion order = file order) plus the
+    key '__line__' holding the line number of its `name:` line.  Raises
+    MalformedFile on any deviation from the format.
+    """
+    entries = []
+    current = None
+    names = set()
+
+    def finish(entry):
+        if entry is None:
+            return
+        validate_entry_keys(entry)
+        if entry["name"] in names:
+            raise MalformedFile("line %d: duplicate entry name %r"
+                                % (entry["__line__"], entry["name"]))
+        names.add(entry["name"])
+        entries.append(entry)
+
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if line.endswith("\r"):
+            raise MalformedFile("line %d: carriage return" % lineno)
+        if line.startswith("#"):
+            continue
+        if line.strip() == "":
+            if line != "":
+                raise MalformedFile("line %d: blank line with whitespace" % lineno)
+            finish(current)
+            current = None
+            continue
+        colon = line.find(":")
+        if colon <= 0:
+            raise MalformedFile("line %d: not a `key: value` line: %r" % (lineno, line[:80]))
+        key = line[:colon]
+        rest = line[colon + 1:]
+        if not KEY_RE.match(key):
+            raise MalformedFile("line %d: bad key %r" % (lineno, key))
+        if rest == "":
+            value = ""  # an empty value, written without the space
+        elif rest.startswith(" ") and not rest.startswith("  "):
+            value = rest[1:]
+        elif rest == " ":
+            value = ""
+        else:
+            raise MalformedFile("line %d: expected exactly one space after %r:" % (lineno, key))
+        if current is None:
+            current = {"__line__": lineno}
+            if key != "name":
+                raise MalformedFile("line %d: entry does not start with name:" % lineno)
+        elif len(current) == 2 and key != "kind":
+            raise MalformedFile("line %d: second line of an entry must be kind:" % lineno)
+        if key in current:
+            raise MalformedFile("line %d: duplicate key %r in entry %r"
+                                % (lineno, key, current.get("name")))
+        current[key] = value
+    finish(current)
+    return entries
+
+
+def validate_entry_keys(entry):
+    line = entry["__line__"]
+    name = entry.get("name", "")
+    if name == "" or " " in name:
+        raise MalformedFile("line %d: bad entry name %r" % (line, name))
+    if "kind" not in entry:
+        raise MalformedFile("line %d: entry %r has no kind:" % (line, name))
+    kind = entry["kind"]
+    if kind not in KIND_KEYS:
+        raise MalformedFile("line %d: entry %r has unknown kind %r" % (line, name, kind))
+    required, optional = KIND_KEYS[kind]
+    for key in entry:
+        if key in ("__line__", "name", "kind"):
+            continue
+        if key not in required and key not in optional:
+            raise MalformedFile("line %d: entry %r (kind %s) has unknown key %r"
+                                % (line, name, kind, key))
+    for key in required:
+        if key not in entry:
+            raise MalformedFile("line %d: entry %r (kind %s) lacks key %r"
+                                % (line, name, kind, key))
+
+
+# ---------------------------------------------------------------------------
+# Value notation helpers
+# ---------------------------------------------------------------------------
+
+class Problem(Exception):
+    """A value in an entry does not follow the notation."""
+
+
+DEC_RE = re.compile(r"(0|[1-9][0-9]*)\Z")
+
+
+def dec(s, bits=64):
+    if not DEC_RE.match(s):
+        raise Problem("not a decimal number: %r" % s[:40])
+    v = int(s)
+    if v >= 1 << bits:
+        raise Problem("number %s does not fit in %d bits" % (s, bits))
+    return v
+
+
+def is_hex(s):
+    """s is lowercase hex digits, an even number of them, nothing else."""
+    if len(s) % 2:
+        return False
+    try:
+        return bytes.fromhex(s).hex() == s
+    except ValueError:
+        return False
+
+
+def unhex(s):
+    if not is_hex(s):
+        raise Problem("not lowercase hex bytes: %r" % s[:40])
+    return bytes.fromhex(s)
+
+
+@functools.lru_cache(maxsize=1024)
+def parse_field_list(s):
+    """`a=1 b=2` -> tuple of (name, value). Empty string -> ()."""
+    if s == "":
+        return ()
+    items = []
+    seen = set()
+    for part in s.split(" "):
+        if "=" not in part:
+            raise Problem("field list item without '=': %r" % part[:40])
+        k, v = part.split("=", 1)
+        if k == "":
+            raise Problem("field list item without a name: %r" % part[:40])
+        if k in seen:
+            raise Problem("field %r given twice" % k)
+        seen.add(k)
+        items.append((k, v))
+    return tuple(items)
+
+
+def short(v, n=48):
+    return v if len(v) <= n else v[:n] + "...(%d chars)" % len(v)
+
+
+def compare_fields(what, expected, stated):
+    """expected: list of (name, canonical value) decoded from the bytes;
+    stated: list of (name, value) from the entry.  Returns problems."""
+    en = [k for k, _ in expected]
+    sn = [k for k, _ in stated]
+    if en != sn:
+        return ["%s: field names/order differ: decoded %s, entry has %s"
+                % (what, " ".join(en), " ".join(sn))]
+    probs = []
+    for (k, ev), (_, sv) in zip(expected, stated):
+        if ev != sv:
+            probs.append("%s: %s: decoded %s, entry says %s" % (what, k, short(ev), short(sv)))
+    return probs
+
+
+# ---------------------------------------------------------------------------
+# Generic layout codec
+#
+# A spec is a list of (name, kind, arg):
+#   ('u8'|'u16'|'u32'|'u64', None)  unsigned little-endian, decimal
+#   ('hex', n)      n bytes, hex
+#   ('hexlen', ref) bytes, count given by the earlier field `ref`, hex
+#   ('ascii', ref)  bytes, count given by the earlier field `ref`, ASCII
+#   ('magic', n)    n bytes, ASCII
+#   ('hashes', ref) 32-byte digests, count from `ref`, hex joined by commas
+#   ('rest', None)  every remaining byte, hex
+#   ('typename', None) u8 frame type, written as its name
+# ---------------------------------------------------------------------------
+
+INT_WIDTH = {"u8": 1, "u16": 2, "u32": 4, "u64": 8}
+
+
+class Truncated(Exception):
+    pass
+
+
+def prefixed(prefix, spec):
+    out = []
+    for name, kind, arg in spec:
+        if kind in ("hexlen", "ascii", "hashes"):
+            arg = prefix + arg
+        out.append((prefix + name, kind, arg))
+    return out
+
+
+def ascii_text(b):
+    return b.decode("latin-1")
+
+
+def decode_spec(spec, data, pos=0):
+    """Decode `data[pos:]` by spec. Returns (values dict, canonical list, new pos).
+    Raises Truncated if the data ends early."""
+    vals = {}
+    canon = []
+    for name, kind, arg in spec:
+        if kind in INT_WIDTH or kind == "typename":
+            w = INT_WIDTH.get(kind, 1)
+            if pos + w > len(data):
+                raise Truncated(name)
+            v = int.from_bytes(data[pos:pos + w], "little")
+            pos += w
+            vals[name] = v
+            if kind == "typename":
+                canon.append((name, TYPE_NAMES.get(v, "?%d" % v)))
+            else:
+                canon.append((name, str(v)))
+            continue
+        if kind == "rest":
+            n = len(data) - pos
+        elif kind in ("hex", "magic"):
+            n = arg
+        elif kind in ("hexlen", "ascii"):
+            n = vals[arg]
+        elif kind == "hashes":
+            n = 32 * vals[arg]
+        else:
+            raise AssertionError(kind)
+        if pos + n > len(data):
+            raise Truncated(name)
+        b = data[pos:pos + n]
+        pos += n
+        vals[name] = b
+        if kind in ("hex", "hexlen", "rest"):
+            canon.append((name, b.hex()))
+        elif kind in ("ascii", "magic"):
+            canon.append((name, ascii_text(b)))
+        else:
+            canon.append((name, ",".join(b[i:i + 32].hex() for i in range(0, n, 32))))
+    return vals, canon, pos
+
+
+def encode_spec(spec, stated):
+    """Encode from the entry's stated (name, value) list, which must name the
+    spec's fields in order (a trailing optional part is handled by callers)."""
+    names = [n for n, _, _ in spec]
+    got = [k for k, _ in stated]
+    if names != got:
+        raise Problem("cannot encode: fields %s expected, entry has %s"
+                      % (" ".join(names), " ".join(got)))
+    out = bytearray()
+    for (name, kind, arg), (_, v) in zip(spec, stated):
+        try:
+            if kind in INT_WIDTH:
+                out += dec(v, 8 * INT_WIDTH[kind]).to_bytes(INT_WIDTH[kind], "little")
+            elif kind == "typename":
+                if v not in TYPE_CODES:
+                    raise Problem("unknown type name %r" % v)
+                out.append(TYPE_CODES[v])
+            elif kind in ("hex", "hexlen", "rest"):
+                b = unhex(v)
+                if kind == "hex" and len(b) != arg:
+                    raise Problem("%d bytes expected" % arg)
+                out += b
+            elif kind in ("ascii", "magic"):
+                try:
+                    b = v.encode("ascii")
+                except UnicodeEncodeError:
+                    raise Problem("not ASCII")
+                if kind == "magic" and len(b) != arg:
+                    raise Problem("%d bytes expected" % arg)
+                out += b
+            elif kind == "hashes":
+                if v == "":
+                    continue
+                for h in v.split(","):
+                    b = unhex(h)
+                    if len(b) != 32:
+                        raise Problem("a digest is not 32 bytes")
+                    out += b
+        except Problem as e:
+            raise Problem("field %s: %s" % (name, e))
+    return bytes(out)
+
+
+U8, U16, U32, U64 = "u8", "u16", "u32", "u64"
+
+HEADER_SPEC = [
+    ("length", U32, None), ("type", "typename", None), ("flags", U8, None),
+    ("service", U16, None), ("membership_epoch", U32, None), ("job", "hex", 16),
+    ("source", U32, None), ("target", U32, None), ("incarnation", U32, None),
+    ("tag", U32, None), ("epoch", U64, None),
+]
+TOKEN_MSG_SPEC = [
+    ("job", "hex", 16), ("rank", U32, None), ("size", U32, None),
+    ("incarnation", U32, None), ("expires_at", U64, None), ("host_len", U8, None),
+    ("host", "ascii", "host_len"),
+]
+TOKEN_SPEC = TOKEN_MSG_SPEC + [("sig_len", U16, None), ("signature", "hexlen", "sig_len")]
+COMMIT_SPEC = [
+    ("magic", "magic", 4), ("version", U32, None), ("job", "hex", 16),
+    ("epoch", U64, None), ("size", U32, None), ("reserved", U32, None),
+    ("hashes", "hashes", "size"), ("sig_len", U16, None),
+    ("signature", "hexlen", "sig_len"),
+]
+RANK_HEADER_SPEC = [
+    ("magic", "magic", 4), ("version", U32, None), ("job", "hex", 16),
+    ("epoch", U64, None), ("rank", U32, None), ("size", U32, None),
+    ("payload_length", U64, None), ("payload_sha256", "hex", 32),
+]
+HELLO_FIXED = [("protocol_version", U16, None), ("reserved", U16, None),
+               ("features", U64, None), ("token_len", U16, None)]
+RESUME_FIXED = [("status", U8, None), ("reserved", "hex", 7)]
+PAYLOAD_SPECS = {
+    HELLO: HELLO_FIXED + prefixed("token.", TOKEN_SPEC),
+    DATA: [("message", "rest", None)],
+    COLLECTIVE: [("operation", U8, None), ("element_type", U8, None),
+                 ("reduction", U8, None), ("phase", U8, None), ("root", U32, None),
+                 ("sequence", U64, None), ("data", "rest", None)],
+    HEARTBEAT: [("counter", U64, None)],
+    ABORT: [("reason", U16, None), ("reserved", U16, None), ("code", U32, None),
+            ("message", "rest", None)],
+    CKPT_BEGIN: [("version", U32, None), ("size", U32, None)],
+    CKPT_DATA: [("kind", U8, None), ("reserved", "hex", 3), ("owner", U32, None),
+                ("offset", U64, None), ("total", U64, None), ("chunk", "rest", None)],
+    CKPT_ACK: [("sha256", "hex", 32)],
+    CKPT_COMMIT: prefixed("commit.", COMMIT_SPEC),
+    RESUME: RESUME_FIXED,  # + commit.* when a COMMIT follows
+    BYE: [],
+}
+RESUME_WITH_COMMIT = RESUME_FIXED + prefixed("commit.", COMMIT_SPEC)
+
+
+def commit_total_len(size):
+    return COMMIT_HEADER_LEN + 32 * size + 2 + SIG_LEN
+
+
+def commit_valid_structure(data):
+    """True if data is exactly one well-formed COMMIT file (structure only:
+    magic, version 1, reserved 0, sig_len 2484, no missing or extra byte)."""
+    if len(data) < COMMIT_HEADER_LEN:
+        return False
+    try:
+        vals, _, pos = decode_spec(COMMIT_SPEC, data)
+    except Truncated:
+        return False
+    return (vals["magic"] == b"SPCM" and vals["version"] == 1
+            and vals["reserved"] == 0 and vals["sig_len"] == SIG_LEN
+            and pos == len(data))
+
+
+def token_valid(data):
+    """A join token parses: message (host_len 1..=253), sig_len 2484, the
+    signature, and nothing after it."""
+    try:
+        vals, _, pos = decode_spec(TOKEN_SPEC, data)
+    except Truncated:
+        return False
+    return (1 <= vals["host_len"] <= 253 and vals["sig_len"] == SIG_LEN
+            and pos == len(data))
+
+
+# ---------------------------------------------------------------------------
+# Signed ranges and signatures
+# ---------------------------------------------------------------------------
+
+SIGNED_RE = re.compile(r"(0|[1-9][0-9]*)\.\.(0|[1-9][0-9]*) (\S+)\Z")
+
+
+def parse_signed(s):
+    out = []
+    for part in s.split("; "):
+        m = SIGNED_RE.match(part)
+        if not m:
+            raise Problem("signed: cannot parse %r" % part)
+        out.append((int(m.group(1)), int(m.group(2)), m.group(3)))
+    return out
+
+
+def fmt_signed(ranges):
+    return "; ".join("%d..%d %s" % r for r in ranges)
+
+
+def check_signed(entry, expected, required=True):
+    """expected: list of (start, end, context) located by this checker."""
+    probs = []
+    if "signed" not in entry:
+        if expected and required:
+            probs.append("signed: missing (expected %s)" % fmt_signed(expected))
+        return probs
+    try:
+        stated = parse_signed(entry["signed"])
+    except Problem as e:
+        return [str(e)]
+    if stated != expected:
+        probs.append("signed: entry says %s, the signed message is %s"
+                     % (entry["signed"], fmt_signed(expected) or "(none)"))
+    return probs
+
+
+def check_signature_bytes(what, sig):
+    if sig != b"\xaa" * SIG_LEN:
+        return ["%s: signature is not %d bytes of 0xaa" % (what, SIG_LEN)]
+    return []
+
+
+# ---------------------------------------------------------------------------
+# Frames
+# ---------------------------------------------------------------------------
+
+RECEIVER_KEYS = ("job", "rank", "peer", "incarnation", "size")
+
+
+def parse_receiver(s):
+    items = parse_field_list(s)
+    if [k for k, _ in items] != list(RECEIVER_KEYS):
+        raise Problem("receiver: fields must be %s" % " ".join(RECEIVER_KEYS))
+    d = dict(items)
+    job = unhex(d["job"])
+    if len(job) != 16:
+        raise Problem("receiver: job is not 16 bytes")
+    return {"job": job, "rank": dec(d["rank"], 32), "peer": dec(d["peer"], 32),
+            "incarnation": dec(d["incarnation"], 32), "size": dec(d["size"], 32)}
+
+
+def payload_length_ok(t, n, size):
+    if t == HELLO:
+        return n >= 14
+    if t == COLLECTIVE:
+        return n >= 16
+    if t == HEARTBEAT:
+        return n == 8
+    if t == ABORT:
+        return 8 <= n <= 8 + MAX_ABORT_MESSAGE
+    if t == CKPT_BEGIN:
+        return n == 8
+    if t == CKPT_DATA:
+        return 24 <= n <= 24 + MAX_CHUNK
+    if t == CKPT_ACK:
+        return n == 32
+    if t == CKPT_COMMIT:
+        return n == 2526 + 32 * size
+    if t == RESUME:
+        return n >= 8
+    if t == BYE:
+        return n == 0
+    return True  # DATA
+
+
+def header_verdict(h, rx):
+    """The receiver's header checks, in order. Returns None if the header
+    passes, else the verdict string."""
+    if h["length"] > MAX_PAYLOAD:
+        return "reject H1610 length"
+    t = h["type"]
+    if not 1 <= t <= 11:
+        return "reject H1610 type"
+    if h["flags"] != 0:
+        return "reject H1610 flags"
+    if h["service"] != 0:
+        return "reject H1610 service"
+    if h["membership_epoch"] != 0:
+        return "reject H1610 membership_epoch"
+    if h["job"] != rx["job"]:
+        return "reject H1610 job"
+    if h["source"] != rx["peer"]:
+        return "reject H1610 source"
+    if h["target"] != rx["rank"]:
+        return "reject H1610 target"
+    if h["incarnation"] < rx["incarnation"]:
+        return "discard"
+    if h["incarnation"] > rx["incarnation"]:
+        return "reject H1610 incarnation"
+    if t in CKPT_TYPES:
+        if h["epoch"] < 1:
+            return "reject H1610 epoch"
+    elif t != RESUME:
+        if h["epoch"] != 0:
+            return "reject H1610 epoch"
+    if not payload_length_ok(t, h["length"], rx["size"]):
+        return "reject H1610 payload_length"
+    if t == DATA:
+        if h["tag"] >= 1 << 31:
+            return "reject H1610 tag"
+    elif h["tag"] != 0:
+        return "reject H1610 tag"
+    return None
+
+
+def payload_spec_for(t, payload):
+    if t == RESUME and len(payload) > 8:
+        return RESUME_WITH_COMMIT
+    return PAYLOAD_SPECS[t]
+
+
+def decode_payload(t, payload):
+    """Decode and validate a payload (whose length already passed the
+    per-type rule). Returns (values, canonical list) or None if it does not
+    decode."""
+    spec = payload_spec_for(t, payload)
+    try:
+        v, canon, pos = decode_spec(spec, payload)
+    except Truncated:
+        return None
+    if pos != len(payload):
+        return None
+    ok = True
+    if t == HELLO:
+        ok = (v["protocol_version"] == 1 and v["reserved"] == 0
+              and v["features"] & 1 == 1
+              and len(payload) == 14 + v["token_len"]
+              and token_valid(payload[14:]))
+    elif t == COLLECTIVE:
+        op, et, red = v["operation"], v["element_type"], v["reduction"]
+        ok = (1 <= op <= 6 and v["phase"] <= 1
+              and len(v["data"]) <= MAX_COLLECTIVE_DATA)
+        if ok:
+            if op in (3, 4):
+                ok = et <= 6 and 1 <= red <= 10
+            else:
+                ok = et == 0 and red == 0
+    elif t == ABORT:
+        ok = v["reserved"] == 0 and len(v["message"]) <= MAX_ABORT_MESSAGE
+    elif t == CKPT_BEGIN:
+        ok = v["version"] == 1
+    elif t == CKPT_DATA:
+        ok = (v["kind"] <= 4 and v["reserved"] == b"\0\0\0"
+              and len(v["chunk"]) <= MAX_CHUNK)
+        if ok and v["kind"] in (1, 3, 4):
+            ok = v["offset"] == 0 and v["total"] == 0 and v["chunk"] == b""
+    elif t == CKPT_COMMIT:
+        ok = commit_valid_structure(payload)
+    elif t == RESUME:
+        ok = v["status"] <= 3 and v["reserved"] == b"\0" * 7
+        if ok and len(payload) > 8:
+            ok = commit_valid_structure(payload[8:])
+    return (v, canon) if ok else None
+
+
+def frame_signed_ranges(t, payload):
+    """Locate signed messages in a frame (offsets into the whole frame).
+    Returns (ranges, signatures) or None when they cannot be located."""
+    try:
+        if t == HELLO:
+            v, _, _ = decode_spec(TOKEN_SPEC, payload, 14)
+            start = HEADER_LEN + 14
+            return ([(start, start + 37 + v["host_len"], JOIN_CONTEXT)], [v["signature"]])
+        if t in (CKPT_COMMIT, RESUME):
+            off = 0 if t == CKPT_COMMIT else 8
+            if t == RESUME and len(payload) <= 8:
+                return [], []
+            v, _, _ = decode_spec(COMMIT_SPEC, payload, off)
+            start = HEADER_LEN + off
+            return ([(start, start + COMMIT_HEADER_LEN + 32 * v["size"], COMMIT_CONTEXT)],
+                    [v["signature"]])
+    except Truncated:
+        return None
+    return [], []
+
+
+def check_frame(entry):
+    probs = []
+    try:
+        rx = parse_receiver(entry["receiver"])
+        data = unhex(entry["bytes"])
+    except Problem as e:
+        return [str(e)]
+    if len(data) < HEADER_LEN:
+        return ["bytes: %d bytes, shorter than the 52-byte header" % len(data)]
+    h, hcanon, _ = decode_spec(HEADER_SPEC, data)
+    payload = data[HEADER_LEN:]
+    verdict = header_verdict(h, rx)
+    decoded = None
+    if verdict is None:
+        if len(payload) != h["length"]:
+            return ["bytes: header says length %d but %d payload bytes follow"
+                    % (h["length"], len(payload))]
+        decoded = decode_payload(h["type"], payload)
+        verdict = "accept" if decoded is not None else "reject H1610 payload"
+    elif verdict == "discard":
+        if len(payload) != h["length"]:
+            probs.append("bytes: discard frame must carry its %d payload bytes, has %d"
+                         % (h["length"], len(payload)))
+    else:
+        # rejected on the header: the payload is never read; the entry may
+        # carry it or stop after the header
+        if len(payload) not in (0, h["length"]):
+            probs.append("bytes: header says length %d but %d payload bytes follow"
+                         % (h["length"], len(payload)))
+
+    stated = entry["verdict"]
+    if not valid_verdict(stated, ("accept", "discard"), {"H1610": FRAME_CHECKS}):
+        probs.append("verdict: not a valid frame verdict: %r" % stated)
+    if stated != verdict:
+        probs.append("verdict: entry says %r, computed %r" % (stated, verdict))
+
+    if stated != "accept":
+        for key in ("header", "payload"):
+            if key in entry:
+                probs.append("%s: given for a non-accept entry" % key)
+        if "signed" in entry and h["type"] in TYPE_NAMES:
+            loc = frame_signed_ranges(h["type"], payload)
+            if loc is None:
+                probs.append("signed: given but no signed message can be located")
+            else:
+                probs += check_signed(entry, loc[0], required=False)
+        return probs
+    if verdict != "accept":
+        return probs
+
+    # accept: compare every field both ways
+    t = h["type"]
+    for key in ("header", "payload"):
+        if key not in entry:
+            probs.append("%s: missing in an accept entry" % key)
+    if probs:
+        return probs
+    try:
+        sh = parse_field_list(entry["header"])
+        sp = parse_field_list(entry["payload"])
+    except Problem as e:
+        return probs + [str(e)]
+    _, pcanon = decoded
+    probs += compare_fields("header", hcanon, sh)
+    probs += compare_fields("payload", pcanon, sp)
+    try:
+        pspec = PAYLOAD_SPECS[t]
+        if t == RESUME and len(sp) > len(RESUME_FIXED):
+            pspec = RESUME_WITH_COMMIT
+        enc = encode_spec(HEADER_SPEC, sh) + encode_spec(pspec, sp)
+        if enc != data:
+            probs.append("bytes: re-encoding the stated fields gives different bytes%s"
+                         % first_diff(enc, data))
+    except Problem as e:
+        probs.append("re-encode: %s" % e)
+    ranges, sigs = frame_signed_ranges(t, payload)
+    for s in sigs:
+        probs += check_signature_bytes("payload", s)
+    probs += check_signed(entry, ranges)
+    return probs
+
+
+def first_diff(a, b):
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        if len(a) != len(b):
+            return " (lengths %d and %d)" % (len(a), len(b))
+        return ""
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return " (first difference at byte %d)" % lo
+
+
+def valid_verdict(v, plain, rejects):
+    if v in plain:
+        return True
+    parts = v.split(" ")
+    return (len(parts) == 3 and parts[0] == "reject" and parts[1] in rejects
+            and parts[2] in rejects[parts[1]])
+
+
+# ---------------------------------------------------------------------------
+# Rank files
+# ---------------------------------------------------------------------------
+
+def parse_expect(s, keys):
+    items = parse_field_list(s)
+    if [k for k, _ in items] != list(keys):
+        raise Problem("expect: fields must be %s" % " ".join(keys))
+    d = dict(items)
+    out = {}
+    for k in keys:
+        if k == "job":
+            out[k] = unhex(d[k])
+            if len(out[k]) != 16:
+                raise Problem("expect: job is not 16 bytes")
+        else:
+            out[k] = dec(d[k], 64 if k == "epoch" else 32)
+    return out
+
+
+def rank_file_verdict(data, exp):
+    if len(data) < RANK_HEADER_LEN:
+        return "reject H1619 truncated", None
+    v, canon, _ = decode_spec(RANK_HEADER_SPEC, data)
+    if v["magic"] != b"SPCK":
+        return "reject H1619 magic", None
+    if v["version"] != 1:
+        return "reject H1619 version", None
+    if v["job"] != exp["job"]:
+        return "reject H1619 job", None
+    if v["epoch"] != exp["epoch"]:
+        return "reject H1619 epoch", None
+    if v["rank"] != exp["rank"]:
+        return "reject H1619 rank", None
+    if v["size"] != exp["size"]:
+        return "reject H1619 size", None
+    if len(data) != RANK_HEADER_LEN + v["payload_length"]:
+        return "reject H1619 length", None
+    if sha256(data[RANK_HEADER_LEN:]) != v["payload_sha256"]:
+        return "reject H1620 sha256", None
+    return "accept", canon
+
+
+def sha256(b):
+    return hashlib.sha256(b).digest()
+
+
+def check_rank_file(entry):
+    try:
+        exp = parse_expect(entry["expect"], ("job", "epoch", "rank", "size"))
+        data = unhex(entry["bytes"])
+    except Problem as e:
+        return [str(e)]
+    verdict, canon = rank_file_verdict(data, exp)
+    return check_simple_verdict(
+        entry, verdict, ("accept",),
+        {"H1619": RANK_CHECKS, "H1620": ("sha256",)},
+        ("header", "state"),
+        lambda: check_rank_file_fields(entry, data, canon))
+
+
+def check_rank_file_fields(entry, data, canon):
+    probs = []
+    try:
+        sh = parse_field_list(entry["header"])
+        state = unhex(entry["state"])
+    except Problem as e:
+        return [str(e)]
+    probs += compare_fields("header", canon, sh)
+    if state != data[RANK_HEADER_LEN:]:
+        probs.append("state: differs from the bytes after the header")
+    try:
+        enc = encode_spec(RANK_HEADER_SPEC, sh) + state
+        if enc != data:
+            probs.append("bytes: re-encoding the stated fields gives different bytes%s"
+                         % first_diff(enc, data))
+    except Problem as e:
+        probs.append("re-encode: %s" % e)
+    return probs
+
+
+def check_simple_verdict(entry, verdict, plain, rejects, accept_keys, accept_check):
+    probs = []
+    stated = entry["verdict"]
+    if not valid_verdict(stated, plain, rejects):
+        probs.append("verdict: not a valid verdict for kind %s: %r" % (entry["kind"], stated))
+    if stated != verdict:
+        probs.append("verdict: entry says %r, computed %r" % (stated, verdict))
+    if stated != "accept":
+        for key in accept_keys:
+            if key in entry:
+                probs.append("%s: given for a non-accept entry" % key)
+        return probs
+    if verdict != "accept":
+        return probs
+    for key in accept_keys:
+        if key not in entry:
+            probs.append("%s: missing in an accept entry" % key)
+    if probs:
+        return probs
+    return accept_check()
+
+
+# ---------------------------------------------------------------------------
+# COMMIT files
+# ---------------------------------------------------------------------------
+
+def commit_file_verdict(data, exp):
+    if len(data) < COMMIT_HEADER_LEN:
+        return "reject H1621 truncated"
+    magic = data[0:4]
+    version, = struct.unpack_from("<I", data, 4)
+    job = data[8:24]
+    epoch, size, reserved = struct.unpack_from("<QII", data, 24)
+    if magic != b"SPCM":
+        return "reject H1621 magic"
+    if version != 1:
+        return "reject H1621 version"
+    if job != exp["job"]:
+        return "reject H1621 job"
+    if epoch != exp["epoch"]:
+        return "reject H1621 epoch"
+    if reserved != 0:
+        return "reject H1621 reserved"
+    sl_off = COMMIT_HEADER_LEN + 32 * size
+    if len(data) < sl_off + 2:
+        return "reject H1621 truncated"
+    sig_len, = struct.unpack_from("<H", data, sl_off)
+    if sig_len != SIG_LEN:
+        return "reject H1621 sig_len"
+    end = sl_off + 2 + SIG_LEN
+    if len(data) < end:
+        return "reject H1621 truncated"
+    if len(data) > end:
+        return "reject H1621 trailing"
+    if size != exp["size"]:
+        return "reject H1623 size"
+    return "accept"
+
+
+def check_commit_file(entry):
+    try:
+        exp = parse_expect(entry["expect"], ("job", "epoch", "size"))
+        data = unhex(entry["bytes"])
+    except Problem as e:
+        return [str(e)]
+    verdict = commit_file_verdict(data, exp)
+    probs = check_simple_verdict(
+        entry, verdict, ("accept",),
+        {"H1621": COMMIT_CHECKS, "H1623": ("size",)},
+        ("fields", "signed"),
+        lambda: check_commit_fields(entry, data))
+    return probs
+
+
+def check_commit_fields(entry, data):
+    probs = []
+    v, canon, _ = decode_spec(COMMIT_SPEC, data)
+    try:
+        stated = parse_field_list(entry["fields"])
+    except Problem as e:
+        return [str(e)]
+    probs += compare_fields("fields", canon, stated)
+    try:
+        enc = encode_spec(COMMIT_SPEC, stated)
+        if enc != data:
+            probs.append("bytes: re-encoding the stated fields gives different bytes%s"
+                         % first_diff(enc, data))
+    except Problem as e:
+        probs.append("re-encode: %s" % e)
+    probs += check_signature_bytes("fields", v["signature"])
+    probs += check_signed(entry, [(0, COMMIT_HEADER_LEN + 32 * v["size"], COMMIT_CONTEXT)])
+    return probs
+
+
+# ---------------------------------------------------------------------------
+# Hosts
+# ---------------------------------------------------------------------------
+
+LABEL_RE = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
+IPV4_PART_RE = re.compile(r"(0|[1-9][0-9]{0,2})\Z")
+
+
+def host_valid(h):
+    """h: str. DNS name (lowercase) or dotted IPv4 per layouts section 10."""
+    if not 1 <= len(h) <= 253:
+        return False
+    if all(c in "0123456789." for c in h):
+        parts = h.split(".")
+        return (len(parts) == 4
+                and all(IPV4_PART_RE.match(p) and int(p) <= 255 for p in parts))
+    return all(LABEL_RE.match(label) for label in h.split("."))
+
+
+def host_refused(h, refused=REFUSED_HOSTS):
+    for r in refused:
+        if h == r or h.endswith("." + r):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------
+# Job descriptions
+# ---------------------------------------------------------------------------
+
+class JobDescReject(Exception):
+    def __init__(self, verdict):
+        Exception.__init__(self, verdict)
+        self.verdict = verdict
+
+
+class Reader:
+    def __init__(self, data):
+        self.data = data
+        self.pos = 0
+
+    def take(self, n):
+        if self.pos + n > len(self.data):
+            raise JobDescReject("reject H1615 truncated")
+        b = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return b
+
+    def uint(self, n):
+        return int.from_bytes(self.take(n), "little")
+
+
+def decode_job_description(line):
+    """Returns (verdict, canonical fields or None, signed ranges, signatures)."""
+    if not is_hex(line):
+        return "reject H1615 hex", None, [], []
+    data = bytes.fromhex(line)
+    r = Reader(data)
+    try:
+        version = r.uint(2)
+        if version != 1:
+            raise JobDescReject("reject H1615 version")
+        job = r.take(16)
+        size = r.uint(4)
+        if not 1 <= size <= 4096:
+            raise JobDescReject("reject H1615 size")
+        rank = r.uint(4)
+        if rank >= size:
+            raise JobDescReject("reject H1615 rank")
+        incarnation = r.uint(4)
+        if incarnation < 1:
+            raise JobDescReject("reject H1615 incarnation")
+        hosts = []
+        for _ in range(size):
+            port = r.uint(2)
+            if port < 1:
+                raise JobDescReject("reject H1615 port")
+            host_len = r.uint(1)
+            if not 1 <= host_len <= 253:
+                raise JobDescReject("reject H1615 host")
+            hb = r.take(host_len)
+            try:
+                host = hb.decode("ascii")
+            except UnicodeDecodeError:
+                raise JobDescReject("reject H1615 host")
+            if not host_valid(host):
+                raise JobDescReject("reject H1615 host")
+            if host_refused(host):
+                raise JobDescReject("reject H1614 host")
+            hosts.append((host, port))
+        pubkey = r.take(PUBKEY_LEN)
+        token_len = r.uint(2)
+        token_off = r.pos
+        token = r.take(token_len)
+        if not token_valid(token):
+            raise JobDescReject("reject H1615 token")
+        ca = r.take(r.uint(4))
+        rc = r.take(r.uint(4))
+        sk_len = r.uint(2)
+        if sk_len != (SECRET_KEY_LEN if rank == 0 else 0):
+            raise JobDescReject("reject H1615 secret_key")
+        sk = r.take(sk_len)
+        rk = r.take(r.uint(4))
+        if r.pos != len(data):
+            raise JobDescReject("reject H1615 trailing")
+    except JobDescReject as e:
+        return e.verdict, None, [], []
+    canon = [
+        ("version", str(version)), ("job", job.hex()), ("size", str(size)),
+        ("rank", str(rank)), ("incarnation", str(incarnation)),
+        ("hosts", ",".join("%s:%d" % hp for hp in hosts)),
+        ("job_public_key", pubkey.hex()), ("join_token", token.hex()),
+        ("ca_cert_pem", ca.hex()), ("rank_cert_pem", rc.hex()),
+        ("job_secret_key", sk.hex()), ("rank_key_pem", rk.hex()),
+    ]
+    tv, _, _ = decode_spec(TOKEN_SPEC, token)
+    ranges = [(token_off, token_off + 37 + tv["host_len"], JOIN_CONTEXT)]
+    return "accept", canon, ranges, [tv["signature"]]
+
+
+def encode_job_description(stated):
+    names = ["version", "job", "size", "rank", "incarnation", "hosts",
+             "job_public_key", "join_token", "ca_cert_pem", "rank_cert_pem",
+             "job_secret_key", "rank_key_pem"]
+    if [k for k, _ in stated] != names:
+        raise Problem("cannot encode: fields %s expected" % " ".join(names))
+    d = dict(stated)
+    out = bytearray()
+    out += dec(d["version"], 16).to_bytes(2, "little")
+    job = unhex(d["job"])
+    if len(job) != 16:
+        raise Problem("job is not 16 bytes")
+    out += job
+    for k in ("size", "rank", "incarnation"):
+        out += dec(d[k], 32).to_bytes(4, "little")
+    if d["hosts"] != "":
+        for item in d["hosts"].split(","):
+            if ":" not in item:
+                raise Problem("hosts: item without a port: %r" % item)
+            host, port = item.rsplit(":", 1)
+            hb = host.encode("ascii", "replace")
+            if len(hb) > 255:
+                raise Problem("hosts: host too long to encode")
+            out += dec(port, 16).to_bytes(2, "little") + bytes([len(hb)]) + hb
+    out += unhex(d["job_public_key"])
+    tok = unhex(d["join_token"])
+    out += len(tok).to_bytes(2, "little") + tok
+    for k, w in (("ca_cert_pem", 4), ("rank_cert_pem", 4), ("job_secret_key", 2),
+                 ("rank_key_pem", 4)):
+        b = unhex(d[k])
+        out += len(b).to_bytes(w, "little") + b
+    return bytes(out)
+
+
+def check_job_description(entry):
+    line = entry["line"]
+    verdict, canon, ranges, sigs = decode_job_description(line)
+
+    def accept_check():
+        probs = []
+        try:
+            stated = parse_field_list(entry["fields"])
+        except Problem as e:
+            return [str(e)]
+        probs += compare_fields("fields", canon, stated)
+        try:
+            enc = encode_job_description(stated)
+            if enc.hex() != line:
+                probs.append("line: re-encoding the stated fields gives a different line%s"
+                             % first_diff(enc, bytes.fromhex(line)))
+        except Problem as e:
+            probs.append("re-encode: %s" % e)
+        for s in sigs:
+            probs += check_signature_bytes("join_token", s)
+        probs += check_signed(entry, ranges)
+        return probs
+
+    return check_simple_verdict(
+        entry, verdict, ("accept",),
+        {"H1615": JOBDESC_CHECKS, "H1614": ("host",)},
+        ("fields",), accept_check) + (
+        check_signed_nonaccept_jobdesc(entry) if verdict != "accept"
+        and entry["verdict"] != "accept" else [])
+
+
+def check_signed_nonaccept_jobdesc(entry):
+    """A rejected description may still carry `signed:`; if so it must name
+    the token message as far as it can be located."""
+    if "signed" not in entry:
+        return []
+    line = entry["line"]
+    if not is_hex(line):
+        return ["signed: given, but the line is not hex"]
+    data = bytes.fromhex(line)
+    try:
+        r = Reader(data)
+        r.take(22)
+        size = r.uint(4)
+        r.take(8)
+        for _ in range(min(size, 1 << 20)):
+            r.take(2)
+            r.take(r.uint(1))
+        r.take(PUBKEY_LEN)
+        r.uint(2)
+        off = r.pos
+        tv, _, _ = decode_spec(TOKEN_MSG_SPEC, data, off)
+    except (JobDescReject, Truncated):
+        return ["signed: given but no token message can be located"]
+    return check_signed(entry, [(off, off + 37 + tv["host_len"], JOIN_CONTEXT)])
+
+
+# ---------------------------------------------------------------------------
+# Join tokens
+# ---------------------------------------------------------------------------
+
+def check_join_token_message(entry):
+    return check_token_kind(entry, TOKEN_MSG_SPEC, with_sig=False)
+
+
+def check_join_token(entry):
+    return check_token_kind(entry, TOKEN_SPEC, with_sig=True)
+
+
+def check_token_kind(entry, spec, with_sig):
+    try:
+        data = unhex(entry["bytes"])
+        stated = parse_field_list(entry["fields"])
+    except Problem as e:
+        return [str(e)]
+    probs = []
+    try:
+        v, canon, pos = decode_spec(spec, data)
+    except Truncated as e:
+        return ["bytes: truncated at field %s" % e]
+    if pos != len(data):
+        probs.append("bytes: %d bytes after the %s" % (len(data) - pos,
+                                                       "token" if with_sig else "message"))
+    if not 1 <= v["host_len"] <= 253:
+        probs.append("bytes: host_len %d not in 1..=253" % v["host_len"])
+    if with_sig and v["sig_len"] != SIG_LEN:
+        probs.append("bytes: sig_len %d, not %d" % (v["sig_len"], SIG_LEN))
+    probs += compare_fields("fields", canon, stated)
+    try:
+        enc = encode_spec(spec, stated)
+        if enc != data:
+            probs.append("bytes: re-encoding the stated fields gives different bytes%s"
+                         % first_diff(enc, data))
+    except Problem as e:
+        probs.append("re-encode: %s" % e)
+    if with_sig:
+        probs += check_signature_bytes("fields", v["signature"])
+        probs += check_signed(entry, [(0, 37 + v["host_len"], JOIN_CONTEXT)])
+    return probs
+
+
+# ---------------------------------------------------------------------------
+# Reductions (layouts section 5)
+# ---------------------------------------------------------------------------
+
+def reduction_allowed(tname, red):
+    kind = ELEMENT_TYPES[tname][2]
+    if tname == "u8":
+        return red in ("band", "bor", "bxor")
+    if kind == "f":
+        return red in ("sum", "prod", "min", "max")
+    return True
+
+
+def f32_round(x):
+    """Round a double to binary32 (nearest even), overflow to infinity."""
+    try:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def float_minmax(a_bits, b_bits, width, want_min):
+    fmt = "<f" if width == 4 else "<d"
+    a = struct.unpack(fmt, a_bits)[0]
+    b = struct.unpack(fmt, b_bits)[0]
+    if math.isnan(a):
+        return a_bits
+    if math.isnan(b):
+        return b_bits
+    if a == b:
+        if a == 0:
+            a_neg = math.copysign(1.0, a) < 0
+            b_neg = math.copysign(1.0, b) < 0
+            if want_min:
+                return a_bits if a_neg else b_bits
+            return a_bits if not a_neg else b_bits
+        return a_bits
+    if want_min:
+        return a_bits if a < b else b_bits
+    return a_bits if a > b else b_bits
+
+
+def combine_element(tname, red, a_bits, b_bits):
+    """Returns the result element's bytes, or the string 'nan' for a NaN
+    whose bits are not fixed (float sum/prod)."""
+    _, width, kind = ELEMENT_TYPES[tname]
+    bits = 8 * width
+    mask = (1 << bits) - 1
+    if kind == "f":
+        if red in ("min", "max"):
+            return float_minmax(a_bits, b_bits, width, red == "min")
+        fmt = "<f" if width == 4 else "<d"
+        a = struct.unpack(fmt, a_bits)[0]
+        b = struct.unpack(fmt, b_bits)[0]
+        try:
+            r = a + b if red == "sum" else a * b
+        except OverflowError:  # pragma: no cover - floats do not raise here
+            r = math.inf
+        if width == 4:
+            r = f32_round(r)
+        if math.isnan(r):
+            return "nan"
+        return struct.pack(fmt, r)
+    ua = int.from_bytes(a_bits, "little")
+    ub = int.from_bytes(b_bits, "little")
+    if kind == "s":
+        sa = ua - (1 << bits) if ua >> (bits - 1) else ua
+        sb = ub - (1 << bits) if ub >> (bits - 1) else ub
+    else:
+        sa, sb = ua, ub
+    if red == "sum":
+        r = ua + ub
+    elif red == "prod":
+        r = ua * ub
+    elif red == "min":
+        r = ua if sa <= sb else ub
+    elif red == "max":
+        r = ua if sa >= sb else ub
+    elif red == "land":
+        r = int(ua != 0 and ub != 0)
+    elif red == "lor":
+        r = int(ua != 0 or ub != 0)
+    elif red == "lxor":
+        r = int((ua != 0) != (ub != 0))
+    elif red == "band":
+        r = ua & ub
+    elif red == "bor":
+        r = ua | ub
+    elif red == "bxor":
+        r = ua ^ ub
+    else:
+        raise AssertionError(red)
+    return (r & mask).to_bytes(width, "little")
+
+
+def combine(tname, red, left, right):
+    """left, right: lists of element byte strings. Returns list of results
+    (bytes or 'nan'), or the string 'reject H1618'."""
+    if not reduction_allowed(tname, red):
+        return "reject H1618"
+    return [combine_element(tname, red, a, b) for a, b in zip(left, right)]
+
+
+def parse_elements(s, width, what):
+    if s == "":
+        return []
+    out = []
+    for item in s.split(" "):
+        b = unhex(item)
+        if len(b) != width:
+            raise Problem("%s: element %r is not %d bytes" % (what, item, width))
+        out.append(b)
+    return out
+
+
+def is_nan_bits(b, width):
+    fmt = "<f" if width == 4 else "<d"
+    return math.isnan(struct.unpack(fmt, b)[0])
+
+
+def check_reduce(entry):
+    tname = entry["type"]
+    red = entry["reduction"]
+    if tname not in ELEMENT_TYPES:
+        return ["type: unknown element type %r" % tname]
+    if red not in REDUCTIONS:
+        return ["reduction: unknown reduction %r" % red]
+    width = ELEMENT_TYPES[tname][1]
+    kind = ELEMENT_TYPES[tname][2]
+    try:
+        left = parse_elements(entry["left"], width, "left")
+        right = parse_elements(entry["right"], width, "right")
+    except Problem as e:
+        return [str(e)]
+    if len(left) != len(right):
+        return ["left has %d elements, right %d" % (len(left), len(right))]
+    got = combine(tname, red, left, right)
+    stated = entry["result"]
+    if got == "reject H1618":
+        if stated != got:
+            return ["result: entry says %r, computed 'reject H1618'" % short(stated)]
+        return []
+    if stated == "reject H1618":
+        return ["result: entry says 'reject H1618', computed %s" % fmt_elements(got)]
+    items = stated.split(" ") if stated != "" else []
+    if len(items) != len(got):
+        return ["result: %d elements, computed %d" % (len(items), len(got))]
+    probs = []
+    for i, (s, g) in enumerate(zip(items, got)):
+        if s == "nan":
+            if kind != "f":
+                probs.append("result[%d]: `nan` for an integer type" % i)
+            elif g != "nan" and not is_nan_bits(g, width):
+                probs.append("result[%d]: entry says nan, computed %s" % (i, g.hex()))
+            continue
+        try:
+            sb = unhex(s)
+        except Problem as e:
+            probs.append("result[%d]: %s" % (i, e))
+            continue
+        if len(sb) != width:
+            probs.append("result[%d]: %r is not %d bytes" % (i, s, width))
+        elif g == "nan":
+            probs.append("result[%d]: entry says %s, computed a NaN (write `nan`: "
+                         "sum and prod do not fix NaN bits)" % (i, s))
+        elif sb != g:
+            probs.append("result[%d]: entry says %s, computed %s" % (i, s, g.hex()))
+    return probs
+
+
+def fmt_elements(got):
+    return " ".join(g if isinstance(g, str) else g.hex() for g in got)
+
+
+# ---------------------------------------------------------------------------
+# Driver
+# ---------------------------------------------------------------------------
+
+CHECKERS = {
+    "frame": check_frame,
+    "rank-file": check_rank_file,
+    "commit-file": check_commit_file,
+    "job-description": check_job_description,
+    "join-token-message": check_join_token_message,
+    "join-token": check_join_token,
+    "reduce": check_reduce,
+}
+
+
+def check_entry(entry):
+    """Check one parsed entry; return a list of problems (empty = pass)."""
+    try:
+        return CHECKERS[entry["kind"]](entry)
+    except Problem as e:
+        return [str(e)]
+
+
+def check_text(text):
+    """Returns (results list of (name, problems), passed, failed).
+    Raises MalformedFile."""
+    entries = parse_file(text)
+    results = []
+    for e in entries:
+        results.append((e["name"], check_entry(e)))
+    failed = sum(1 for _, p in results if p)
+    return results, len(results) - failed, failed
+
+
+def main(argv):
+    if len(argv) != 2:
+        sys.stderr.write("usage: sperli-vectors.py FILE\n")
+        return 2
+    try:
+        with open(argv[1], "rb") as f:
+            raw = f.read()
+        text = raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        sys.stderr.write("%s: cannot read: %s\n" % (argv[1], e))
+        return 2
+    try:
+        results, passed, failed = check_text(text)
+    except MalformedFile as e:
+        sys.stderr.write("%s: malformed: %s\n" % (argv[1], e))
+        print("0 passed, 0 failed")
+        return 2
+    for name, probs in results:
+        if probs:
+            print("FAIL %s: %s" % (name, "; ".join(probs)))
+    print("%d passed, %d failed" % (passed, failed))
+    if failed or passed == 0:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""Tests of scripts/sperli-vectors.py (standard library only).
+
+Run:  python3 -m unittest discover -s scripts -p 'test_*.py'
+  or  python3 scripts/test_sperli_vectors.py
+"""
+
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CHECKER = os.path.join(HERE, "sperli-vectors.py")
+FIXTURE = os.path.join(HERE, "testdata", "fixture-vectors.txt")
+VECTORS = os.path.join(ROOT, "docs", "sperli-vectors.txt")
+
+_spec = importlib.util.spec_from_file_location("sperli_vectors", CHECKER)
+sv = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sv)
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        return sv.parse_file(f.read())
+
+
+def sources():
+    """The vector files whose entries the property tests mutate."""
+    out = [FIXTURE]
+    if os.path.exists(VECTORS):
+        out.append(VECTORS)
+    return out
+
+
+def mutations(data):
+    for i in range(len(data)):
+        for bit in (0x01, 0x80):
+            m = bytearray(data)
+            m[i] ^= bit
+            yield i, bit, bytes(m)
+
+
+class CheckerOnFiles(unittest.TestCase):
+    def run_checker(self, path):
+        return subprocess.run([sys.executable, CHECKER, path], capture_output=True,
+                              text=True, timeout=300)
+
+    def test_fixture_passes(self):
+        r = self.run_checker(FIXTURE)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertRegex(r.stdout.splitlines()[-1], r"^[1-9][0-9]* passed, 0 failed$")
+
+    def test_project_vectors_pass(self):
+        # docs/sperli-vectors.txt is written by `cargo xtask vectors`; it must
+        # exist and every entry must pass the independent checker.
+        self.assertTrue(os.path.exists(VECTORS), "%s is missing" % VECTORS)
+        r = self.run_checker(VECTORS)
+        self.assertEqual(r.returncode, 0, r.stdout[-5000:] + r.stderr)
+        self.assertRegex(r.stdout.splitlines()[-1], r"^[1-9][0-9]* passed, 0 failed$")
+
+    def test_project_vectors_cover_every_kind(self):
+        self.assertTrue(os.path.exists(VECTORS), "%s is missing" % VECTORS)
+        kinds = {e["kind"] for e in load(VECTORS)}
+        for k in sv.KIND_KEYS:
+            self.assertIn(k, kinds)
+
+    def test_exit_codes(self):
+        with tempfile.TemporaryDirectory() as d:
+            empty = os.path.join(d, "empty.txt")
+            with open(empty, "w") as f:
+                f.write("# nothing\n")
+            self.assertEqual(self.run_checker(empty).returncode, 1)
+            bad = os.path.join(d, "bad.txt")
+            with open(bad, "w") as f:
+                f.write("name: x\nkind: reduce\nnonsense line\n")
+            self.assertEqual(self.run_checker(bad).returncode, 2)
+            wrong = os.path.join(d, "wrong.txt")
+            with open(wrong, "w") as f:
+                f.write("name: x\nkind: reduce\ntype: u8\nreduction: band\n"
+                        "left: 0f\nright: ff\nresult: ff\n")
+            r = self.run_checker(wrong)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("x", r.stdout)
+            self.assertEqual(r.stdout.splitlines()[-1], "0 passed, 1 failed")
+
+
+class Parsing(unittest.TestCase):
+    GOOD = ("# c\nname: a\nkind: reduce\ntype: u8\nreduction: band\nleft: 0f\n"
+            "right: ff\nresult: 0f\n\n\nname: b\nkind: reduce\ntype: u8\n"
+            "reduction: bor\nleft: \nright: \nresult: \n")
+
+    def test_good(self):
+        es = sv.parse_file(self.GOOD)
+        self.assertEqual([e["name"] for e in es], ["a", "b"])
+        self.assertEqual(es[1]["left"], "")
+        for e in es:
+            self.assertEqual(sv.check_entry(e), [])
+
+    def bad(self, text):
+        with self.assertRaises(sv.MalformedFile):
+            sv.parse_file(text)
+
+    def test_duplicate_name(self):
+        self.bad(self.GOOD.replace("name: b", "name: a"))
+
+    def test_duplicate_key(self):
+        self.bad(self.GOOD.replace("left: 0f\n", "left: 0f\nleft: 0f\n"))
+
+    def test_unknown_kind(self):
+        self.bad(self.GOOD.replace("kind: reduce", "kind: reduction", 1))
+
+    def test_unknown_key(self):
+        self.bad(self.GOOD.replace("left: 0f\n", "left: 0f\ncomment: hi\n"))
+
+    def test_missing_key(self):
+        self.bad(self.GOOD.replace("left: 0f\n", ""))
+
+    def test_name_first(self):
+        self.bad("kind: reduce\nname: a\n")
+
+    def test_two_spaces(self):
+        self.bad(self.GOOD.replace("left: 0f", "left:  0f"))
+
+
+class MutationProperty(unittest.TestCase):
+    """Changing any single byte of a positive entry must be noticed."""
+
+    def mutate_all(self, kinds, field):
+        checked = 0
+        for path in sources():
+            for e in load(path):
+                if e["kind"] not in kinds or e.get("verdict", "accept") != "accept":
+                    continue
+                self.assertEqual(sv.check_entry(e), [], "%s: %s" % (path, e["name"]))
+                data = bytes.fromhex(e[field])
+                for i, bit, m in mutations(data):
+                    me = dict(e)
+                    me[field] = m.hex()
+                    if not sv.check_entry(me):
+                        self.fail("%s: %s: byte %d ^ 0x%02x not detected"
+                                  % (os.path.basename(path), e["name"], i, bit))
+                checked += 1
+        self.assertGreater(checked, 0)
+
+    def test_frames(self):
+        self.mutate_all(("frame",), "bytes")
+
+    def test_job_descriptions(self):
+        self.mutate_all(("job-description",), "line")
+
+    def test_rank_files(self):
+        self.mutate_all(("rank-file",), "bytes")
+
+    def test_commit_files(self):
+        self.mutate_all(("commit-file",), "bytes")
+
+    def test_join_tokens(self):
+        self.mutate_all(("join-token", "join-token-message"), "bytes")
+
+
+def fixture_entry(name):
+    for e in load(FIXTURE):
+        if e["name"] == name:
+            return dict(e)
+    raise KeyError(name)
+
+
+class NegativeChecks(unittest.TestCase):
+    """The checker must report wrong entries."""
+
+    def assertProblem(self, entry, text):
+        probs = sv.check_entry(entry)
+        self.assertTrue(probs, "no problem reported")
+        self.assertTrue(any(text in p for p in probs), probs)
+
+    def test_wrong_frame_verdict(self):
+        e = fixture_entry("frame-flags")
+        e["verdict"] = "reject H1610 service"
+        self.assertProblem(e, "verdict")
+        e = fixture_entry("frame-old-incarnation")
+        e["verdict"] = "reject H1610 tag"
+        self.assertProblem(e, "verdict")
+
+    def test_accept_claimed_for_rejected(self):
+        e = fixture_entry("frame-heartbeat")
+        b = bytearray.fromhex(e["bytes"])
+        b[40] = 1  # tag
+        e["bytes"] = b.hex()
+        self.assertProblem(e, "reject H1610 tag")
+
+    def test_wrong_header_field(self):
+        e = fixture_entry("frame-data")
+        e["header"] = e["header"].replace("tag=7", "tag=8")
+        self.assertProblem(e, "tag")
+
+    def test_incomplete_field_list(self):
+        e = fixture_entry("frame-abort")
+        e["payload"] = e["payload"].rsplit(" ", 1)[0]
+        self.assertProblem(e, "field names")
+
+    def test_wrong_signed_range(self):
+        for name, old, new in [("frame-hello", "66..", "52.."),
+                               ("frame-hello", "SPERLI-JOIN-1", "SPERLI-COMMIT-1"),
+                               ("frame-ckpt-commit", "..188", "..190"),
+                               ("frame-resume-offer", "60..", "52.."),
+                               ("commit-file-ok", "0..", "1.."),
+                               ("join-token", "..51", "..53")]:
+            e = fixture_entry(name)
+            self.assertIn(old, e["signed"])
+            e["signed"] = e["signed"].replace(old, new)
+            self.assertProblem(e, "signed")
+
+    def test_missing_signed(self):
+        e = fixture_entry("job-description-rank-1")
+        del e["signed"]
+        self.assertProblem(e, "signed")
+
+    def test_signature_not_placeholder(self):
+        e = fixture_entry("join-token")
+        e["bytes"] = e["bytes"][:-2] + "ab"
+        e["fields"] = e["fields"][:-2] + "ab"
+        self.assertProblem(e, "0xaa")
+
+    def test_wrong_reduce_result(self):
+        e = fixture_entry("reduce-i32-sum-overflow")
+        e["result"] = "ffffff7f feffffff"  # no wrap
+        self.assertProblem(e, "result")
+        e = fixture_entry("reduce-f64-min-zero")
+        e["result"] = "0000000000000000 0000000000000000"  # +0: -0 < +0 ignored
+        self.assertProblem(e, "result")
+        e = fixture_entry("reduce-f32-min-nan")
+        e["result"] = "nan nan"  # min fixes the NaN's bits: still a NaN, accepted
+        self.assertEqual(sv.check_entry(e), [])
+        e["result"] = "0000803f 0200c0ff"  # NaN dropped
+        self.assertProblem(e, "result")
+        e = fixture_entry("reduce-u8-sum-refused")
+        e["result"] = "03"
+        self.assertProblem(e, "reject H1618")
+        e = fixture_entry("reduce-u8-band")
+        e["result"] = "reject H1618"
+        self.assertProblem(e, "result")
+
+    def test_wrong_file_verdicts(self):
+        e = fixture_entry("rank-file-sha256")
+        e["verdict"] = "reject H1619 length"
+        self.assertProblem(e, "verdict")
+        e = fixture_entry("commit-file-other-size")
+        e["verdict"] = "reject H1621 size"
+        self.assertProblem(e, "verdict")
+        e = fixture_entry("job-description-host-refused")
+        e["verdict"] = "reject H1615 host"
+        self.assertProblem(e, "verdict")
+
+
+class Semantics(unittest.TestCase):
+    def test_hosts(self):
+        ok = ["a", "node-1.example", "10.0.0.1", "0.0.0.0", "255.255.255.255",
+              "1a.2b", "x" * 63 + ".y", "1.2.3.4x"]
+        bad = ["", "A.example", "node-.x", "-node.x", "a..b", "a.", ".a", "1.2.3",
+               "999.1.1.1", "01.2.3.4", "1.2.3.4.5", "123", "a_b", "x" * 64,
+               ".".join(["abc"] * 64), "1.2.3.256"]
+        for h in ok:
+            self.assertTrue(sv.host_valid(h), h)
+        for h in bad:
+            self.assertFalse(sv.host_valid(h), h)
+        self.assertTrue(sv.host_refused("host-a.invalid"))
+        self.assertTrue(sv.host_refused("x.y.host-b.invalid"))
+        self.assertFalse(sv.host_refused("xhost-a.invalid"))
+        self.assertFalse(sv.host_refused("host-a.invalid.example"))
+
+    def test_f32_overflow_and_rounding(self):
+        import struct
+        f = lambda x: struct.pack("<f", x)
+        self.assertEqual(sv.combine_element("f32", "prod", f(3e38), f(10.0)), b"\0\0\x80\x7f")
+        self.assertEqual(sv.combine_element("f32", "sum", f(-3e38), f(-3e38)), b"\0\0\x80\xff")
+        self.assertEqual(sv.combine_element("f32", "sum", f(0.1), f(0.2)),
+                         struct.pack("<f", 0.30000001192092896))
+        self.assertEqual(sv.combine_element("f32", "prod", f(float("inf")), f(0.0)), "nan")
+
+
+if __name__ == "__main__":
+    unittest.main()
