@@ -1,5 +1,27 @@
-//! Project tasks: `cargo xtask vectors [--check]`, `cargo xtask bench`.
+//! Project tasks, run as `cargo xtask <task>`:
+//!
+//! - `vectors`: write `docs/sperli-vectors.txt` from the sperli-wire codecs;
+//! - `vectors --check`: fail if the file differs from what the code
+//!   generates or if any entry does not decode to what it states.
+
+mod vectors;
+
+use std::path::PathBuf;
+
+/// The workspace root (the parent of this crate's directory).
+pub fn workspace_root() -> PathBuf {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    here.parent().map(PathBuf::from).unwrap_or(here)
+}
+
 fn main() {
-    eprintln!("xtask: no task yet");
-    std::process::exit(2);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = match args.first().map(String::as_str) {
+        Some("vectors") => vectors::run(&args[1..]),
+        _ => {
+            eprintln!("usage: cargo xtask vectors [--check]");
+            2
+        }
+    };
+    std::process::exit(code);
 }
