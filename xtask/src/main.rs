@@ -1,9 +1,11 @@
 //! Project tasks, run as `cargo xtask <task>`:
 //!
+//! - `test`: the whole test suite (the README's test command);
 //! - `vectors`: write `docs/sperli-vectors.txt` from the sperli-wire codecs;
 //! - `vectors --check`: fail if the file differs from what the code
 //!   generates or if any entry does not decode to what it states.
 
+mod test;
 mod vectors;
 
 use std::path::PathBuf;
@@ -18,8 +20,9 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match args.first().map(String::as_str) {
         Some("vectors") => vectors::run(&args[1..]),
+        Some("test") => test::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask vectors [--check]");
+            eprintln!("usage: cargo xtask test | vectors [--check]");
             2
         }
     };

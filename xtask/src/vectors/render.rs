@@ -53,7 +53,7 @@ pub fn commit(c: &CommitFile<'_>, prefix: &str) -> Vec<String> {
 fn ckpt_data(d: &CkptData<'_>) -> Vec<String> {
     vec![
         format!("kind={}", d.kind.code()),
-        "reserved=0".into(),
+        "reserved=000000".into(),
         format!("owner={}", d.owner),
         format!("offset={}", d.offset),
         format!("total={}", d.total),
@@ -99,7 +99,10 @@ pub fn payload(p: &Payload<'_>) -> String {
         Payload::CkptAck(a) => vec![format!("sha256={}", a.sha256)],
         Payload::CkptCommit(c) => commit(c, "commit."),
         Payload::Resume(r) => {
-            let mut v = vec![format!("status={}", r.status.code()), "reserved=0".into()];
+            let mut v = vec![
+                format!("status={}", r.status.code()),
+                "reserved=00000000000000".into(),
+            ];
             if let Some(c) = &r.commit {
                 v.extend(commit(c, "commit."));
             }

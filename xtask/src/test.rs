@@ -1,0 +1,65 @@
+//! `cargo xtask test`: the project's one test command (README, `.ci/run`).
+//!
+//! Runs, in order: `cargo test --workspace`, `cargo xtask vectors --check`,
+//! the independent Python checker on `docs/sperli-vectors.txt` and the
+//! checker's own tests. Stops at the first failing step.
+
+use std::process::Command;
+
+fn step(name: &str, cmd: &mut Command) -> bool {
+    println!("==> {name}");
+    match cmd.status() {
+        Ok(s) if s.success() => true,
+        Ok(s) => {
+            eprintln!("xtask test: step `{name}` failed ({s})");
+            false
+        }
+        Err(e) => {
+            eprintln!("xtask test: step `{name}` could not start: {e}");
+            false
+        }
+    }
+}
+
+/// Runs every step; returns the exit code.
+pub fn run(_args: &[String]) -> i32 {
+    let root = crate::workspace_root();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut steps: Vec<(&str, Command)> = Vec::new();
+    let mut c = Command::new(&cargo);
+    c.args(["test", "--workspace"]).current_dir(&root);
+    steps.push(("cargo test --workspace", c));
+    let mut c = Command::new(&cargo);
+    c.args(["xtask", "vectors", "--check"]).current_dir(&root);
+    steps.push(("cargo xtask vectors --check", c));
+    let mut c = Command::new("python3");
+    c.args(["scripts/sperli-vectors.py", "docs/sperli-vectors.txt"])
+        .current_dir(&root);
+    steps.push((
+        "python3 scripts/sperli-vectors.py docs/sperli-vectors.txt",
+        c,
+    ));
+    let mut c = Command::new("python3");
+    c.args([
+        "-m",
+        "unittest",
+        "discover",
+        "-s",
+        "scripts",
+        "-p",
+        "test_*.py",
+    ])
+    .current_dir(&root);
+    steps.push(("python3 -m unittest (checker tests)", c));
+    let total = steps.len();
+    let mut passed = 0;
+    for (name, mut cmd) in steps {
+        if !step(name, &mut cmd) {
+            println!("steps: {passed} passed, 1 failed");
+            return 1;
+        }
+        passed += 1;
+    }
+    println!("steps: {passed} passed, {} failed", total - passed);
+    0
+}
