@@ -278,14 +278,14 @@ def prefixed(prefix, spec):
         if kind in ("hexlen", "ascii", "hashes"):
             arg = prefix + arg
         out.append((prefix + name, kind, arg))
-    return out
+    return tuple(out)
 
 
 def ascii_text(b):
     return b.decode("latin-1")
 
 
-def decode_spec(spec, data, pos=0):
+def decode_spec(spec, data, pos=0, want_canon=True):
     """Decode `data[pos:]` by spec. Returns (values dict, canonical list, new pos).
     Raises Truncated if the data ends early."""
     vals = {}
@@ -298,6 +298,8 @@ def decode_spec(spec, data, pos=0):
             v = int.from_bytes(data[pos:pos + w], "little")
             pos += w
             vals[name] = v
+            if not want_canon:
+                continue
             if kind == "typename":
                 canon.append((name, TYPE_NAMES.get(v, "?%d" % v)))
             else:
@@ -318,6 +320,8 @@ def decode_spec(spec, data, pos=0):
         b = data[pos:pos + n]
         pos += n
         vals[name] = b
+        if not want_canon:
+            continue
         if kind in ("hex", "hexlen", "rest"):
             canon.append((name, b.hex()))
         elif kind in ("ascii", "magic"):
@@ -327,6 +331,7 @@ def decode_spec(spec, data, pos=0):
     return vals, canon, pos
 
 
+@functools.lru_cache(maxsize=512)
 def encode_spec(spec, stated):
     """Encode from the entry's stated (name, value) list, which must name the
     spec's fields in order (a trailing optional part is handled by callers)."""
@@ -399,7 +404,7 @@ HELLO_FIXED = [("protocol_version", U16, None), ("reserved", U16, None),
                ("features", U64, None), ("token_len", U16, None)]
 RESUME_FIXED = [("status", U8, None), ("reserved", "hex", 7)]
 PAYLOAD_SPECS = {
-    HELLO: HELLO_FIXED + prefixed("token.", TOKEN_SPEC),
+    HELLO: tuple(HELLO_FIXED) + prefixed("token.", TOKEN_SPEC),
     DATA: [("message", "rest", None)],
     COLLECTIVE: [("operation", U8, None), ("element_type", U8, None),
                  ("reduction", U8, None), ("phase", U8, None), ("root", U32, None),
@@ -415,11 +420,16 @@ PAYLOAD_SPECS = {
     RESUME: RESUME_FIXED,  # + commit.* when a COMMIT follows
     BYE: [],
 }
-RESUME_WITH_COMMIT = RESUME_FIXED + prefixed("commit.", COMMIT_SPEC)
+RESUME_WITH_COMMIT = tuple(RESUME_FIXED) + prefixed("commit.", COMMIT_SPEC)
 
-
-def commit_total_len(size):
-    return COMMIT_HEADER_LEN + 32 * size + 2 + SIG_LEN
+# specs are tuples, so that encode_spec can be cached
+HEADER_SPEC = tuple(HEADER_SPEC)
+TOKEN_MSG_SPEC = tuple(TOKEN_MSG_SPEC)
+TOKEN_SPEC = tuple(TOKEN_SPEC)
+COMMIT_SPEC = tuple(COMMIT_SPEC)
+RANK_HEADER_SPEC = tuple(RANK_HEADER_SPEC)
+RESUME_FIXED = tuple(RESUME_FIXED)
+PAYLOAD_SPECS = {t: tuple(sp) for t, sp in PAYLOAD_SPECS.items()}
 
 
 def commit_valid_structure(data):
@@ -428,7 +438,7 @@ def commit_valid_structure(data):
     if len(data) < COMMIT_HEADER_LEN:
         return False
     try:
-        vals, _, pos = decode_spec(COMMIT_SPEC, data)
+        vals, _, pos = decode_spec(COMMIT_SPEC, data, want_canon=False)
     except Truncated:
         return False
     return (vals["magic"] == b"SPCM" and vals["version"] == 1
@@ -440,7 +450,7 @@ def token_valid(data):
     """A join token parses: message (host_len 1..=253), sig_len 2484, the
     signature, and nothing after it."""
     try:
-        vals, _, pos = decode_spec(TOKEN_SPEC, data)
+        vals, _, pos = decode_spec(TOKEN_SPEC, data, want_canon=False)
     except Truncated:
         return False
     return (1 <= vals["host_len"] <= 253 and vals["sig_len"] == SIG_LEN
@@ -629,14 +639,14 @@ def frame_signed_ranges(t, payload):
     Returns (ranges, signatures) or None when they cannot be located."""
     try:
         if t == HELLO:
-            v, _, _ = decode_spec(TOKEN_SPEC, payload, 14)
+            v, _, _ = decode_spec(TOKEN_SPEC, payload, 14, want_canon=False)
             start = HEADER_LEN + 14
             return ([(start, start + 37 + v["host_len"], JOIN_CONTEXT)], [v["signature"]])
         if t in (CKPT_COMMIT, RESUME):
             off = 0 if t == CKPT_COMMIT else 8
             if t == RESUME and len(payload) <= 8:
                 return [], []
-            v, _, _ = decode_spec(COMMIT_SPEC, payload, off)
+            v, _, _ = decode_spec(COMMIT_SPEC, payload, off, want_canon=False)
             start = HEADER_LEN + off
             return ([(start, start + COMMIT_HEADER_LEN + 32 * v["size"], COMMIT_CONTEXT)],
                     [v["signature"]])
@@ -1041,11 +1051,12 @@ def decode_job_description(line):
         ("ca_cert_pem", ca.hex()), ("rank_cert_pem", rc.hex()),
         ("job_secret_key", sk.hex()), ("rank_key_pem", rk.hex()),
     ]
-    tv, _, _ = decode_spec(TOKEN_SPEC, token)
+    tv, _, _ = decode_spec(TOKEN_SPEC, token, want_canon=False)
     ranges = [(token_off, token_off + 37 + tv["host_len"], JOIN_CONTEXT)]
     return "accept", canon, ranges, [tv["signature"]]
 
 
+@functools.lru_cache(maxsize=64)
 def encode_job_description(stated):
     names = ["version", "job", "size", "rank", "incarnation", "hosts",
              "job_public_key", "join_token", "ca_cert_pem", "rank_cert_pem",
@@ -1083,6 +1094,7 @@ def encode_job_description(stated):
 def check_job_description(entry):
     line = entry["line"]
     verdict, canon, ranges, sigs = decode_job_description(line)
+    data = bytes.fromhex(line) if verdict == "accept" else b""
 
     def accept_check():
         probs = []
@@ -1093,9 +1105,9 @@ def check_job_description(entry):
         probs += compare_fields("fields", canon, stated)
         try:
             enc = encode_job_description(stated)
-            if enc.hex() != line:
+            if enc != data:
                 probs.append("line: re-encoding the stated fields gives a different line%s"
-                             % first_diff(enc, bytes.fromhex(line)))
+                             % first_diff(enc, data))
         except Problem as e:
             probs.append("re-encode: %s" % e)
         for s in sigs:
@@ -1131,7 +1143,7 @@ def check_signed_nonaccept_jobdesc(entry):
         r.take(PUBKEY_LEN)
         r.uint(2)
         off = r.pos
-        tv, _, _ = decode_spec(TOKEN_MSG_SPEC, data, off)
+        tv, _, _ = decode_spec(TOKEN_MSG_SPEC, data, off, want_canon=False)
     except (JobDescReject, Truncated):
         return ["signed: given but no token message can be located"]
     return check_signed(entry, [(off, off + 37 + tv["host_len"], JOIN_CONTEXT)])

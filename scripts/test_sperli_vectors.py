@@ -162,6 +162,95 @@ class MutationProperty(unittest.TestCase):
         self.mutate_all(("join-token", "join-token-message"), "bytes")
 
 
+VERDICTS = {
+    "frame": ["accept", "discard"] + ["reject H1610 " + c for c in sv.FRAME_CHECKS],
+    "rank-file": ["accept", "reject H1620 sha256"] + ["reject H1619 " + c for c in sv.RANK_CHECKS],
+    "commit-file": ["accept", "reject H1623 size"] + ["reject H1621 " + c for c in sv.COMMIT_CHECKS],
+    "job-description": ["accept", "reject H1614 host"]
+    + ["reject H1615 " + c for c in sv.JOBDESC_CHECKS],
+}
+
+
+class PerturbEveryEntry(unittest.TestCase):
+    """Every entry of the fixture and the project file: any other verdict, a
+    shifted signed range and a changed reduce result must be reported."""
+
+    def entries(self):
+        for path in sources():
+            for e in load(path):
+                yield os.path.basename(path), e
+
+    def test_other_verdicts(self):
+        n = 0
+        for src, e in self.entries():
+            if e["kind"] not in VERDICTS:
+                continue
+            for v in VERDICTS[e["kind"]]:
+                if v == e["verdict"]:
+                    continue
+                me = dict(e)
+                me["verdict"] = v
+                self.assertTrue(sv.check_entry(me), "%s: %s with verdict %r passes"
+                                % (src, e["name"], v))
+                n += 1
+        self.assertGreater(n, 0)
+
+    def test_shifted_signed_ranges(self):
+        n = 0
+        for src, e in self.entries():
+            if "signed" not in e:
+                continue
+            ranges = sv.parse_signed(e["signed"])
+            for i, (a, b, ctx) in enumerate(ranges):
+                other = "SPERLI-COMMIT-1" if ctx == "SPERLI-JOIN-1" else "SPERLI-JOIN-1"
+                for na, nb, nctx in ((a - 1, b, ctx), (a + 1, b, ctx), (a, b - 1, ctx),
+                                     (a, b + 1, ctx), (a, b, other)):
+                    if na < 0:
+                        continue
+                    r = list(ranges)
+                    r[i] = (na, nb, nctx)
+                    me = dict(e)
+                    me["signed"] = sv.fmt_signed(r)
+                    self.assertTrue(sv.check_entry(me), "%s: %s with signed %r passes"
+                                    % (src, e["name"], me["signed"]))
+                    n += 1
+            me = dict(e)
+            del me["signed"]
+            if e.get("verdict", "accept") == "accept":
+                self.assertTrue(sv.check_entry(me), "%s: %s without signed passes"
+                                % (src, e["name"]))
+        self.assertGreater(n, 0)
+
+    def test_changed_reduce_results(self):
+        n = 0
+        for src, e in self.entries():
+            if e["kind"] != "reduce":
+                continue
+            if e["result"] == "reject H1618":
+                me = dict(e)
+                me["result"] = e["left"]
+                self.assertTrue(sv.check_entry(me), "%s: %s" % (src, e["name"]))
+                n += 1
+                continue
+            items = e["result"].split(" ")
+            for i, item in enumerate(items):
+                if item == "nan":
+                    continue
+                for bit in (0x01, 0x80):
+                    for pos in range(len(item) // 2):
+                        b = bytearray.fromhex(item)
+                        b[pos] ^= bit
+                        me = dict(e)
+                        me["result"] = " ".join(items[:i] + [b.hex()] + items[i + 1:])
+                        self.assertTrue(sv.check_entry(me), "%s: %s result %r passes"
+                                        % (src, e["name"], me["result"]))
+                        n += 1
+            me = dict(e)
+            me["result"] = "reject H1618"
+            self.assertTrue(sv.check_entry(me), "%s: %s" % (src, e["name"]))
+        self.assertGreater(n, 0)
+
+
 def fixture_entry(name):
     for e in load(FIXTURE):
         if e["name"] == name:

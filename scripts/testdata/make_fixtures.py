@@ -171,6 +171,37 @@ frame_other("frame-resume-bad-commit", "reject H1610 payload",
             hdr(8 + 2526 + 96, 10, epoch=3) + struct.pack("<B7s", 0, b"\0" * 7)
             + commit(sig_len=2483))
 
+# a RESUME's COMMIT has no length fixed by the header: another size decodes
+frame_accept("frame-resume-commit-other-size", 10,
+             struct.pack("<B7s", 0, b"\0" * 7) + commit(epoch=3, size=2),
+             "status=0 reserved=00000000000000 " + commit_fields(size=2, prefix="commit."),
+             epoch=3, signed="60..%d SPERLI-COMMIT-1" % (60 + 40 + 64))
+frame_other("frame-resume-partial-commit", "reject H1610 payload",
+            hdr(8 + 100, 10, epoch=3) + struct.pack("<B7s", 0, b"\0" * 7) + commit()[:100])
+frame_other("frame-resume-reserved", "reject H1610 payload",
+            hdr(8, 10) + struct.pack("<B7s", 1, b"\0\0\0\0\0\0\1"))
+frame_other("frame-ckpt-data-kind-4-offset", "reject H1610 payload",
+            hdr(24, 7, epoch=1) + struct.pack("<B3sIQQ", 4, b"\0\0\0", 1, 5, 0))
+frame_other("frame-ckpt-data-kind-3-chunk", "reject H1610 payload",
+            hdr(25, 7, epoch=1) + struct.pack("<B3sIQQ", 3, b"\0\0\0", 1, 0, 0) + b"x")
+frame_other("frame-ckpt-data-reserved", "reject H1610 payload",
+            hdr(24, 7, epoch=1) + struct.pack("<B3sIQQ", 1, b"\0\1\0", 1, 0, 0))
+frame_other("frame-hello-token-len-short", "reject H1610 payload",
+            hdr(len(hello), 1) + struct.pack("<HHQH", 1, 0, 1, len(tok) - 1) + tok)
+frame_other("frame-hello-trailing-byte", "reject H1610 payload",
+            hdr(len(hello) + 1, 1) + struct.pack("<HHQH", 1, 0, 1, len(tok) + 1) + tok + b"\0")
+frame_other("frame-collective-barrier-with-type", "reject H1610 payload",
+            hdr(16, 3) + struct.pack("<BBBBIQ", 1, 1, 0, 0, 0, 1))
+frame_other("frame-collective-reduction-0", "reject H1610 payload",
+            hdr(16, 3) + struct.pack("<BBBBIQ", 3, 1, 0, 0, 0, 1))
+frame_other("frame-collective-phase-2", "reject H1610 payload",
+            hdr(16, 3) + struct.pack("<BBBBIQ", 2, 0, 0, 2, 0, 1))
+frame_other("frame-epoch-on-resume-any", "reject H1610 payload_length",
+            hdr(7, 10, epoch=99) + bytes(7))
+frame_other("frame-abort-1033", "reject H1610 payload_length", hdr(1033, 5) + bytes(1033))
+frame_other("frame-old-incarnation-bad-everything-after", "discard",
+            hdr(1, 1, inc=1, tag=5, epoch=9) + b"z")
+
 # ----- rank files ------------------------------------------------------------
 
 
@@ -346,6 +377,12 @@ red("f64-prod", "f64", "prod", el("<d", 0.1, -0.0), el("<d", 3.0, 5.0),
 red("f64-min-zero", "f64", "min", el("<d", 0.0, -0.0), el("<d", -0.0, 0.0), el("<d", -0.0, -0.0))
 red("f64-max-zero", "f64", "max", el("<d", 0.0, -0.0), el("<d", -0.0, 0.0), el("<d", 0.0, 0.0))
 red("f32-min-nan", "f32", "min", "0100c07f 0000803f", "0000803f 0200c0ff", "0100c07f 0200c0ff")
+red("f32-max-nan-left", "f32", "max", "0000c0ff 0000803f", "0100c07f 0000c0ff",
+    "0000c0ff 0000c0ff")
+red("f32-prod-tiny", "f32", "prod", el("<f", 1e-30), el("<f", 1e-20), "00000000")
+red("i32-prod-neg", "i32", "prod", el("<i", -3, -2147483648), el("<i", 7, -1),
+    el("<i", -21, -2147483648))
+red("u8-band-empty", "u8", "band", "", "", "")
 red("f64-sum-nan", "f64", "sum", el("<d", float("inf")), el("<d", float("-inf")), "nan")
 
 
