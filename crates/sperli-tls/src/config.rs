@@ -212,27 +212,25 @@ pub fn tls_failure(e: &rustls::Error) -> TlsFailure {
     use rustls::Error as E;
     match e {
         E::NoCertificatesPresented => TlsFailure::NoCertificate,
-        E::InvalidCertificate(c) => match c {
-            CertificateError::UnknownIssuer | CertificateError::BadSignature => {
-                TlsFailure::UnknownIssuer
-            }
-            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
-                TlsFailure::NameMismatch
-            }
+        E::InvalidCertificate(CertificateError::UnknownIssuer | CertificateError::BadSignature) => {
+            TlsFailure::UnknownIssuer
+        }
+        E::InvalidCertificate(
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+        ) => TlsFailure::NameMismatch,
+        E::InvalidCertificate(
             CertificateError::Expired
             | CertificateError::ExpiredContext { .. }
             | CertificateError::NotValidYet
-            | CertificateError::NotValidYetContext { .. } => TlsFailure::Expired,
-            _ => TlsFailure::Invalid,
-        },
-        E::PeerIncompatible(p) => match p {
+            | CertificateError::NotValidYetContext { .. },
+        ) => TlsFailure::Expired,
+        E::PeerIncompatible(
             PeerIncompatible::SupportedVersionsExtensionRequired
             | PeerIncompatible::ServerDoesNotSupportTls12Or13
             | PeerIncompatible::ServerTlsVersionIsDisabledByOurConfig
             | PeerIncompatible::Tls12NotOffered
-            | PeerIncompatible::Tls12NotOfferedOrEnabled => TlsFailure::ProtocolVersion,
-            _ => TlsFailure::Invalid,
-        },
+            | PeerIncompatible::Tls12NotOfferedOrEnabled,
+        ) => TlsFailure::ProtocolVersion,
         E::AlertReceived(rustls::AlertDescription::ProtocolVersion) => TlsFailure::ProtocolVersion,
         E::AlertReceived(rustls::AlertDescription::CertificateRequired) => {
             TlsFailure::NoCertificate

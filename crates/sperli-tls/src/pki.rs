@@ -14,6 +14,7 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, SystemTime};
 
+use rand_core::{OsRng, RngCore};
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType,
@@ -39,6 +40,9 @@ pub enum PkiError {
     /// Key or certificate generation failed in rcgen.
     #[error("certificate generation failed: {0}")]
     Generate(rcgen::Error),
+    /// The system random number generator failed.
+    #[error("system random number generator failed")]
+    Random,
     /// The deadline is not in the future.
     #[error("the job deadline is not after now")]
     DeadlinePassed,
@@ -234,6 +238,26 @@ impl fmt::Debug for JobCa {
     }
 }
 
+/// The DER prefix of a PKCS#8 v1 Ed25519 private key (RFC 8410 §7), before
+/// the 32-byte seed.
+const ED25519_PKCS8_V1_PREFIX: [u8; 16] = [
+    0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
+];
+
+/// A fresh Ed25519 key whose PEM is PKCS#8 v1 (RFC 8410), which every
+/// TLS stack reads; ring's own generator writes v2, which OpenSSL 3.0
+/// refuses.
+fn ed25519_key_v1() -> Result<KeyPair, PkiError> {
+    let mut der = Zeroizing::new(Vec::with_capacity(48));
+    der.extend_from_slice(&ED25519_PKCS8_V1_PREFIX);
+    let mut seed = Zeroizing::new([0u8; 32]);
+    OsRng
+        .try_fill_bytes(&mut seed[..])
+        .map_err(|_| PkiError::Random)?;
+    der.extend_from_slice(&seed[..]);
+    KeyPair::try_from(der.as_slice()).map_err(PkiError::Generate)
+}
+
 fn validity(deadline: SystemTime) -> Result<(OffsetDateTime, OffsetDateTime), PkiError> {
     let now = SystemTime::now();
     if deadline <= now {
@@ -298,7 +322,7 @@ impl JobCa {
                 len: spec.common_name.len(),
             });
         }
-        let key = KeyPair::generate_for(&rcgen::PKCS_ED25519).map_err(PkiError::Generate)?;
+        let key = ed25519_key_v1()?;
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, spec.common_name.clone());
@@ -367,6 +391,10 @@ mod tests {
             assert_eq!(got.common_name, expected_cn(&job(), 3));
             assert_eq!(got.san, vec![san]);
             assert!(id.key_pem().starts_with("-----BEGIN PRIVATE KEY-----"));
+            let key =
+                rustls_pki_types::PrivateKeyDer::from_pem_slice(id.key_pem().as_bytes()).unwrap();
+            assert_eq!(key.secret_der()[..16], ED25519_PKCS8_V1_PREFIX);
+            assert_eq!(key.secret_der().len(), 48);
             assert!(!format!("{id:?}").contains("PRIVATE"));
         }
     }
