@@ -10,4 +10,5 @@
 
 pub mod composite_sig;
 pub mod config;
+pub mod join_token;
 pub mod pki;
