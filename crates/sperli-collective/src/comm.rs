@@ -1,0 +1,874 @@
+//! [`Comm`]: the six v1 collectives over a [`Link`] (protocol §8, layouts §5,
+//! layouts §10 "Frames that arrive early" and "Receivers of bcast and
+//! scatter ...").
+//!
+//! Every collective is a star around its root (barrier and allreduce: rank
+//! 0). Each call takes the next sequence number first, so a call that fails,
+//! even one refused before anything is sent, still counts (protocol §8.1).
+//! Checks every rank can make alone refuse the call with H1618 before
+//! anything is sent and the job goes on; checks only one rank can make end
+//! the job with ABORT (protocol §8.4). After a job-ending error every later
+//! call fails with the same error without touching the link.
+
+use sperli_wire::abort::{Abort, AbortReason};
+use sperli_wire::codec::Reader;
+use sperli_wire::collective::{CollectiveHeader, Operation, Phase};
+use sperli_wire::element::{ElementType, Reduction};
+use sperli_wire::error::{ArgumentError, FrameError, MismatchError};
+use sperli_wire::limits::{COLLECTIVE_HEADER_LEN, MAX_COLLECTIVE_DATA};
+use sperli_wire::reduce::{check_args, combine_into};
+use sperli_wire::{Error, FrameType};
+
+use crate::element::Element;
+use crate::link::Link;
+
+const H: usize = COLLECTIVE_HEADER_LEN;
+
+/// What a frame answering one call must carry (protocol §8.6).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Call {
+    pub(crate) op: Operation,
+    pub(crate) element_type: u8,
+    pub(crate) reduction: u8,
+    pub(crate) root: u32,
+    pub(crate) seq: u64,
+}
+
+impl Call {
+    fn header(&self, phase: Phase) -> [u8; 16] {
+        CollectiveHeader {
+            operation: self.op,
+            element_type: self.element_type,
+            reduction: self.reduction,
+            phase,
+            root: self.root,
+            sequence: self.seq,
+        }
+        .to_bytes()
+    }
+
+    /// Header and data in one buffer.
+    fn payload(&self, phase: Phase, data: &[u8]) -> Vec<u8> {
+        let mut p = Vec::with_capacity(H + data.len());
+        p.extend_from_slice(&self.header(phase));
+        p.extend_from_slice(data);
+        p
+    }
+}
+
+/// A communicator: one rank's view of the job's collectives (protocol §8).
+///
+/// Wraps a [`Link`] and counts this rank's collective calls (the
+/// `sequence` of layouts §5). Every rank must make the same calls in the
+/// same order. Calls take `&mut self`: one rank makes one call at a time.
+///
+/// ```
+/// use sperli_collective::{fake, Comm};
+/// use sperli_wire::element::Reduction;
+/// let sums = fake::run(3, |comm: &mut Comm<fake::FakeLink>| {
+///     comm.allreduce(&[comm.rank() as i64, 1], Reduction::Sum).unwrap()
+/// });
+/// assert_eq!(sums, vec![vec![3, 3]; 3]);
+/// ```
+#[derive(Debug)]
+pub struct Comm<L: Link> {
+    link: L,
+    rank: u32,
+    size: u32,
+    seq: u64,
+    failed: Option<Error>,
+}
+
+impl<L: Link> Comm<L> {
+    /// A communicator over `link`; the first call will have sequence 1
+    /// (layouts §5).
+    pub fn new(link: L) -> Self {
+        let rank = link.rank();
+        let size = link.size();
+        Self {
+            link,
+            rank,
+            size,
+            seq: 0,
+            failed: None,
+        }
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// The job size.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// The link underneath (e.g. to reach the fake's fault hooks in tests).
+    pub fn link(&self) -> &L {
+        &self.link
+    }
+
+    /// Gives the link back.
+    pub fn into_link(self) -> L {
+        self.link
+    }
+
+    /// The number of v1 collective calls made so far, which is the sequence
+    /// number of the last one (protocol §8.1). Failed calls count.
+    pub fn sequence(&self) -> u64 {
+        self.seq
+    }
+
+    /// The error that ended the job on this rank, if one did.
+    pub fn failure(&self) -> Option<&Error> {
+        self.failed.as_ref()
+    }
+
+    // ---- plumbing -------------------------------------------------------
+
+    /// Takes the next sequence number; fails at once if the job already failed.
+    pub(crate) fn begin(&mut self) -> Result<u64, Error> {
+        self.seq += 1;
+        match &self.failed {
+            Some(e) => Err(e.clone()),
+            None => Ok(self.seq),
+        }
+    }
+
+    /// Counts `n` calls that were not made (a composite refused with H1618
+    /// on every rank keeps the sequence aligned by counting all its parts).
+    pub(crate) fn skip_calls(&mut self, n: u64) {
+        self.seq += n;
+    }
+
+    /// Ends the job: ABORT (`reason`, the error's H number) to every peer,
+    /// remember the error, return it.
+    pub(crate) fn fail_job<X>(&mut self, reason: AbortReason, err: Error) -> Result<X, Error> {
+        let code = err.h_code().map_or(0, |c| c.number());
+        let text = err.to_string();
+        self.link
+            .abort(reason, code, Abort::truncate_message(&text));
+        self.failed = Some(err.clone());
+        Err(err)
+    }
+
+    /// A link failure (H1612, H1613, ...): remember it, return it.
+    fn link_failed<X>(&mut self, err: Error) -> Result<X, Error> {
+        self.failed = Some(err.clone());
+        Err(err)
+    }
+
+    fn send(&mut self, to: u32, payload: &[u8]) -> Result<(), Error> {
+        match self.link.send_collective(to, payload) {
+            Ok(()) => Ok(()),
+            Err(e) => self.link_failed(e),
+        }
+    }
+
+    /// Receives the frame answering `call` in `phase` from `from` and checks
+    /// its collective header (protocol §8.4). Returns the whole payload; the
+    /// data is `payload[16..]`.
+    fn recv(&mut self, call: &Call, phase: Phase, from: u32) -> Result<Vec<u8>, Error> {
+        let payload = match self.link.recv_collective(from) {
+            Ok(p) => p,
+            Err(e) => return self.link_failed(e),
+        };
+        let header = match CollectiveHeader::read(&mut Reader::new(&payload)) {
+            Ok(h) => h,
+            Err(error) => {
+                // Protocol §8.4: a collective header that does not decode
+                // (or a payload shorter than 16 bytes) is a rejected frame.
+                return self.fail_job(
+                    AbortReason::RejectedFrame,
+                    Error::FrameRejected(FrameError::Payload {
+                        frame_type: FrameType::Collective,
+                        error,
+                    }),
+                );
+            }
+        };
+        let fields: [(&'static str, u64, u64); 6] = [
+            (
+                "operation",
+                u64::from(call.op.code()),
+                u64::from(header.operation.code()),
+            ),
+            (
+                "element_type",
+                u64::from(call.element_type),
+                u64::from(header.element_type),
+            ),
+            (
+                "reduction",
+                u64::from(call.reduction),
+                u64::from(header.reduction),
+            ),
+            ("phase", phase as u64, header.phase as u64),
+            ("root", u64::from(call.root), u64::from(header.root)),
+            ("sequence", call.seq, header.sequence),
+        ];
+        if let Some(&(field, expected, got)) = fields.iter().find(|(_, e, g)| e != g) {
+            return self.mismatch(MismatchError::Header {
+                from,
+                field,
+                expected,
+                got,
+            });
+        }
+        let len = payload.len() - H;
+        if len > MAX_COLLECTIVE_DATA {
+            return self.mismatch(MismatchError::Length {
+                from,
+                expected: MAX_COLLECTIVE_DATA as u64,
+                got: len as u64,
+            });
+        }
+        Ok(payload)
+    }
+
+    /// H1617 with ABORT reason 3.
+    fn mismatch<X>(&mut self, e: MismatchError) -> Result<X, Error> {
+        self.fail_job(
+            AbortReason::CollectiveMismatch,
+            Error::CollectiveMismatch(e),
+        )
+    }
+
+    /// H1617 unless `got == expected`.
+    fn expect_len(&mut self, from: u32, expected: usize, got: usize) -> Result<(), Error> {
+        if got == expected {
+            Ok(())
+        } else {
+            self.mismatch(MismatchError::Length {
+                from,
+                expected: expected as u64,
+                got: got as u64,
+            })
+        }
+    }
+
+    /// H1617 unless `got` is a whole number of `width`-byte elements.
+    fn expect_whole(&mut self, from: u32, width: usize, got: usize) -> Result<(), Error> {
+        self.expect_len(from, got - got % width, got)
+    }
+
+    fn check_root(&self, root: u32) -> Result<(), Error> {
+        if root < self.size {
+            Ok(())
+        } else {
+            Err(ArgumentError::Root {
+                root,
+                size: self.size,
+            }
+            .into())
+        }
+    }
+
+    // ---- the six v1 operations at byte level ---------------------------
+
+    /// barrier: empty phase 0 to rank 0, then empty phase 1 from rank 0.
+    pub(crate) fn barrier_core(&mut self) -> Result<(), Error> {
+        let seq = self.begin()?;
+        if self.size == 1 {
+            return Ok(());
+        }
+        let call = Call {
+            op: Operation::Barrier,
+            element_type: 0,
+            reduction: 0,
+            root: 0,
+            seq,
+        };
+        if self.rank == 0 {
+            for r in 1..self.size {
+                let p = self.recv(&call, Phase::ToRoot, r)?;
+                self.expect_len(r, 0, p.len() - H)?;
+            }
+            let p = call.payload(Phase::FromRoot, &[]);
+            for r in 1..self.size {
+                self.send(r, &p)?;
+            }
+        } else {
+            self.send(0, &call.payload(Phase::ToRoot, &[]))?;
+            let p = self.recv(&call, Phase::FromRoot, 0)?;
+            self.expect_len(0, 0, p.len() - H)?;
+        }
+        Ok(())
+    }
+
+    /// bcast. At the root returns `None` (its data is the result); at
+    /// other ranks the received payload (data at `[16..]`), checked to be
+    /// whole `width`-byte elements and, if `expect` is given, that long.
+    pub(crate) fn bcast_core(
+        &mut self,
+        root: u32,
+        root_data: &[u8],
+        width: usize,
+        expect: Option<usize>,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let seq = self.begin()?;
+        self.check_root(root)?;
+        if self.rank == root {
+            if root_data.len() > MAX_COLLECTIVE_DATA {
+                // Protocol §8.4 (decided there): the others cannot know the length.
+                return self.fail_job(
+                    AbortReason::CollectiveMismatch,
+                    ArgumentError::TooLong {
+                        len: root_data.len(),
+                        max: MAX_COLLECTIVE_DATA,
+                    }
+                    .into(),
+                );
+            }
+            if self.size == 1 {
+                return Ok(None);
+            }
+            let call = Call {
+                op: Operation::Bcast,
+                element_type: 0,
+                reduction: 0,
+                root,
+                seq,
+            };
+            let p = call.payload(Phase::FromRoot, root_data);
+            for r in (0..self.size).filter(|&r| r != root) {
+                self.send(r, &p)?;
+            }
+            Ok(None)
+        } else {
+            let call = Call {
+                op: Operation::Bcast,
+                element_type: 0,
+                reduction: 0,
+                root,
+                seq,
+            };
+            let p = self.recv(&call, Phase::FromRoot, root)?;
+            let got = p.len() - H;
+            match expect {
+                Some(n) => self.expect_len(root, n, got)?,
+                None => self.expect_whole(root, width, got)?,
+            }
+            Ok(Some(p))
+        }
+    }
+
+    /// Argument checks of reduce/allreduce (protocol §8.4), H1618.
+    fn reduce_args(
+        &self,
+        root: u32,
+        data: &[u8],
+        element_type: u8,
+        reduction: u8,
+    ) -> Result<(ElementType, Reduction), Error> {
+        self.check_root(root)?;
+        let t = ElementType::from_code(element_type)?;
+        let r = Reduction::from_code(reduction)?;
+        check_args(data.len(), t, r)?;
+        if data.len() > MAX_COLLECTIVE_DATA {
+            return Err(ArgumentError::TooLong {
+                len: data.len(),
+                max: MAX_COLLECTIVE_DATA,
+            }
+            .into());
+        }
+        Ok((t, r))
+    }
+
+    /// reduce (`allreduce == false`) or allreduce. Returns the payload
+    /// buffer holding the result at `[16..]` where the rank has a result
+    /// (the root; every rank for allreduce), else `None`.
+    pub(crate) fn reduce_core(
+        &mut self,
+        allreduce: bool,
+        root: u32,
+        data: &[u8],
+        element_type: u8,
+        reduction: u8,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let seq = self.begin()?;
+        let root = if allreduce { 0 } else { root };
+        let (t, red) = self.reduce_args(root, data, element_type, reduction)?;
+        let call = Call {
+            op: if allreduce {
+                Operation::Allreduce
+            } else {
+                Operation::Reduce
+            },
+            element_type,
+            reduction,
+            root,
+            seq,
+        };
+        if self.size == 1 {
+            return Ok(Some(call.payload(Phase::FromRoot, data)));
+        }
+        if self.rank != root {
+            self.send(root, &call.payload(Phase::ToRoot, data))?;
+            if !allreduce {
+                return Ok(None);
+            }
+            let p = self.recv(&call, Phase::FromRoot, root)?;
+            self.expect_len(root, data.len(), p.len() - H)?;
+            return Ok(Some(p));
+        }
+        // The root: fold in ascending rank order, left operand = lower ranks.
+        let mut acc: Option<Vec<u8>> = None;
+        for r in 0..self.size {
+            let received = if r == root {
+                None
+            } else {
+                Some(self.recv(&call, Phase::ToRoot, r)?)
+            };
+            let contribution: &[u8] = received.as_deref().map_or(data, |p| &p[H..]);
+            if contribution.len() != data.len() {
+                // Protocol §8.4: the lengths are data of a call: H1618.
+                let e = ArgumentError::LengthMismatch {
+                    left: data.len(),
+                    right: contribution.len(),
+                };
+                return self.fail_job(AbortReason::CollectiveMismatch, e.into());
+            }
+            match acc.as_mut() {
+                None => {
+                    acc = Some(match received {
+                        Some(p) => p,
+                        None => call.payload(Phase::FromRoot, data),
+                    });
+                }
+                Some(a) => {
+                    if let Err(e) = combine_into(&mut a[H..], contribution, t, red) {
+                        return self.fail_job(AbortReason::CollectiveMismatch, e.into());
+                    }
+                }
+            }
+        }
+        let mut acc = acc.expect("size >= 1");
+        acc[..H].copy_from_slice(&call.header(Phase::FromRoot));
+        if allreduce {
+            for r in 1..self.size {
+                self.send(r, &acc)?;
+            }
+        }
+        Ok(Some(acc))
+    }
+
+    /// gather: calls `sink` at the root with every block in rank order.
+    pub(crate) fn gather_core(
+        &mut self,
+        root: u32,
+        data: &[u8],
+        mut sink: impl FnMut(&[u8]),
+    ) -> Result<bool, Error> {
+        let seq = self.begin()?;
+        self.check_root(root)?;
+        if data.len() > MAX_COLLECTIVE_DATA {
+            return Err(ArgumentError::TooLong {
+                len: data.len(),
+                max: MAX_COLLECTIVE_DATA,
+            }
+            .into());
+        }
+        let call = Call {
+            op: Operation::Gather,
+            element_type: 0,
+            reduction: 0,
+            root,
+            seq,
+        };
+        if self.rank != root {
+            self.send(root, &call.payload(Phase::ToRoot, data))?;
+            return Ok(false);
+        }
+        for r in 0..self.size {
+            if r == root {
+                sink(data);
+            } else {
+                let p = self.recv(&call, Phase::ToRoot, r)?;
+                // Protocol §8.4: gather blocks of different lengths: H1617.
+                self.expect_len(r, data.len(), p.len() - H)?;
+                sink(&p[H..]);
+            }
+        }
+        Ok(true)
+    }
+
+    /// scatter: the root's `data` is `size` blocks of `width`-byte
+    /// elements; returns this rank's block (at the root a copy, elsewhere
+    /// the payload's `[16..]` — see the `usize` offset returned).
+    pub(crate) fn scatter_core(
+        &mut self,
+        root: u32,
+        data: &[u8],
+        width: usize,
+        expect: Option<usize>,
+    ) -> Result<(Vec<u8>, usize), Error> {
+        let seq = self.begin()?;
+        self.check_root(root)?;
+        let call = Call {
+            op: Operation::Scatter,
+            element_type: 0,
+            reduction: 0,
+            root,
+            seq,
+        };
+        let size = self.size as usize;
+        if self.rank == root {
+            let elems = data.len() / width;
+            let block = (elems / size) * width;
+            if data.len() % width != 0 || elems % size != 0 || block > MAX_COLLECTIVE_DATA {
+                return self.fail_job(
+                    AbortReason::InvalidScatter,
+                    ArgumentError::ScatterBlocks {
+                        len: data.len(),
+                        size: self.size,
+                    }
+                    .into(),
+                );
+            }
+            for r in (0..self.size).filter(|&r| r != root) {
+                let i = r as usize;
+                let p = call.payload(Phase::FromRoot, &data[i * block..(i + 1) * block]);
+                self.send(r, &p)?;
+            }
+            let i = root as usize;
+            Ok((data[i * block..(i + 1) * block].to_vec(), 0))
+        } else {
+            let p = self.recv(&call, Phase::FromRoot, root)?;
+            let got = p.len() - H;
+            match expect {
+                Some(n) => self.expect_len(root, n, got)?,
+                None => self.expect_whole(root, width, got)?,
+            }
+            Ok((p, H))
+        }
+    }
+
+    // ---- the public v1 collectives -------------------------------------
+
+    /// barrier (protocol §8.2, operation 1): returns when every rank has
+    /// entered it. Size 1 returns at once.
+    ///
+    /// ```
+    /// use sperli_collective::fake;
+    /// let ok = fake::run(4, |c| c.barrier().is_ok());
+    /// assert!(ok.iter().all(|&b| b));
+    /// ```
+    pub fn barrier(&mut self) -> Result<(), Error> {
+        self.barrier_core()
+    }
+
+    /// bcast (protocol §8.2, operation 2; layouts §10 "Receivers of bcast
+    /// and scatter"): at the root `buf` is sent and left as it is; at every
+    /// other rank `buf` is replaced by the root's data, whatever its length
+    /// (up to 16777200 bytes; H1617 if it is not a whole number of `T`).
+    ///
+    /// Errors: H1618 for `root >= size` on every rank; root data longer than
+    /// 16777200 bytes ends the job (root H1618, others H1612). For longer
+    /// arrays see [`Comm::bcast_large`].
+    ///
+    /// ```
+    /// use sperli_collective::fake;
+    /// let got = fake::run(3, |c| {
+    ///     let mut v: Vec<f32> = if c.rank() == 1 { vec![1.5, 2.5] } else { Vec::new() };
+    ///     c.bcast(1, &mut v).unwrap();
+    ///     v
+    /// });
+    /// assert_eq!(got, vec![vec![1.5, 2.5]; 3]);
+    /// ```
+    pub fn bcast<T: Element>(&mut self, root: u32, buf: &mut Vec<T>) -> Result<(), Error> {
+        let bytes = if self.rank == root {
+            T::to_le_vec(buf)
+        } else {
+            Vec::new()
+        };
+        if let Some(p) = self.bcast_core(root, &bytes, T::WIDTH, None)? {
+            buf.clear();
+            T::extend_from_le(&p[H..], buf);
+        }
+        Ok(())
+    }
+
+    /// bcast into a buffer of known length (protocol §8.2): every rank
+    /// passes a buffer of the root's length; the root's is sent, the others
+    /// are overwritten. Data of another length at a receiver is H1617
+    /// (ABORT reason 3). Allocates no result vector.
+    ///
+    /// ```
+    /// use sperli_collective::fake;
+    /// let got = fake::run(2, |c| {
+    ///     let mut v = [c.rank() as u64 + 7; 3];
+    ///     c.bcast_into(0, &mut v).unwrap();
+    ///     v
+    /// });
+    /// assert_eq!(got, vec![[7, 7, 7]; 2]);
+    /// ```
+    pub fn bcast_into<T: Element>(&mut self, root: u32, buf: &mut [T]) -> Result<(), Error> {
+        let bytes = if self.rank == root {
+            T::to_le_vec(buf)
+        } else {
+            Vec::new()
+        };
+        if let Some(p) = self.bcast_core(root, &bytes, T::WIDTH, Some(buf.len() * T::WIDTH))? {
+            T::read_le(&p[H..], buf);
+        }
+        Ok(())
+    }
+
+    /// reduce (protocol §8.2, operation 3): the fold of every rank's `data`
+    /// in ascending rank order (left operand = lower ranks), `Some` at the
+    /// root, `None` elsewhere. Bit-identical run after run.
+    ///
+    /// Errors (protocol §8.4): H1618 on every rank before anything is sent
+    /// for `root >= size`, a refused type/reduction pair (layouts §5 table)
+    /// or data longer than 16777200 bytes; contributions of different
+    /// lengths end the job (root H1618 with ABORT reason 3, others H1612).
+    ///
+    /// ```
+    /// use sperli_collective::fake;
+    /// use sperli_wire::element::Reduction;
+    /// let got = fake::run(3, |c| c.reduce(2, &[c.rank() as i32 - 1], Reduction::Min).unwrap());
+    /// assert_eq!(got, vec![None, None, Some(vec![-1])]);
+    /// ```
+    pub fn reduce<T: Element>(
+        &mut self,
+        root: u32,
+        data: &[T],
+        op: Reduction,
+    ) -> Result<Option<Vec<T>>, Error> {
+        let bytes = T::to_le_vec(data);
+        let r = self.reduce_core(false, root, &bytes, T::ELEMENT_TYPE.code(), op.code())?;
+        Ok(r.map(|p| T::vec_from_le(&p[H..])))
+    }
+
+    /// reduce into the root's `out` (protocol §8.2): `out` must have
+    /// `data.len()` elements at the root (else H1618 there, before anything
+    /// is sent); other ranks may pass an empty slice. Returns `true` at the
+    /// root. Allocates no result vector.
+    ///
+    /// ```
+    /// use sperli_collective::fake;
+    /// use sperli_wire::element::Reduction;
+    /// let got = fake::run(2, |c| {
+    ///     let mut out = [0u32; 1];
+    ///     let at_root = c.reduce_into(0, &[5u32], &mut out, Reduction::Prod).unwrap();
+    ///     (at_root, out)
+    /// });
+    /// assert_eq!(got, vec![(true, [25]), (false, [0])]);
+    /// ```
+    pub fn reduce_into<T: Element>(
+        &mut self,
+        root: u32,
+        data: &[T],
+        out: &mut [T],
+        op: Reduction,
+    ) -> Result<bool, Error> {
+        if self.rank == root && out.len() != data.len() {
+            self.begin()?;
+            return Err(ArgumentError::LengthMismatch {
+                left: data.len() * T::WIDTH,
+                right: out.len() * T::WIDTH,
+            }
+            .into());
+        }
+        let bytes = T::to_le_vec(data);
+        match self.reduce_core(false, root, &bytes, T::ELEMENT_TYPE.code(), op.code())? {
+            Some(p) => {
+                T::read_le(&p[H..], out);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// allreduce (protocol §8.2, operation 4): reduce to rank 0, then phase
+    /// 1 with the result to every rank. Errors as [`Comm::reduce`]; a result
+    /// whose length differs from this rank's contribution is H1617.
+    ///
+    /// ```
+    /// use sperli_collective::fake;
+    /// use sperli_wire::element::Reduction;
+    /// let got = fake::run(4, |c| c.allreduce(&[1.0f64, c.rank() as f64], Reduction::Max).unwrap());
+    /// assert_eq!(got, vec![vec![1.0, 3.0]; 4]);
+    /// ```
+    pub fn allreduce<T: Element>(&mut self, data: &[T], op: Reduction) -> Result<Vec<T>, Error> {
+        let bytes = T::to_le_vec(data);
+        let p = self
+            .reduce_core(true, 0, &bytes, T::ELEMENT_TYPE.code(), op.code())?
+            .expect("allreduce has a result on every rank");
+        Ok(T::vec_from_le(&p[H..]))
+    }
+
+    /// allreduce into `out`, which must have `data.len()` elements (else
+    /// H1618 before anything is sent). Allocates no result vector.
+    ///
+    /// ```
+    /// use sperli_collective::fake;
+    /// use sperli_wire::element::Reduction;
+    /// let got = fake::run(3, |c| {
+    ///     let mut out = [0i64; 2];
+    ///     c.allreduce_into(&[1, -1], &mut out, Reduction::Sum).unwrap();
+    ///     out
+    /// });
+    /// assert_eq!(got, vec![[3, -3]; 3]);
+    /// ```
+    pub fn allreduce_into<T: Element>(
+        &mut self,
+        data: &[T],
+        out: &mut [T],
+        op: Reduction,
+    ) -> Result<(), Error> {
+        if out.len() != data.len() {
+            self.begin()?;
+            return Err(ArgumentError::LengthMismatch {
+                left: data.len() * T::WIDTH,
+                right: out.len() * T::WIDTH,
+            }
+            .into());
+        }
+        let bytes = T::to_le_vec(data);
+        let p = self
+            .reduce_core(true, 0, &bytes, T::ELEMENT_TYPE.code(), op.code())?
+            .expect("allreduce has a result on every rank");
+        T::read_le(&p[H..], out);
+        Ok(())
+    }
+
+    /// reduce on raw little-endian bytes with wire codes (protocol §8.3,
+    /// §8.4): `element_type` 0..=6, `reduction` 1..=10. Codes out of range,
+    /// a refused pair, data that is not a whole number of elements or
+    /// longer than 16777200 bytes, or `root >= size`: H1618 on every rank
+    /// before anything is sent.
+    ///
+    /// ```
+    /// use sperli_collective::fake;
+    /// let got = fake::run(2, |c| {
+    ///     // u32 (type 2) bor (reduction 9).
+    ///     let ok = c.reduce_bytes(0, &(1u32 << c.rank()).to_le_bytes(), 2, 9).unwrap();
+    ///     let refused = c.reduce_bytes(0, &[0; 3], 2, 9).unwrap_err(); // 3 bytes of u32
+    ///     (ok, refused.h_code().unwrap().number())
+    /// });
+    /// assert_eq!(got[0], (Some(3u32.to_le_bytes().to_vec()), 1618));
+    /// assert_eq!(got[1], (None, 1618));
+    /// ```
+    pub fn reduce_bytes(
+        &mut self,
+        root: u32,
+        data: &[u8],
+        element_type: u8,
+        reduction: u8,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        Ok(self
+            .reduce_core(false, root, data, element_type, reduction)?
+            .map(|mut p| p.split_off(H)))
+    }
+
+    /// allreduce on raw little-endian bytes with wire codes; checks as
+    /// [`Comm::reduce_bytes`].
+    ///
+    /// ```
+    /// use sperli_collective::fake;
+    /// let got = fake::run(2, |c| c.allreduce_bytes(&[0b01 << c.rank()], 0, 10).unwrap());
+    /// assert_eq!(got, vec![vec![0b11]; 2]);
+    /// ```
+    pub fn allreduce_bytes(
+        &mut self,
+        data: &[u8],
+        element_type: u8,
+        reduction: u8,
+    ) -> Result<Vec<u8>, Error> {
+        let mut p = self
+            .reduce_core(true, 0, data, element_type, reduction)?
+            .expect("allreduce has a result on every rank");
+        Ok(p.split_off(H))
+    }
+
+    /// gather (protocol §8.2, operation 5): at the root, every rank's block
+    /// concatenated in rank order (its own at its rank's place); `None`
+    /// elsewhere. H1618 on every rank for `root >= size` or a block longer
+    /// than 16777200 bytes; a block whose length differs from the root's
+    /// own ends the job (root H1617 with ABORT reason 3, others H1612).
+    ///
+    /// ```
+    /// use sperli_collective::fake;
+    /// let got = fake::run(3, |c| c.gather(0, &[c.rank() as u8; 2]).unwrap());
+    /// assert_eq!(got, vec![Some(vec![0, 0, 1, 1, 2, 2]), None, None]);
+    /// ```
+    pub fn gather<T: Element>(&mut self, root: u32, data: &[T]) -> Result<Option<Vec<T>>, Error> {
+        let bytes = T::to_le_vec(data);
+        let mut out = Vec::new();
+        if self.rank == root {
+            out.reserve(data.len() * self.size as usize);
+        }
+        let at_root = self.gather_core(root, &bytes, |b| T::extend_from_le(b, &mut out))?;
+        Ok(at_root.then_some(out))
+    }
+
+    /// scatter (protocol §8.2, operation 6; layouts §10): the root's data is
+    /// `size` equal blocks; rank i gets block i. Non-roots pass `None` (a
+    /// `Some` there is ignored); `None` at the root is an empty array.
+    /// Receivers take whatever arrives (a whole number of `T`, else H1617).
+    ///
+    /// Errors: H1618 on every rank for `root >= size`; root data that is not
+    /// `size` blocks of at most 16777200 bytes ends the job (root H1618 with
+    /// ABORT reason 4, others H1612).
+    ///
+    /// ```
+    /// use sperli_collective::fake;
+    /// let got = fake::run(3, |c| {
+    ///     let data = [10i32, 11, 20, 21, 30, 31];
+    ///     c.scatter(1, (c.rank() == 1).then_some(&data[..])).unwrap()
+    /// });
+    /// assert_eq!(got, vec![vec![10, 11], vec![20, 21], vec![30, 31]]);
+    /// ```
+    pub fn scatter<T: Element>(&mut self, root: u32, data: Option<&[T]>) -> Result<Vec<T>, Error> {
+        let bytes = match (self.rank == root, data) {
+            (true, Some(d)) => T::to_le_vec(d),
+            _ => Vec::new(),
+        };
+        let (p, off) = self.scatter_core(root, &bytes, T::WIDTH, None)?;
+        Ok(T::vec_from_le(&p[off..]))
+    }
+
+    /// scatter into `out`, which must have exactly the block's length on
+    /// every rank: at the root a wrong `out` length ends the job like an
+    /// invalid scatter (H1618, ABORT reason 4), at a receiver data of
+    /// another length is H1617. Allocates no result vector.
+    ///
+    /// ```
+    /// use sperli_collective::fake;
+    /// let got = fake::run(2, |c| {
+    ///     let mut out = [0u64; 2];
+    ///     c.scatter_into(0, (c.rank() == 0).then_some(&[1, 2, 3, 4][..]), &mut out).unwrap();
+    ///     out
+    /// });
+    /// assert_eq!(got, vec![[1, 2], [3, 4]]);
+    /// ```
+    pub fn scatter_into<T: Element>(
+        &mut self,
+        root: u32,
+        data: Option<&[T]>,
+        out: &mut [T],
+    ) -> Result<(), Error> {
+        let bytes = match (self.rank == root, data) {
+            (true, Some(d)) => T::to_le_vec(d),
+            _ => Vec::new(),
+        };
+        let want = out.len() * T::WIDTH;
+        if self.rank == root && root < self.size && bytes.len() != want * self.size as usize {
+            self.begin()?;
+            return self.fail_job(
+                AbortReason::InvalidScatter,
+                ArgumentError::ScatterBlocks {
+                    len: bytes.len(),
+                    size: self.size,
+                }
+                .into(),
+            );
+        }
+        let (p, off) = self.scatter_core(root, &bytes, T::WIDTH, Some(want))?;
+        T::read_le(&p[off..], out);
+        Ok(())
+    }
+}

@@ -1,0 +1,304 @@
+//! An in-memory [`Link`] for N ranks in one process, for tests and
+//! doctests (protocol §8; ABORT semantics of protocol §7.5 / layouts §6).
+//!
+//! Each rank has a mailbox with one FIFO queue per sending rank (frames of
+//! one "connection" arrive in the order sent, early frames are kept until
+//! taken: layouts §10). [`Link::abort`] puts the ABORT into every other
+//! rank's mailbox; from then on their pending and later calls fail with
+//! H1612 [`Error::AbortedByPeer`] carrying the originator's rank, reason and
+//! code. A rank whose link is dropped counts as closed without BYE (H1613)
+//! for receives that find nothing queued, and a receive that waits longer
+//! than the silence limit fails with H1613, so no test hangs.
+//!
+//! Misbehaviour for tests: [`FakeLink::set_send_hook`] rewrites, drops or
+//! multiplies every frame this rank sends (forged headers, truncated data,
+//! wrong sequence); [`FakeLink::inject`] sends raw bytes unchecked.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use sperli_wire::abort::AbortReason;
+use sperli_wire::error::LossCause;
+use sperli_wire::Error;
+
+use crate::comm::Comm;
+use crate::link::Link;
+
+/// The default silence limit of a fake receive (generous: debug builds of
+/// large tests are slow).
+pub const DEFAULT_SILENCE: Duration = Duration::from_secs(60);
+
+/// A send hook: gets the target rank and the payload about to be sent,
+/// returns the payloads to deliver instead (none to drop it, several to
+/// add frames).
+pub type SendHook = Box<dyn FnMut(u32, Vec<u8>) -> Vec<Vec<u8>> + Send>;
+
+#[derive(Debug, Clone)]
+struct AbortNote {
+    from: u32,
+    reason: u16,
+    code: u32,
+    message: String,
+}
+
+impl AbortNote {
+    fn error(&self) -> Error {
+        Error::AbortedByPeer {
+            from: self.from,
+            reason: self.reason,
+            code: self.code,
+            message: self.message.clone(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct BoxState {
+    queues: Vec<VecDeque<Vec<u8>>>,
+    /// The first ABORT this rank received, or its own (then `from` is itself).
+    abort: Option<AbortNote>,
+    closed: Vec<bool>,
+}
+
+#[derive(Debug)]
+struct Mailbox {
+    state: Mutex<BoxState>,
+    cv: Condvar,
+}
+
+impl Mailbox {
+    fn lock(&self) -> MutexGuard<'_, BoxState> {
+        // A panicking test thread must not poison the others' mailboxes.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One rank's end of an in-memory job (see the module docs).
+///
+/// ```
+/// use sperli_collective::{fake::FakeLink, Link};
+/// let links = FakeLink::job(2);
+/// links[0].send_collective(1, &[1, 2, 3]).unwrap();
+/// assert_eq!(links[1].recv_collective(0).unwrap(), vec![1, 2, 3]);
+/// ```
+pub struct FakeLink {
+    rank: u32,
+    size: u32,
+    boxes: Arc<Vec<Mailbox>>,
+    hook: Mutex<Option<SendHook>>,
+    silence: Duration,
+}
+
+impl std::fmt::Debug for FakeLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeLink")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FakeLink {
+    /// The links of a job of `size` ranks (1..=4096), index = rank.
+    pub fn job(size: u32) -> Vec<FakeLink> {
+        assert!((1..=4096).contains(&size), "size must be 1..=4096");
+        let n = size as usize;
+        let boxes: Arc<Vec<Mailbox>> = Arc::new(
+            (0..n)
+                .map(|_| Mailbox {
+                    state: Mutex::new(BoxState {
+                        queues: vec![VecDeque::new(); n],
+                        abort: None,
+                        closed: vec![false; n],
+                    }),
+                    cv: Condvar::new(),
+                })
+                .collect(),
+        );
+        (0..size)
+            .map(|rank| FakeLink {
+                rank,
+                size,
+                boxes: Arc::clone(&boxes),
+                hook: Mutex::new(None),
+                silence: DEFAULT_SILENCE,
+            })
+            .collect()
+    }
+
+    /// Sets how long a receive waits before it reports the peer lost (H1613).
+    pub fn set_silence(&mut self, limit: Duration) {
+        self.silence = limit;
+    }
+
+    /// Makes this rank misbehave: every payload it sends goes through
+    /// `hook(to, payload)` and the returned payloads are delivered instead.
+    ///
+    /// ```
+    /// use sperli_collective::{fake::FakeLink, Link};
+    /// let links = FakeLink::job(2);
+    /// links[0].set_send_hook(|_to, mut p| { p.truncate(1); vec![p] });
+    /// links[0].send_collective(1, &[1, 2, 3]).unwrap();
+    /// assert_eq!(links[1].recv_collective(0).unwrap(), vec![1]);
+    /// ```
+    pub fn set_send_hook(&self, hook: impl FnMut(u32, Vec<u8>) -> Vec<Vec<u8>> + Send + 'static) {
+        *self.hook.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(hook));
+    }
+
+    /// Removes the send hook.
+    pub fn clear_send_hook(&self) {
+        *self.hook.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Delivers raw `payload` to `to` as if it were a COLLECTIVE payload
+    /// from this rank, bypassing the hook and every check.
+    pub fn inject(&self, to: u32, payload: Vec<u8>) {
+        self.deliver(to, payload);
+    }
+
+    fn deliver(&self, to: u32, payload: Vec<u8>) {
+        let b = &self.boxes[to as usize];
+        b.lock().queues[self.rank as usize].push_back(payload);
+        b.cv.notify_all();
+    }
+
+    fn own(&self) -> &Mailbox {
+        &self.boxes[self.rank as usize]
+    }
+}
+
+impl Link for FakeLink {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    fn size(&self) -> u32 {
+        self.size
+    }
+
+    fn send_collective(&self, to: u32, payload: &[u8]) -> Result<(), Error> {
+        assert!(to < self.size && to != self.rank, "bad target {to}");
+        {
+            let st = self.own().lock();
+            if let Some(a) = &st.abort {
+                return Err(a.error());
+            }
+            if st.closed[to as usize] {
+                return Err(Error::PeerLost {
+                    peer: to,
+                    cause: LossCause::ClosedWithoutBye,
+                });
+            }
+        }
+        let frames = match self.hook.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            Some(h) => h(to, payload.to_vec()),
+            None => vec![payload.to_vec()],
+        };
+        for f in frames {
+            self.deliver(to, f);
+        }
+        Ok(())
+    }
+
+    fn recv_collective(&self, from: u32) -> Result<Vec<u8>, Error> {
+        assert!(from < self.size && from != self.rank, "bad source {from}");
+        let deadline = Instant::now() + self.silence;
+        let b = self.own();
+        let mut st = b.lock();
+        loop {
+            if let Some(a) = &st.abort {
+                return Err(a.error());
+            }
+            if let Some(p) = st.queues[from as usize].pop_front() {
+                return Ok(p);
+            }
+            if st.closed[from as usize] {
+                return Err(Error::PeerLost {
+                    peer: from,
+                    cause: LossCause::ClosedWithoutBye,
+                });
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::PeerLost {
+                    peer: from,
+                    cause: LossCause::Silence {
+                        silent_ms: self.silence.as_millis() as u64,
+                        limit_ms: self.silence.as_millis() as u64,
+                    },
+                });
+            }
+            st =
+                b.cv.wait_timeout(st, deadline - now)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+        }
+    }
+
+    fn abort(&self, reason: AbortReason, code: u32, message: &str) {
+        let note = AbortNote {
+            from: self.rank,
+            reason: reason.code(),
+            code,
+            message: message.to_owned(),
+        };
+        for (i, b) in self.boxes.iter().enumerate() {
+            let mut st = b.lock();
+            // The first ABORT counts; a receiver forwards nothing.
+            if st.abort.is_none() || i == self.rank as usize {
+                st.abort = Some(note.clone());
+            }
+            drop(st);
+            b.cv.notify_all();
+        }
+    }
+}
+
+impl Drop for FakeLink {
+    fn drop(&mut self) {
+        for (i, b) in self.boxes.iter().enumerate() {
+            if i != self.rank as usize {
+                b.lock().closed[self.rank as usize] = true;
+                b.cv.notify_all();
+            }
+        }
+    }
+}
+
+/// Runs `f` on every rank of a fresh in-memory job of `size` ranks, each on
+/// its own thread, and returns the results in rank order. A panic on any
+/// rank is re-raised.
+///
+/// ```
+/// use sperli_collective::fake;
+/// let ranks = fake::run(3, |c| (c.rank(), c.size()));
+/// assert_eq!(ranks, vec![(0, 3), (1, 3), (2, 3)]);
+/// ```
+pub fn run<R: Send>(size: u32, f: impl Fn(&mut Comm<FakeLink>) -> R + Sync) -> Vec<R> {
+    run_links(FakeLink::job(size), f)
+}
+
+/// As [`run`], on links prepared by the caller (e.g. with a send hook or
+/// another silence limit).
+pub fn run_links<R: Send>(
+    links: Vec<FakeLink>,
+    f: impl Fn(&mut Comm<FakeLink>) -> R + Sync,
+) -> Vec<R> {
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = links
+            .into_iter()
+            .map(|link| {
+                std::thread::Builder::new()
+                    .name(format!("rank-{}", link.rank))
+                    .spawn_scoped(s, move || f(&mut Comm::new(link)))
+                    .expect("spawn rank thread")
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}

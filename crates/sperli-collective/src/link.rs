@@ -1,0 +1,78 @@
+//! The seam between the collective layer and the transport (protocol §8,
+//! layouts §5 and §10 "Frames that arrive early").
+//!
+//! [`Link`] is everything [`Comm`](crate::Comm) needs from a transport: who
+//! am I, how many ranks are there, send one COLLECTIVE payload to a peer,
+//! take the next COLLECTIVE payload that came from a peer, and end the job
+//! with ABORT. The transport's endpoint implements it; tests use the
+//! in-memory [`FakeLink`](crate::fake::FakeLink).
+
+use sperli_wire::abort::AbortReason;
+use sperli_wire::Error;
+
+/// What the collective layer needs from a transport (protocol §8, layouts §5, §10).
+///
+/// Contract an implementation must keep:
+///
+/// - **Payloads, not frames.** `send_collective` gets one COLLECTIVE
+///   payload (the 16-byte collective header, then at most 16777200 bytes of
+///   data); the link wraps it in a frame (type 3, tag 0) to `to`.
+///   `recv_collective` returns the payload of the next COLLECTIVE frame that
+///   came from `from`, in arrival order (layouts §10: frames that arrive
+///   before the call they answer are kept, in order, until taken). The
+///   collective layer checks the collective header and the data length
+///   itself; the link has already applied the frame-header checks (a
+///   COLLECTIVE payload shorter than 16 bytes never gets here, H1610).
+/// - **Star only.** The collective layer only ever sends to and receives
+///   from the peers the star of protocol §8.2 names; `to` / `from` are
+///   never the link's own rank.
+/// - **Sends do not wait for the peer's call.** A send may block on flow
+///   control but must not wait until the peer makes the matching call
+///   (the receiver keeps early frames, layouts §10).
+/// - **No call blocks forever after a failure.** Once the job failed (an
+///   ABORT came from any peer, a peer was lost, or this rank called
+///   [`Link::abort`]) every pending and later `send_collective` and
+///   `recv_collective` fails: with H1612 [`Error::AbortedByPeer`] carrying
+///   the originator's reason and code when an ABORT came, H1613 when a peer
+///   was lost.
+pub trait Link {
+    /// This rank, `0..size`.
+    fn rank(&self) -> u32;
+
+    /// The job size, 1..=4096.
+    fn size(&self) -> u32;
+
+    /// Sends one COLLECTIVE frame payload (16-byte collective header + data)
+    /// to rank `to`. The link copies or encrypts what it needs before it
+    /// returns, so it borrows the payload.
+    fn send_collective(&self, to: u32, payload: &[u8]) -> Result<(), Error>;
+
+    /// The next COLLECTIVE payload (collective header + data) from rank
+    /// `from`, in arrival order. Blocks until one is there; fails once the
+    /// job failed (see the trait's contract).
+    fn recv_collective(&self, from: u32) -> Result<Vec<u8>, Error>;
+
+    /// Sends ABORT (`reason`, `code` = the H number, `message` cut to 1024
+    /// bytes) to every peer, best effort, and ends this rank's job step:
+    /// every later call on this link fails. Errors while sending the ABORT
+    /// are ignored (the job is over either way).
+    fn abort(&self, reason: AbortReason, code: u32, message: &str);
+}
+
+impl<L: Link + ?Sized> Link for &L {
+    fn rank(&self) -> u32 {
+        (**self).rank()
+    }
+    fn size(&self) -> u32 {
+        (**self).size()
+    }
+    fn send_collective(&self, to: u32, payload: &[u8]) -> Result<(), Error> {
+        (**self).send_collective(to, payload)
+    }
+    fn recv_collective(&self, from: u32) -> Result<Vec<u8>, Error> {
+        (**self).recv_collective(from)
+    }
+    fn abort(&self, reason: AbortReason, code: u32, message: &str) {
+        (**self).abort(reason, code, message)
+    }
+}
