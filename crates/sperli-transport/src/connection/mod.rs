@@ -1,0 +1,585 @@
+//! Per-connection protocol state, sans I/O (protocol text "Verbindungen",
+//! "HELLO", "HEARTBEAT", "ABORT", "BYE"; layouts §3, §4, §6, §10).
+//!
+//! A [`Connection`] is driven by `handle_*` (plaintext bytes in, an orderly
+//! close, a reset) and [`Connection::poll`] (the clock: heartbeats due,
+//! silence limit). Outgoing frames queue here; the I/O loop writes them into
+//! rustls with [`Connection::write_to`]. Nothing here touches a socket, so
+//! the whole state machine is tested without one.
+//!
+//! States: awaiting HELLO (nothing but HELLO may come first), open, BYE
+//! received (any frame after it is rejected), closed.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sperli_wire::abort::{Abort, AbortReason};
+use sperli_wire::codec::Codec;
+use sperli_wire::error::{AuthError, FrameError, LossCause, TokenError};
+use sperli_wire::header::{FrameHeader, Receiver};
+use sperli_wire::heartbeat::Heartbeat;
+use sperli_wire::hello::Hello;
+use sperli_wire::job_description::HostEntry;
+use sperli_wire::join_token::JoinToken;
+use sperli_wire::limits::{CONTEXT_JOIN, FEATURE_V1_CORE, HEADER_LEN, HEARTBEAT_INTERVAL_MS};
+use sperli_wire::payload::Payload;
+use sperli_wire::{Error, FrameType, JobId};
+
+use crate::frame_reader::{Frame, FrameReader};
+
+/// What every connection of one rank knows about the job.
+#[derive(Debug, Clone)]
+pub struct JobContext {
+    /// The job id.
+    pub job_id: JobId,
+    /// The job size.
+    pub size: u32,
+    /// This rank.
+    pub rank: u32,
+    /// This rank's incarnation.
+    pub incarnation: u32,
+    /// Host list, entry n is rank n.
+    pub hosts: Vec<HostEntry>,
+    /// The CompositeSig job public key (1344 bytes).
+    pub job_public_key: Vec<u8>,
+}
+
+impl JobContext {
+    /// A header of `t` from this rank to `peer`.
+    pub fn header(&self, t: FrameType, peer: u32) -> FrameHeader {
+        FrameHeader::new(t, self.job_id, self.rank, peer, self.incarnation)
+    }
+}
+
+/// Checks a join token presented in a peer's HELLO (protocol text "HELLO",
+/// "Join-Token"; layouts §4): signature with the job public key, job id,
+/// rank = header source = certificate rank (`peer`), size, incarnation, host
+/// = host-list entry of that rank, expiry after the receiver's clock
+/// `now_ms` (Unix ms).
+pub fn verify_token(
+    ctx: &JobContext,
+    peer: u32,
+    token: &JoinToken<'_>,
+    now_ms: u64,
+) -> Result<(), TokenError> {
+    if !sperli_tls::composite_sig::verify_bytes(
+        &ctx.job_public_key,
+        token.message_bytes,
+        CONTEXT_JOIN,
+        token.signature,
+    ) {
+        return Err(TokenError::BadSignature);
+    }
+    let m = &token.message;
+    if m.job_id != ctx.job_id {
+        return Err(TokenError::Job {
+            expected: ctx.job_id,
+            got: m.job_id,
+        });
+    }
+    if m.rank != peer {
+        return Err(TokenError::Rank {
+            expected: peer,
+            got: m.rank,
+        });
+    }
+    if m.size != ctx.size {
+        return Err(TokenError::Size {
+            expected: ctx.size,
+            got: m.size,
+        });
+    }
+    if m.incarnation != ctx.incarnation {
+        return Err(TokenError::Incarnation {
+            expected: ctx.incarnation,
+            got: m.incarnation,
+        });
+    }
+    let expected_host = ctx
+        .hosts
+        .get(peer as usize)
+        .map(|h| h.host.as_str())
+        .unwrap_or("");
+    if m.host != expected_host {
+        return Err(TokenError::Host {
+            expected: expected_host.to_owned(),
+            got: m.host.to_owned(),
+        });
+    }
+    if m.expires_at_ms <= now_ms {
+        return Err(TokenError::Expired {
+            expires_at_ms: m.expires_at_ms,
+            now_ms,
+        });
+    }
+    Ok(())
+}
+
+/// The connection's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnState {
+    /// TLS is up; the peer's HELLO has not come yet.
+    AwaitingHello,
+    /// HELLO verified: the peer is authenticated.
+    Open,
+    /// The peer said BYE; any further frame is rejected.
+    ByeReceived,
+    /// Closed (after BYE and close, or after a failure).
+    Closed,
+}
+
+/// What an accepted frame means for the rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Incoming {
+    /// The peer's HELLO verified.
+    Authenticated,
+    /// DATA with its tag.
+    Data {
+        /// The tag.
+        tag: u32,
+        /// The message.
+        payload: Vec<u8>,
+    },
+    /// A COLLECTIVE payload (16-byte collective header + data).
+    Collective(Vec<u8>),
+    /// CKPT_BEGIN/DATA/ACK/COMMIT or RESUME: the header (type, epoch) and payload.
+    Checkpoint(FrameHeader, Vec<u8>),
+    /// The peer said BYE.
+    Bye,
+}
+
+/// One queued outgoing frame: the header (plus up to 8 inline payload
+/// bytes, so a HEARTBEAT needs no allocation) and the payload.
+#[derive(Debug)]
+pub struct Outgoing {
+    head: [u8; HEADER_LEN + 8],
+    head_len: usize,
+    payload: Vec<u8>,
+    /// A send sequence number to report when written (0: none).
+    pub seq: u64,
+}
+
+impl Outgoing {
+    /// A frame with `header` (its length set here) and `payload`.
+    pub fn new(mut header: FrameHeader, payload: Vec<u8>, seq: u64) -> Self {
+        header.length = payload.len() as u32;
+        let mut head = [0u8; HEADER_LEN + 8];
+        head[..HEADER_LEN].copy_from_slice(&header.to_bytes());
+        Self {
+            head,
+            head_len: HEADER_LEN,
+            payload,
+            seq,
+        }
+    }
+
+    /// Raw bytes, sent as they are (tests of hostile peers use this).
+    pub fn raw(bytes: Vec<u8>) -> Self {
+        Self {
+            head: [0; HEADER_LEN + 8],
+            head_len: 0,
+            payload: bytes,
+            seq: 0,
+        }
+    }
+
+    fn heartbeat(header: FrameHeader, counter: u64) -> Self {
+        let mut h = header;
+        h.length = 8;
+        let mut head = [0u8; HEADER_LEN + 8];
+        head[..HEADER_LEN].copy_from_slice(&h.to_bytes());
+        head[HEADER_LEN..].copy_from_slice(&counter.to_le_bytes());
+        Self {
+            head,
+            head_len: HEADER_LEN + 8,
+            payload: Vec::new(),
+            seq: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.head_len + self.payload.len()
+    }
+}
+
+/// Per-connection protocol state (see the module docs).
+#[derive(Debug)]
+pub struct Connection {
+    ctx: Arc<JobContext>,
+    peer: u32,
+    reader: FrameReader,
+    state: ConnState,
+    last_sent: Instant,
+    last_recv: Instant,
+    silence: Duration,
+    hb_sent: u64,
+    hb_recv: u64,
+    bye_sent: bool,
+    out: VecDeque<Outgoing>,
+    out_offset: usize,
+}
+
+/// The heartbeat interval (protocol text "HEARTBEAT": 1000 ms).
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(HEARTBEAT_INTERVAL_MS);
+
+impl Connection {
+    /// A connection to `peer` (the rank its certificate names) whose TLS
+    /// handshake just finished, at time `now`; HELLO is not sent yet.
+    pub fn new(ctx: Arc<JobContext>, peer: u32, silence: Duration, now: Instant) -> Self {
+        let rx = Receiver {
+            job_id: ctx.job_id,
+            own_rank: ctx.rank,
+            peer_rank: peer,
+            incarnation: ctx.incarnation,
+            size: ctx.size,
+        };
+        Self {
+            ctx,
+            peer,
+            reader: FrameReader::new(rx),
+            state: ConnState::AwaitingHello,
+            last_sent: now,
+            last_recv: now,
+            silence,
+            hb_sent: 0,
+            hb_recv: 0,
+            bye_sent: false,
+            out: VecDeque::new(),
+            out_offset: 0,
+        }
+    }
+
+    /// The peer's rank.
+    pub fn peer(&self) -> u32 {
+        self.peer
+    }
+
+    /// The state.
+    pub fn state(&self) -> ConnState {
+        self.state
+    }
+
+    /// True once we queued BYE (nothing else may follow it).
+    pub fn bye_sent(&self) -> bool {
+        self.bye_sent
+    }
+
+    /// Queues our HELLO with `token` (protocol text "HELLO": sent at once
+    /// after the handshake).
+    pub fn queue_hello(&mut self, token: &[u8], now: Instant) -> Result<(), Error> {
+        let token = JoinToken::decode(token).map_err(|e| Error::Authentication {
+            peer: None,
+            error: AuthError::Token(TokenError::Malformed(e)),
+        })?;
+        let hello = Hello {
+            features: FEATURE_V1_CORE,
+            token,
+        };
+        self.queue(FrameType::Hello, hello.to_vec(), now);
+        Ok(())
+    }
+
+    /// Queues a frame of type `t` (tag 0, epoch 0).
+    pub fn queue(&mut self, t: FrameType, payload: Vec<u8>, now: Instant) {
+        let h = self.ctx.header(t, self.peer);
+        self.queue_frame(Outgoing::new(h, payload, 0), now);
+    }
+
+    /// Queues a prepared frame.
+    pub fn queue_frame(&mut self, frame: Outgoing, now: Instant) {
+        if self.bye_sent {
+            return;
+        }
+        self.last_sent = now;
+        self.out.push_back(frame);
+    }
+
+    /// Queues ABORT.
+    pub fn queue_abort(&mut self, reason: AbortReason, code: u32, message: &str, now: Instant) {
+        let a = Abort {
+            reason,
+            code,
+            message: Abort::truncate_message(message).as_bytes(),
+        };
+        self.queue(FrameType::Abort, a.to_vec(), now);
+    }
+
+    /// Queues BYE; nothing more is queued after it.
+    pub fn queue_bye(&mut self, now: Instant) {
+        self.queue(FrameType::Bye, Vec::new(), now);
+        self.bye_sent = true;
+    }
+
+    /// Drops every queued frame except one already partly written (the
+    /// stream must stay whole), e.g. before a final ABORT.
+    pub fn discard_queued(&mut self) {
+        let keep = usize::from(self.out_offset > 0);
+        self.out.truncate(keep);
+    }
+
+    /// True while frames wait to be written.
+    pub fn has_output(&self) -> bool {
+        !self.out.is_empty()
+    }
+
+    /// Bytes queued and not yet written.
+    pub fn queued_bytes(&self) -> usize {
+        self.out.iter().map(Outgoing::len).sum::<usize>() - self.out_offset
+    }
+
+    /// Writes queued frames into `w` (the rustls plaintext writer) until it
+    /// takes no more; `done(seq)` is called for each whole frame written
+    /// that carries a sequence number. Returns bytes written.
+    pub fn write_to(&mut self, w: &mut dyn Write, done: &mut dyn FnMut(u64)) -> io::Result<usize> {
+        let mut total = 0;
+        while let Some(front) = self.out.front() {
+            let off = self.out_offset;
+            let n = if off < front.head_len {
+                if front.payload.is_empty() {
+                    w.write(&front.head[off..front.head_len])?
+                } else {
+                    w.write_vectored(&[
+                        IoSlice::new(&front.head[off..front.head_len]),
+                        IoSlice::new(&front.payload),
+                    ])?
+                }
+            } else {
+                w.write(&front.payload[off - front.head_len..])?
+            };
+            if n == 0 {
+                break;
+            }
+            total += n;
+            self.out_offset += n;
+            if self.out_offset == front.len() {
+                let seq = front.seq;
+                self.out.pop_front();
+                self.out_offset = 0;
+                if seq != 0 {
+                    done(seq);
+                }
+            }
+        }
+        Ok(total)
+    }
+
+    /// Notes that some bytes (ciphertext included) arrived at `now`: any
+    /// byte resets the silence timer (layouts §10).
+    pub fn touch(&mut self, now: Instant) {
+        self.last_recv = now;
+    }
+
+    /// Handles plaintext bytes from the peer. `now_ms` is the receiver's
+    /// wall clock (Unix ms) for the token expiry. Accepted frames are pushed
+    /// to `events`. Any error ends this connection; before HELLO verified it
+    /// is the peer's failure to authenticate, afterwards it ends the job.
+    pub fn handle_bytes(
+        &mut self,
+        bytes: &[u8],
+        now: Instant,
+        now_ms: u64,
+        events: &mut Vec<Incoming>,
+    ) -> Result<(), Error> {
+        self.last_recv = now;
+        if self.state == ConnState::Closed {
+            return Err(FrameError::Unexpected {
+                frame_type: FrameType::Data,
+                when: "after close",
+            }
+            .into());
+        }
+        let fresh = FrameReader::new(self.rx());
+        let mut reader = std::mem::replace(&mut self.reader, fresh);
+        let result = reader.feed(bytes, &mut |f| self.on_frame(f, now_ms, events));
+        self.reader = reader;
+        if let Err(e) = result {
+            let pre_hello = self.state == ConnState::AwaitingHello;
+            self.state = ConnState::Closed;
+            return Err(match e {
+                Error::FrameRejected(FrameError::Payload {
+                    frame_type: FrameType::Hello,
+                    error,
+                }) if pre_hello => Error::Authentication {
+                    peer: Some(self.peer),
+                    error: AuthError::Hello(error),
+                },
+                e => e,
+            });
+        }
+        Ok(())
+    }
+
+    fn rx(&self) -> Receiver {
+        Receiver {
+            job_id: self.ctx.job_id,
+            own_rank: self.ctx.rank,
+            peer_rank: self.peer,
+            incarnation: self.ctx.incarnation,
+            size: self.ctx.size,
+        }
+    }
+
+    fn on_frame(&mut self, f: Frame, now_ms: u64, events: &mut Vec<Incoming>) -> Result<(), Error> {
+        let t = f.header.frame_type;
+        let unexpected = |when| -> Error {
+            FrameError::Unexpected {
+                frame_type: t,
+                when,
+            }
+            .into()
+        };
+        match self.state {
+            ConnState::AwaitingHello => {
+                if t != FrameType::Hello {
+                    return Err(unexpected("before HELLO"));
+                }
+                let Payload::Hello(hello) = f.decoded() else {
+                    return Err(unexpected("before HELLO"));
+                };
+                verify_token(&self.ctx, self.peer, &hello.token, now_ms).map_err(|e| {
+                    Error::Authentication {
+                        peer: Some(self.peer),
+                        error: AuthError::Token(e),
+                    }
+                })?;
+                self.state = ConnState::Open;
+                events.push(Incoming::Authenticated);
+                Ok(())
+            }
+            ConnState::ByeReceived => Err(unexpected("after BYE")),
+            ConnState::Closed => Err(unexpected("after close")),
+            ConnState::Open => match t {
+                FrameType::Hello => Err(unexpected("twice")),
+                FrameType::Data => {
+                    events.push(Incoming::Data {
+                        tag: f.header.tag,
+                        payload: f.payload,
+                    });
+                    Ok(())
+                }
+                FrameType::Collective => {
+                    events.push(Incoming::Collective(f.payload));
+                    Ok(())
+                }
+                FrameType::Heartbeat => {
+                    let Payload::Heartbeat(Heartbeat { counter }) = f.decoded() else {
+                        return Err(unexpected("malformed"));
+                    };
+                    let expected = self.hb_recv + 1;
+                    if counter != expected {
+                        return Err(FrameError::HeartbeatCounter {
+                            expected,
+                            got: counter,
+                        }
+                        .into());
+                    }
+                    self.hb_recv = counter;
+                    Ok(())
+                }
+                FrameType::Abort => {
+                    let Payload::Abort(a) = f.decoded() else {
+                        return Err(unexpected("malformed"));
+                    };
+                    self.state = ConnState::Closed;
+                    Err(Error::AbortedByPeer {
+                        from: self.peer,
+                        reason: a.reason.code(),
+                        code: a.code,
+                        message: a.message_lossy().into_owned(),
+                    })
+                }
+                FrameType::Bye => {
+                    self.state = ConnState::ByeReceived;
+                    events.push(Incoming::Bye);
+                    Ok(())
+                }
+                FrameType::CkptBegin
+                | FrameType::CkptData
+                | FrameType::CkptAck
+                | FrameType::CkptCommit
+                | FrameType::Resume => {
+                    events.push(Incoming::Checkpoint(f.header, f.payload));
+                    Ok(())
+                }
+            },
+        }
+    }
+
+    /// An orderly close (FIN, or TLS close_notify) from the peer: normal
+    /// after BYE, otherwise the peer is lost (H1613, closed without BYE).
+    pub fn handle_close(&mut self) -> Result<(), Error> {
+        let was = self.state;
+        self.state = ConnState::Closed;
+        match was {
+            ConnState::ByeReceived | ConnState::Closed => Ok(()),
+            _ => Err(Error::PeerLost {
+                peer: self.peer,
+                cause: LossCause::ClosedWithoutBye,
+            }),
+        }
+    }
+
+    /// A reset (or another socket error) from the peer's side.
+    pub fn handle_reset(&mut self, cause: LossCause) -> Result<(), Error> {
+        let was = self.state;
+        self.state = ConnState::Closed;
+        match was {
+            ConnState::ByeReceived | ConnState::Closed => Ok(()),
+            _ => Err(Error::PeerLost {
+                peer: self.peer,
+                cause,
+            }),
+        }
+    }
+
+    /// Marks the connection closed by us.
+    pub fn close(&mut self) {
+        self.state = ConnState::Closed;
+    }
+
+    /// Drives the clock: queues a HEARTBEAT when nothing was sent for
+    /// 1000 ms; fails with H1613 (silence) when nothing was received for
+    /// longer than the silence limit. Connections that said BYE, or were
+    /// closed, are exempt.
+    pub fn poll(&mut self, now: Instant) -> Result<(), Error> {
+        if !matches!(self.state, ConnState::AwaitingHello | ConnState::Open) {
+            return Ok(());
+        }
+        let silent = now.saturating_duration_since(self.last_recv);
+        if silent > self.silence {
+            self.state = ConnState::Closed;
+            return Err(Error::PeerLost {
+                peer: self.peer,
+                cause: LossCause::Silence {
+                    silent_ms: silent.as_millis() as u64,
+                    limit_ms: self.silence.as_millis() as u64,
+                },
+            });
+        }
+        if !self.bye_sent && now.saturating_duration_since(self.last_sent) >= HEARTBEAT_INTERVAL {
+            self.hb_sent += 1;
+            let h = self.ctx.header(FrameType::Heartbeat, self.peer);
+            let hb = Outgoing::heartbeat(h, self.hb_sent);
+            self.queue_frame(hb, now);
+        }
+        Ok(())
+    }
+
+    /// When [`Connection::poll`] next has something to do.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        if !matches!(self.state, ConnState::AwaitingHello | ConnState::Open) {
+            return None;
+        }
+        let silence = self.last_recv + self.silence + Duration::from_millis(1);
+        if self.bye_sent {
+            Some(silence)
+        } else {
+            Some(silence.min(self.last_sent + HEARTBEAT_INTERVAL))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

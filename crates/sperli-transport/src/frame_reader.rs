@@ -1,0 +1,284 @@
+//! Incremental frame decoder (protocol text "Frame"; layouts §2).
+//!
+//! Fed arbitrary chunks of plaintext (one byte at a time works too). It
+//! collects the 52 header bytes, runs [`sperli_wire::header::check`]
+//! *before* reading or allocating any payload byte, then collects exactly
+//! `length` payload bytes into a buffer allocated once for that frame (a
+//! frame of an older incarnation is read and dropped without being stored),
+//! and finally checks the payload with [`Payload::decode`].
+
+use sperli_wire::error::FrameError;
+use sperli_wire::header::{check, FrameHeader, Receiver, Verdict};
+use sperli_wire::limits::HEADER_LEN;
+use sperli_wire::payload::Payload;
+
+/// One whole, accepted frame: its header and its payload bytes, which
+/// passed [`Payload::decode`] for the header's type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// The checked header.
+    pub header: FrameHeader,
+    /// The payload (exactly `header.length` bytes).
+    pub payload: Vec<u8>,
+}
+
+impl Frame {
+    /// The decoded payload (cannot fail: the reader decoded it already).
+    pub fn decoded(&self) -> Payload<'_> {
+        Payload::decode(self.header.frame_type, &self.payload)
+            .expect("FrameReader only yields payloads that decode")
+    }
+}
+
+#[derive(Debug)]
+enum State {
+    Header,
+    Payload { header: FrameHeader, left: usize },
+    Discard { left: usize },
+    Failed,
+}
+
+/// The incremental decoder of one connection's plaintext.
+#[derive(Debug)]
+pub struct FrameReader {
+    rx: Receiver,
+    head: [u8; HEADER_LEN],
+    head_len: usize,
+    payload: Vec<u8>,
+    state: State,
+}
+
+impl FrameReader {
+    /// A reader for a connection whose receiver-side expectations are `rx`.
+    pub fn new(rx: Receiver) -> Self {
+        Self {
+            rx,
+            head: [0; HEADER_LEN],
+            head_len: 0,
+            payload: Vec::new(),
+            state: State::Header,
+        }
+    }
+
+    /// Capacity of the payload buffer currently held (0 between frames and
+    /// after a rejected header: nothing is allocated for a rejected frame).
+    pub fn payload_capacity(&self) -> usize {
+        self.payload.capacity()
+    }
+
+    /// True when no frame is partly read.
+    pub fn at_frame_boundary(&self) -> bool {
+        matches!(self.state, State::Header) && self.head_len == 0
+    }
+
+    /// Bytes read of the frame in progress and its total (header + payload),
+    /// for [`FrameError::CutShort`] when the connection closes mid-frame.
+    pub fn progress(&self) -> (usize, usize) {
+        match &self.state {
+            State::Header | State::Failed => (self.head_len, HEADER_LEN),
+            State::Payload { header, left } => {
+                let total = HEADER_LEN + header.length as usize;
+                (total - left, total)
+            }
+            State::Discard { left } => (HEADER_LEN, HEADER_LEN + left),
+        }
+    }
+
+    /// Feeds `input`; calls `on_frame` for each whole accepted frame. The
+    /// first rejection is returned and the reader refuses all further input.
+    pub fn feed(
+        &mut self,
+        mut input: &[u8],
+        on_frame: &mut dyn FnMut(Frame) -> Result<(), sperli_wire::Error>,
+    ) -> Result<(), sperli_wire::Error> {
+        while !input.is_empty() || self.frame_complete() {
+            match &mut self.state {
+                State::Failed => {
+                    return Err(FrameError::Unexpected {
+                        frame_type: sperli_wire::FrameType::Data,
+                        when: "after a rejected frame",
+                    }
+                    .into())
+                }
+                State::Header => {
+                    let n = (HEADER_LEN - self.head_len).min(input.len());
+                    self.head[self.head_len..self.head_len + n].copy_from_slice(&input[..n]);
+                    self.head_len += n;
+                    input = &input[n..];
+                    if self.head_len < HEADER_LEN {
+                        continue;
+                    }
+                    self.head_len = 0;
+                    match check(&self.head, &self.rx) {
+                        Verdict::Reject(e) => {
+                            self.state = State::Failed;
+                            return Err(e.into());
+                        }
+                        Verdict::Discard { length } => {
+                            self.state = State::Discard {
+                                left: length as usize,
+                            };
+                        }
+                        Verdict::Accept(header) => {
+                            // Allocated only now, after the header check, and exactly once.
+                            self.payload = Vec::with_capacity(header.length as usize);
+                            self.state = State::Payload {
+                                left: header.length as usize,
+                                header,
+                            };
+                        }
+                    }
+                }
+                State::Discard { left } => {
+                    let n = (*left).min(input.len());
+                    *left -= n;
+                    input = &input[n..];
+                    if *left == 0 {
+                        self.state = State::Header;
+                    }
+                }
+                State::Payload { header, left } => {
+                    let n = (*left).min(input.len());
+                    self.payload.extend_from_slice(&input[..n]);
+                    *left -= n;
+                    input = &input[n..];
+                    if *left == 0 {
+                        let header = *header;
+                        self.state = State::Header;
+                        let payload = std::mem::take(&mut self.payload);
+                        if let Err(e) = Payload::decode(header.frame_type, &payload) {
+                            self.state = State::Failed;
+                            return Err(e.into());
+                        }
+                        if let Err(e) = on_frame(Frame { header, payload }) {
+                            self.state = State::Failed;
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A zero-length payload is complete as soon as its header is.
+    fn frame_complete(&self) -> bool {
+        matches!(
+            self.state,
+            State::Payload { left: 0, .. } | State::Discard { left: 0 }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sperli_wire::frame::encode_frame;
+    use sperli_wire::header::RawHeader;
+    use sperli_wire::{data::Data, FrameType, JobId};
+
+    fn rx() -> Receiver {
+        Receiver {
+            job_id: JobId([9; 16]),
+            own_rank: 1,
+            peer_rank: 0,
+            incarnation: 2,
+            size: 3,
+        }
+    }
+
+    fn data(tag: u32, msg: &[u8], inc: u32) -> Vec<u8> {
+        let h = FrameHeader::new(FrameType::Data, JobId([9; 16]), 0, 1, inc).with_tag(tag);
+        encode_frame(h, &Payload::Data(Data(msg)))
+    }
+
+    fn feed_all(
+        r: &mut FrameReader,
+        bytes: &[u8],
+        chunk: usize,
+    ) -> Result<Vec<Frame>, sperli_wire::Error> {
+        let mut out = Vec::new();
+        for c in bytes.chunks(chunk) {
+            r.feed(c, &mut |f| {
+                out.push(f);
+                Ok(())
+            })?;
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn one_byte_at_a_time() {
+        let mut stream = data(5, b"hello", 2);
+        stream.extend(data(6, b"", 2));
+        stream.extend(data(7, b"old", 1)); // older incarnation: dropped
+        stream.extend(data(8, &[7; 1000], 2));
+        for chunk in [1, 3, 52, 53, 4096] {
+            let mut r = FrameReader::new(rx());
+            let frames = feed_all(&mut r, &stream, chunk).unwrap();
+            let got: Vec<(u32, usize)> = frames
+                .iter()
+                .map(|f| (f.header.tag, f.payload.len()))
+                .collect();
+            assert_eq!(got, vec![(5, 5), (6, 0), (8, 1000)], "chunk {chunk}");
+            assert_eq!(frames[0].payload, b"hello");
+            assert!(r.at_frame_boundary());
+        }
+    }
+
+    #[test]
+    fn too_long_is_rejected_without_allocating() {
+        let raw = RawHeader {
+            length: 16_777_217,
+            frame_type: FrameType::Data.code(),
+            job_id: JobId([9; 16]),
+            source: 0,
+            target: 1,
+            incarnation: 2,
+            ..RawHeader::default()
+        };
+        let mut r = FrameReader::new(rx());
+        let err = feed_all(&mut r, &raw.to_bytes(), 1).unwrap_err();
+        assert!(matches!(
+            err,
+            sperli_wire::Error::FrameRejected(FrameError::TooLong {
+                got: 16_777_217,
+                ..
+            })
+        ));
+        assert_eq!(r.payload_capacity(), 0, "nothing allocated for the payload");
+        // The reader refuses everything after a rejection.
+        assert!(feed_all(&mut r, &data(1, b"x", 2), 1).is_err());
+    }
+
+    #[test]
+    fn max_length_header_allocates_only_after_check() {
+        let h = RawHeader {
+            length: 16_777_216,
+            frame_type: FrameType::Data.code(),
+            job_id: JobId([9; 16]),
+            source: 0,
+            target: 1,
+            incarnation: 2,
+            ..RawHeader::default()
+        };
+        let mut r = FrameReader::new(rx());
+        let bytes = h.to_bytes();
+        feed_all(&mut r, &bytes[..51], 1).unwrap();
+        assert_eq!(r.payload_capacity(), 0);
+        feed_all(&mut r, &bytes[51..], 1).unwrap();
+        assert_eq!(r.payload_capacity(), 16_777_216);
+        assert_eq!(r.progress(), (52, 52 + 16_777_216));
+    }
+
+    #[test]
+    fn older_incarnation_payload_is_not_stored() {
+        let mut r = FrameReader::new(rx());
+        let old = data(3, &[1; 5000], 1);
+        feed_all(&mut r, &old[..2000], 7).unwrap();
+        assert_eq!(r.payload_capacity(), 0);
+        let frames = feed_all(&mut r, &old[2000..], 7).unwrap();
+        assert!(frames.is_empty());
+        assert!(r.at_frame_boundary());
+    }
+}

@@ -1,0 +1,187 @@
+//! [`JobPlan`]: a whole job made the way the launcher makes it (protocol
+//! text "Transport und Sicherheit", "Jobbeschreibung"; layouts §1, §4, §10).
+//!
+//! A plan holds the job id (16 random bytes), the job CA and one
+//! certificate per rank (the rank's host as SAN), the CompositeSig job key
+//! pair, one join token per rank and, from them, one [`JobDescription`] per
+//! rank; rank 0 alone gets the job secret key. The launcher (issue 6) and
+//! the tests use it.
+
+use std::net::TcpListener;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rand_core::{OsRng, RngCore};
+use sperli_tls::composite_sig::{self, SecretKey};
+use sperli_tls::pki::{JobCa, RankIdentity};
+use sperli_wire::codec::Codec;
+use sperli_wire::job_description::{HostEntry, JobDescription};
+use sperli_wire::join_token::{JoinToken, JoinTokenMessage};
+use sperli_wire::limits::CONTEXT_JOIN;
+use sperli_wire::{Error, JobId};
+
+/// A planned job: everything the launcher hands its ranks.
+pub struct JobPlan {
+    /// The job id.
+    pub job_id: JobId,
+    /// The incarnation (>= 1).
+    pub incarnation: u32,
+    /// The host list, entry n is rank n.
+    pub hosts: Vec<HostEntry>,
+    /// The job CA.
+    pub ca: JobCa,
+    /// The CompositeSig job key pair.
+    pub job_key: SecretKey,
+    /// The join tokens' expiry (Unix ms).
+    pub expires_at_ms: u64,
+    identities: Vec<RankIdentity>,
+    tokens: Vec<Vec<u8>>,
+}
+
+impl std::fmt::Debug for JobPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobPlan")
+            .field("job_id", &self.job_id)
+            .field("incarnation", &self.incarnation)
+            .field("hosts", &self.hosts)
+            .finish_non_exhaustive()
+    }
+}
+
+fn local(op: &'static str) -> impl Fn(String) -> Error {
+    move |_| Error::Io {
+        op,
+        kind: std::io::ErrorKind::Other,
+    }
+}
+
+/// Unix time in milliseconds.
+pub fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl JobPlan {
+    /// Plans a job on `hosts` (entry n is rank n) with `incarnation`; the
+    /// certificates and join tokens are valid for `lifetime` from now.
+    pub fn new(hosts: Vec<HostEntry>, incarnation: u32, lifetime: Duration) -> Result<Self, Error> {
+        let mut id = [0u8; 16];
+        OsRng
+            .try_fill_bytes(&mut id)
+            .map_err(|e| local("job id from the system RNG")(e.to_string()))?;
+        Self::with_job_id(JobId(id), hosts, incarnation, lifetime)
+    }
+
+    /// Like [`JobPlan::new`] with a given job id.
+    pub fn with_job_id(
+        job_id: JobId,
+        hosts: Vec<HostEntry>,
+        incarnation: u32,
+        lifetime: Duration,
+    ) -> Result<Self, Error> {
+        let deadline = SystemTime::now() + lifetime;
+        let ca = JobCa::generate(job_id, deadline)
+            .map_err(|e| local("job CA generation")(e.to_string()))?;
+        let job_key =
+            composite_sig::generate().map_err(|e| local("job key generation")(e.to_string()))?;
+        let mut plan = Self {
+            job_id,
+            incarnation,
+            hosts,
+            ca,
+            job_key,
+            expires_at_ms: unix_ms(deadline),
+            identities: Vec::new(),
+            tokens: Vec::new(),
+        };
+        for rank in 0..plan.hosts.len() as u32 {
+            let host = plan.hosts[rank as usize].host.clone();
+            plan.identities.push(
+                plan.ca
+                    .issue_rank(rank, &host)
+                    .map_err(|e| local("rank certificate")(e.to_string()))?,
+            );
+            let token = plan.sign_token(rank, &host, plan.expires_at_ms)?;
+            plan.tokens.push(token);
+        }
+        Ok(plan)
+    }
+
+    /// A job of `size` ranks on loopback: rank n on 127.0.0.(n+1) with a
+    /// free port (found by binding port 0), incarnation 1, valid 10 minutes.
+    pub fn localhost(size: u32) -> Result<Self, Error> {
+        Self::new(local_hosts(size)?, 1, Duration::from_secs(600))
+    }
+
+    /// The job size.
+    pub fn size(&self) -> u32 {
+        self.hosts.len() as u32
+    }
+
+    /// Signs a join token for `rank` on `host` expiring at `expires_at_ms`
+    /// (layouts §4). Tests use it for odd tokens.
+    pub fn sign_token(&self, rank: u32, host: &str, expires_at_ms: u64) -> Result<Vec<u8>, Error> {
+        let msg = JoinTokenMessage {
+            job_id: self.job_id,
+            rank,
+            size: self.size(),
+            incarnation: self.incarnation,
+            expires_at_ms,
+            host,
+        }
+        .to_vec();
+        let sig = composite_sig::sign(&self.job_key, &msg, CONTEXT_JOIN)
+            .map_err(|e| local("join token signature")(e.to_string()))?;
+        Ok(JoinToken::assemble(&msg, &sig.0))
+    }
+
+    /// Rank `rank`'s join token.
+    pub fn token(&self, rank: u32) -> &[u8] {
+        &self.tokens[rank as usize]
+    }
+
+    /// Rank `rank`'s certificate, key and the CA certificate.
+    pub fn identity(&self, rank: u32) -> &RankIdentity {
+        &self.identities[rank as usize]
+    }
+
+    /// Rank `rank`'s job description (layouts §1): rank 0 alone carries
+    /// the job secret key.
+    pub fn description(&self, rank: u32) -> JobDescription {
+        let id = self.identity(rank);
+        JobDescription {
+            job_id: self.job_id,
+            size: self.size(),
+            rank,
+            incarnation: self.incarnation,
+            hosts: self.hosts.clone(),
+            job_public_key: self.job_key.public_key().as_bytes().to_vec(),
+            join_token: self.token(rank).to_vec(),
+            ca_cert_pem: id.ca_cert_pem.as_bytes().to_vec(),
+            rank_cert_pem: id.cert_pem.as_bytes().to_vec(),
+            job_secret_key: if rank == 0 {
+                self.job_key.to_bytes().to_vec()
+            } else {
+                Vec::new()
+            },
+            rank_key_pem: id.key_pem().as_bytes().to_vec(),
+        }
+    }
+}
+
+/// `size` loopback hosts 127.0.0.1, 127.0.0.2, ... each with a port that
+/// was free a moment ago (bound to port 0, then released).
+pub fn local_hosts(size: u32) -> Result<Vec<HostEntry>, Error> {
+    (0..size)
+        .map(|r| {
+            let host = format!("127.0.0.{}", r % 254 + 1);
+            let l = TcpListener::bind((host.as_str(), 0))
+                .map_err(|e| Error::io("binding a free loopback port", &e))?;
+            let port = l
+                .local_addr()
+                .map_err(|e| Error::io("binding a free loopback port", &e))?
+                .port();
+            Ok(HostEntry { host, port })
+        })
+        .collect()
+}

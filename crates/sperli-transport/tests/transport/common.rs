@@ -1,0 +1,76 @@
+//! Helpers: run ranks in threads under a deadline.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use sperli_transport::{Endpoint, JobPlan, Settings};
+use sperli_wire::Error;
+
+/// Settings for tests: short set-up window so a failure cannot take 30 s.
+pub fn settings() -> Settings {
+    Settings {
+        setup_window: Duration::from_secs(10),
+        ..Settings::default()
+    }
+}
+
+/// Runs `f` on a thread; panics if it takes longer than `limit`.
+pub fn with_deadline<T: Send + 'static>(
+    limit: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = mpsc::channel();
+    let h = thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(v) => {
+            let _ = h.join();
+            v
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            // The closure panicked: re-raise it.
+            match h.join() {
+                Err(p) => std::panic::resume_unwind(p),
+                Ok(()) => unreachable!(),
+            }
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("test did not finish within {limit:?}"),
+    }
+}
+
+/// Starts every rank in `ranks` of `plan` on its own thread and runs
+/// `body(endpoint)` there; returns each rank's result in rank order.
+pub fn run_ranks<T: Send + 'static>(
+    plan: &JobPlan,
+    ranks: &[u32],
+    settings: Settings,
+    body: impl Fn(Endpoint) -> Result<T, Error> + Send + Sync + 'static,
+) -> Vec<Result<T, Error>> {
+    let body = std::sync::Arc::new(body);
+    let handles: Vec<_> = ranks
+        .iter()
+        .map(|&r| {
+            let desc = plan.description(r);
+            let body = body.clone();
+            let settings = settings.clone();
+            thread::Builder::new()
+                .name(format!("rank-{r}"))
+                .spawn(move || Endpoint::start(&desc, settings).and_then(|ep| body(ep)))
+                .unwrap()
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| match h.join() {
+            Ok(r) => r,
+            Err(p) => std::panic::resume_unwind(p),
+        })
+        .collect()
+}
+
+/// The H number of an error.
+pub fn code(e: &Error) -> u32 {
+    e.h_code().map_or(0, |c| c.number())
+}

@@ -1,0 +1,194 @@
+//! Ranks that all run an Endpoint.
+
+use std::time::Duration;
+
+use sperli_transport::{Endpoint, JobPlan, Settings};
+use sperli_wire::abort::AbortReason;
+use sperli_wire::Error;
+
+use crate::common::{code, run_ranks, settings, with_deadline};
+
+fn all_to_all(size: u32) {
+    with_deadline(Duration::from_secs(60), move || {
+        let plan = JobPlan::localhost(size).unwrap();
+        let ranks: Vec<u32> = (0..size).collect();
+        let res = run_ranks(&plan, &ranks, settings(), move |ep: Endpoint| {
+            let me = ep.rank();
+            assert_eq!(ep.size(), size);
+            // Send to everyone (self included): tag 1 then tag 2, plus an empty message.
+            for to in 0..size {
+                ep.send(to, 2, format!("two {me}->{to}").as_bytes())?;
+                ep.send(to, 1, format!("one {me}->{to}").as_bytes())?;
+                ep.send(to, 7, b"")?;
+            }
+            for from in 0..size {
+                // Out of order: tag 1 first although tag 2 came first.
+                assert_eq!(ep.recv(from, 1)?, format!("one {from}->{me}").into_bytes());
+                assert_eq!(ep.recv(from, 7)?, b"");
+                assert_eq!(ep.recv(from, 2)?, format!("two {from}->{me}").into_bytes());
+            }
+            assert_eq!(ep.open_handles(), (0, 0));
+            ep.finish()
+        });
+        for (r, x) in res.into_iter().enumerate() {
+            x.unwrap_or_else(|e| panic!("rank {r}: {e}"));
+        }
+    });
+}
+
+#[test]
+fn two_ranks_exchange() {
+    all_to_all(2);
+}
+
+#[test]
+fn three_ranks_exchange() {
+    all_to_all(3);
+}
+
+#[test]
+fn four_ranks_exchange() {
+    all_to_all(4);
+}
+
+/// A bcast phase-1 collective payload (root 0, sequence 1) with 4 data bytes.
+const BCAST: [u8; 20] = [2, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 9, 8, 7, 6];
+
+#[test]
+fn nonblocking_large_and_collective_seam() {
+    with_deadline(Duration::from_secs(60), || {
+        let plan = JobPlan::localhost(2).unwrap();
+        let res = run_ranks(&plan, &[0, 1], settings(), |ep: Endpoint| {
+            let me = ep.rank();
+            let other = 1 - me;
+            let big: Vec<u8> = (0..(16 * 1024 * 1024 + 1000))
+                .map(|i| (i % 251) as u8)
+                .collect();
+            if me == 0 {
+                let h = ep.isend(other, 5, b"first")?;
+                assert_eq!(ep.open_handles().0, 1);
+                h.wait()?;
+                ep.send_collective(other, &BCAST)?;
+                ep.send(other, 6, b"after-collective")?;
+                ep.send_large(other, 9, &big)?;
+                ep.send(other, 0x7fff_ffff, b"max tag")?;
+                assert!(matches!(
+                    ep.send(other, 0x8000_0000, b"x"),
+                    Err(Error::FrameRejected(_))
+                ));
+                assert_eq!(ep.recv(other, 1)?, b"done");
+            } else {
+                let mut r2 = ep.irecv(other, Some(6))?;
+                let r1 = ep.irecv(other, None)?;
+                assert_eq!(ep.open_handles().1, 2);
+                let (st, m) = r1.wait()?;
+                assert_eq!((st.source, st.tag, m.as_slice()), (0, 5, &b"first"[..]));
+                // The collective frame is kept for recv_collective.
+                assert_eq!(ep.recv_collective(other)?, BCAST.to_vec());
+                loop {
+                    if let Some((_, m)) = r2.test()? {
+                        assert_eq!(m, b"after-collective");
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                drop(r2);
+                assert_eq!(ep.recv_large(other, 9)?, big);
+                assert_eq!(ep.recv(other, 0x7fff_ffff)?, b"max tag");
+                assert_eq!(ep.open_handles(), (0, 0));
+                ep.send(other, 1, b"done")?;
+            }
+            ep.finish()
+        });
+        let errs: Vec<String> = res
+            .iter()
+            .enumerate()
+            .filter_map(|(r, x)| x.as_ref().err().map(|e| format!("rank {r}: {e}")))
+            .collect();
+        assert!(errs.is_empty(), "{errs:?}");
+    });
+}
+
+#[test]
+fn abort_reaches_peer_as_h1612() {
+    abort_test(2);
+}
+
+#[test]
+fn abort_in_three_ranks() {
+    abort_test(3);
+}
+
+fn abort_test(size: u32) {
+    with_deadline(Duration::from_secs(60), move || {
+        let plan = JobPlan::localhost(size).unwrap();
+        let ranks: Vec<u32> = (0..size).collect();
+        let res = run_ranks(&plan, &ranks, settings(), |ep: Endpoint| {
+            if ep.rank() == 0 {
+                ep.abort(AbortReason::Application, 0, "stop here");
+                let e = ep.send(1, 1, b"x").unwrap_err();
+                assert_eq!(code(&e), 1612);
+                return Err::<(), Error>(e);
+            }
+            // Blocked in recv: must return the job's error.
+            let e = ep.recv(0, 1).unwrap_err();
+            Err(e)
+        });
+        let e1 = res[1].as_ref().unwrap_err();
+        if size > 2 && code(e1) == 1613 {
+            return; // rank 1 saw rank 2's close first: allowed
+        }
+        match e1 {
+            Error::AbortedByPeer {
+                from: 0,
+                reason: 2,
+                code: 0,
+                message,
+            } => assert_eq!(message, "stop here"),
+            e => panic!("rank 1: {e}"),
+        }
+        // A third rank may see rank 1's close before rank 0's ABORT (layouts §10).
+        for r in &res[2..] {
+            let c = code(r.as_ref().unwrap_err());
+            assert!(c == 1612 || c == 1613, "third rank: {c}");
+        }
+    });
+}
+
+#[test]
+fn heartbeats_keep_a_computing_rank_alive() {
+    with_deadline(Duration::from_secs(60), || {
+        let plan = JobPlan::localhost(2).unwrap();
+        let s = Settings {
+            silence: Duration::from_millis(1500),
+            ..settings()
+        };
+        let res = run_ranks(&plan, &[0, 1], s, |ep: Endpoint| {
+            let other = 1 - ep.rank();
+            for i in 0..2u8 {
+                std::thread::sleep(Duration::from_secs(5)); // "computing"
+                ep.send(other, 3, &[i])?;
+                assert_eq!(ep.recv(other, 3)?, vec![i]);
+            }
+            ep.finish()
+        });
+        for x in res {
+            x.unwrap();
+        }
+    });
+}
+
+#[test]
+fn setup_times_out_with_h1616() {
+    with_deadline(Duration::from_secs(30), || {
+        let plan = JobPlan::localhost(2).unwrap();
+        let s = Settings {
+            setup_window: Duration::from_millis(1500),
+            ..settings()
+        };
+        // Rank 1 never starts.
+        let res = run_ranks(&plan, &[0], s, |ep: Endpoint| ep.finish());
+        let e = res[0].as_ref().unwrap_err();
+        assert_eq!(code(e), 1616, "{e}");
+    });
+}
