@@ -643,8 +643,10 @@ impl<L: Link> Comm<L> {
     }
 
     /// reduce into the root's `out` (protocol §8.2): `out` must have
-    /// `data.len()` elements at the root (else H1618 there, before anything
-    /// is sent); other ranks may pass an empty slice. Returns `true` at the
+    /// `data.len()` elements at the root; other ranks may pass an empty
+    /// slice. A wrong `out` at the root is a check only the root can make,
+    /// so it ends the job before anything is sent (root H1618 with ABORT
+    /// reason 3, others H1612). Returns `true` at the
     /// root. Allocates no result vector.
     ///
     /// ```
@@ -665,12 +667,16 @@ impl<L: Link> Comm<L> {
         op: Reduction,
     ) -> Result<bool, Error> {
         if self.rank == root && out.len() != data.len() {
+            // Only the root can see this: it ends the job (protocol §8.4).
             self.begin()?;
-            return Err(ArgumentError::LengthMismatch {
-                left: data.len() * T::WIDTH,
-                right: out.len() * T::WIDTH,
-            }
-            .into());
+            return self.fail_job(
+                AbortReason::CollectiveMismatch,
+                ArgumentError::LengthMismatch {
+                    left: data.len() * T::WIDTH,
+                    right: out.len() * T::WIDTH,
+                }
+                .into(),
+            );
         }
         let bytes = T::to_le_vec(data);
         match self.reduce_core(false, root, &bytes, T::ELEMENT_TYPE.code(), op.code())? {

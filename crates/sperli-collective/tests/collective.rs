@@ -419,8 +419,8 @@ fn refused_composite_counts_all_its_calls() {
 
 // ---- checks only one rank can make: the job ends ---------------------------
 
-fn forge(rank: u32, link: &FakeLink, at: usize, value: &'static [u8]) {
-    let _ = rank;
+/// Makes `link` overwrite bytes `at..` of every payload it sends.
+fn forge(link: &FakeLink, at: usize, value: &'static [u8]) {
     link.set_send_hook(move |_to, mut p| {
         p[at..at + value.len()].copy_from_slice(value);
         vec![p]
@@ -432,7 +432,7 @@ fn forged_sequence_ends_the_job_h1617_at_the_detecting_rank_h1612_elsewhere() {
     let out = fake::run(3, |c| {
         c.barrier().unwrap();
         if c.rank() == 2 {
-            forge(2, c.link(), 8, &[99, 0, 0, 0, 0, 0, 0, 0]);
+            forge(c.link(), 8, &[99, 0, 0, 0, 0, 0, 0, 0]);
         }
         let first = c.allreduce(&[1i64], Reduction::Sum).map(drop);
         let later = c.barrier();
@@ -477,7 +477,7 @@ fn every_forged_header_field_is_h1617() {
     for (at, value, field) in cases {
         let out = fake::run(3, |c| {
             if c.rank() == 1 {
-                forge(1, c.link(), at, value);
+                forge(c.link(), at, value);
             }
             c.reduce(0, &[7i32], Reduction::Sum).map(drop)
         });
@@ -890,5 +890,27 @@ fn composites_at_1_2_3_8_ranks() {
             // 2 + 2 + size + 1 + 1 + 1 + 1
             assert_eq!(seq, 8 + size as u64, "size {s}");
         }
+    }
+}
+
+#[test]
+fn reduce_into_with_a_wrong_root_buffer_ends_the_job() {
+    let out = fake::run(3, |c| {
+        let mut out = [0i32; 1];
+        let r = c
+            .reduce_into(0, &[1, 2], &mut out, Reduction::Sum)
+            .map(drop);
+        (r, c.barrier())
+    });
+    let e = out[0].0.as_ref().unwrap_err();
+    assert_eq!(code(e), 1618);
+    for r in [1, 2] {
+        assert_job_ended(
+            &out[r].0,
+            &out[r].1,
+            0,
+            AbortReason::CollectiveMismatch,
+            1618,
+        );
     }
 }
