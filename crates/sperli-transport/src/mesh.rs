@@ -883,7 +883,7 @@ impl Mesh {
                 if let Some(c) = s.conn.as_mut() {
                     c.discard_queued();
                     if let Some((reason, code, msg)) = &abort {
-                        if !s.dead && c.state() != ConnState::Closed && !c.bye_sent() {
+                        if !s.dead && !c.bye_sent() {
                             c.queue_abort(*reason, *code, msg, now);
                         }
                     }

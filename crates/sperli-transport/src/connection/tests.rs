@@ -1,1 +1,415 @@
+//! Connection state machine without sockets.
 
+use std::time::{Duration, Instant};
+
+use sperli_wire::data::Data;
+use sperli_wire::error::{AuthError, FrameError, LossCause, TokenError};
+use sperli_wire::frame::encode_frame;
+use sperli_wire::header::{check_name, FrameHeader};
+use sperli_wire::job_description::HostEntry;
+use sperli_wire::payload::Payload;
+use sperli_wire::{Error, FrameType, JobId};
+
+use super::*;
+use crate::job::{unix_ms, JobPlan};
+
+fn plan() -> JobPlan {
+    let hosts = (0..3)
+        .map(|r| HostEntry {
+            host: format!("127.0.0.{}", r + 1),
+            port: 40000 + r as u16,
+        })
+        .collect();
+    JobPlan::new(hosts, 1, Duration::from_secs(600)).unwrap()
+}
+
+fn ctx_of(plan: &JobPlan, rank: u32) -> Arc<JobContext> {
+    let d = plan.description(rank);
+    Arc::new(JobContext {
+        job_id: d.job_id,
+        size: d.size,
+        rank: d.rank,
+        incarnation: d.incarnation,
+        hosts: d.hosts,
+        job_public_key: d.job_public_key,
+    })
+}
+
+/// Encodes the HELLO `from` sends to `to` with `token`.
+fn hello_frame(plan: &JobPlan, from: u32, to: u32, token: &[u8]) -> Vec<u8> {
+    let mut c = Connection::new(
+        ctx_of(plan, from),
+        to,
+        Duration::from_secs(5),
+        Instant::now(),
+    );
+    c.queue_hello(token, Instant::now()).unwrap();
+    let mut out = Vec::new();
+    c.write_to(&mut out, &mut |_| {}).unwrap();
+    out
+}
+
+fn data_frame(plan: &JobPlan, from: u32, to: u32, tag: u32, msg: &[u8]) -> Vec<u8> {
+    let h =
+        FrameHeader::new(FrameType::Data, plan.job_id, from, to, plan.incarnation).with_tag(tag);
+    encode_frame(h, &Payload::Data(Data(msg)))
+}
+
+fn frame(plan: &JobPlan, t: FrameType, from: u32, to: u32, payload: &[u8]) -> Vec<u8> {
+    let mut h = FrameHeader::new(t, plan.job_id, from, to, plan.incarnation);
+    h.length = payload.len() as u32;
+    let mut v = h.to_bytes().to_vec();
+    v.extend_from_slice(payload);
+    v
+}
+
+/// Feeds one byte at a time.
+fn feed(c: &mut Connection, bytes: &[u8], events: &mut Vec<Incoming>) -> Result<(), Error> {
+    let now = Instant::now();
+    let now_ms = unix_ms(std::time::SystemTime::now());
+    for b in bytes {
+        c.handle_bytes(std::slice::from_ref(b), now, now_ms, events)?;
+    }
+    Ok(())
+}
+
+/// Rank 1's connection to rank 0, after rank 0's valid HELLO.
+fn open_conn(plan: &JobPlan) -> Connection {
+    let mut c = Connection::new(ctx_of(plan, 1), 0, Duration::from_secs(5), Instant::now());
+    let mut ev = Vec::new();
+    feed(&mut c, &hello_frame(plan, 0, 1, plan.token(0)), &mut ev).unwrap();
+    assert_eq!(ev, vec![Incoming::Authenticated]);
+    assert_eq!(c.state(), ConnState::Open);
+    c
+}
+
+#[test]
+fn hello_then_data_one_byte_at_a_time() {
+    let plan = plan();
+    let mut c = open_conn(&plan);
+    let mut ev = Vec::new();
+    let mut bytes = data_frame(&plan, 0, 1, 4, b"abc");
+    bytes.extend(data_frame(&plan, 0, 1, 5, b""));
+    feed(&mut c, &bytes, &mut ev).unwrap();
+    assert_eq!(
+        ev,
+        vec![
+            Incoming::Data {
+                tag: 4,
+                payload: b"abc".to_vec()
+            },
+            Incoming::Data {
+                tag: 5,
+                payload: vec![]
+            }
+        ]
+    );
+}
+
+#[test]
+fn hello_twice_is_rejected() {
+    let plan = plan();
+    let mut c = open_conn(&plan);
+    let e = feed(
+        &mut c,
+        &hello_frame(&plan, 0, 1, plan.token(0)),
+        &mut Vec::new(),
+    )
+    .unwrap_err();
+    assert!(matches!(
+        e,
+        Error::FrameRejected(FrameError::Unexpected {
+            frame_type: FrameType::Hello,
+            when: "twice"
+        })
+    ));
+}
+
+#[test]
+fn data_before_hello_is_rejected() {
+    let plan = plan();
+    let mut c = Connection::new(ctx_of(&plan, 1), 0, Duration::from_secs(5), Instant::now());
+    let e = feed(&mut c, &data_frame(&plan, 0, 1, 1, b"x"), &mut Vec::new()).unwrap_err();
+    assert!(matches!(
+        e,
+        Error::FrameRejected(FrameError::Unexpected {
+            frame_type: FrameType::Data,
+            when: "before HELLO"
+        })
+    ));
+    assert_eq!(c.state(), ConnState::Closed);
+}
+
+#[test]
+fn frame_after_bye_is_rejected_and_close_after_bye_is_normal() {
+    let plan = plan();
+    let mut c = open_conn(&plan);
+    let mut ev = Vec::new();
+    feed(&mut c, &frame(&plan, FrameType::Bye, 0, 1, &[]), &mut ev).unwrap();
+    assert_eq!(ev, vec![Incoming::Bye]);
+    let e = feed(&mut c, &data_frame(&plan, 0, 1, 1, b"x"), &mut ev).unwrap_err();
+    assert!(matches!(
+        e,
+        Error::FrameRejected(FrameError::Unexpected {
+            when: "after BYE",
+            ..
+        })
+    ));
+    let mut c = open_conn(&plan);
+    feed(&mut c, &frame(&plan, FrameType::Bye, 0, 1, &[]), &mut ev).unwrap();
+    assert_eq!(c.handle_close(), Ok(()));
+}
+
+#[test]
+fn close_or_reset_without_bye_is_peer_lost() {
+    let plan = plan();
+    let mut c = open_conn(&plan);
+    assert_eq!(
+        c.handle_close(),
+        Err(Error::PeerLost {
+            peer: 0,
+            cause: LossCause::ClosedWithoutBye
+        })
+    );
+    let mut c = open_conn(&plan);
+    assert_eq!(
+        c.handle_reset(LossCause::Reset),
+        Err(Error::PeerLost {
+            peer: 0,
+            cause: LossCause::Reset
+        })
+    );
+}
+
+#[test]
+fn abort_ends_with_h1612() {
+    let plan = plan();
+    let mut c = open_conn(&plan);
+    let a = Abort {
+        reason: AbortReason::CollectiveMismatch,
+        code: 1617,
+        message: b"mismatch",
+    };
+    let e = feed(
+        &mut c,
+        &frame(&plan, FrameType::Abort, 0, 1, &a.to_vec()),
+        &mut Vec::new(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e,
+        Error::AbortedByPeer {
+            from: 0,
+            reason: 3,
+            code: 1617,
+            message: "mismatch".into()
+        }
+    );
+}
+
+#[test]
+fn heartbeat_counter_must_count_from_one() {
+    let plan = plan();
+    let mut c = open_conn(&plan);
+    let hb = |n: u64| frame(&plan, FrameType::Heartbeat, 0, 1, &n.to_le_bytes());
+    feed(&mut c, &hb(1), &mut Vec::new()).unwrap();
+    feed(&mut c, &hb(2), &mut Vec::new()).unwrap();
+    let e = feed(&mut c, &hb(4), &mut Vec::new()).unwrap_err();
+    assert_eq!(
+        e,
+        Error::FrameRejected(FrameError::HeartbeatCounter {
+            expected: 3,
+            got: 4
+        })
+    );
+    let mut c = open_conn(&plan);
+    assert!(feed(&mut c, &hb(0), &mut Vec::new()).is_err());
+}
+
+#[test]
+fn heartbeat_due_after_one_second_of_send_silence() {
+    let plan = plan();
+    let t0 = Instant::now();
+    let mut c = Connection::new(ctx_of(&plan, 1), 0, Duration::from_secs(5), t0);
+    c.state = ConnState::Open;
+    c.poll(t0 + Duration::from_millis(999)).unwrap();
+    assert!(!c.has_output());
+    c.poll(t0 + Duration::from_millis(1000)).unwrap();
+    assert!(c.has_output());
+    let mut out = Vec::new();
+    c.write_to(&mut out, &mut |_| {}).unwrap();
+    assert_eq!(out.len(), 60);
+    assert_eq!(out[4], FrameType::Heartbeat.code());
+    assert_eq!(&out[52..], &1u64.to_le_bytes());
+    // Sending anything else postpones the next heartbeat.
+    c.queue(FrameType::Data, vec![1], t0 + Duration::from_millis(1500));
+    c.poll(t0 + Duration::from_millis(2400)).unwrap();
+    c.write_to(&mut out, &mut |_| {}).unwrap();
+    assert_eq!(out.len(), 60 + 53);
+    c.touch(t0 + Duration::from_millis(2400));
+    c.poll(t0 + Duration::from_millis(2500)).unwrap();
+    out.clear();
+    c.write_to(&mut out, &mut |_| {}).unwrap();
+    assert_eq!(&out[52..], &2u64.to_le_bytes());
+}
+
+#[test]
+fn silence_limit_is_peer_lost() {
+    let plan = plan();
+    let t0 = Instant::now();
+    let mut c = Connection::new(ctx_of(&plan, 1), 0, Duration::from_millis(5000), t0);
+    c.state = ConnState::Open;
+    c.touch(t0 + Duration::from_millis(1000));
+    c.poll(t0 + Duration::from_millis(6000)).unwrap();
+    let e = c.poll(t0 + Duration::from_millis(6002)).unwrap_err();
+    assert!(matches!(
+        e,
+        Error::PeerLost {
+            peer: 0,
+            cause: LossCause::Silence { limit_ms: 5000, .. }
+        }
+    ));
+}
+
+#[test]
+fn token_checks() {
+    let plan = plan();
+    let now_ms = unix_ms(std::time::SystemTime::now());
+    let reject = |token: Vec<u8>, from: u32| {
+        let mut c = Connection::new(
+            ctx_of(&plan, 1),
+            from,
+            Duration::from_secs(5),
+            Instant::now(),
+        );
+        match feed(
+            &mut c,
+            &hello_frame(&plan, from, 1, &token),
+            &mut Vec::new(),
+        ) {
+            Err(Error::Authentication {
+                error: AuthError::Token(e),
+                ..
+            }) => e,
+            other => panic!("{other:?}"),
+        }
+    };
+    // Rank 2's token presented by the certificate of rank 0.
+    assert!(matches!(
+        reject(plan.token(2).to_vec(), 0),
+        TokenError::Rank {
+            expected: 0,
+            got: 2
+        }
+    ));
+    assert!(matches!(
+        reject(plan.sign_token(0, "127.0.0.1", now_ms - 1).unwrap(), 0),
+        TokenError::Expired { .. }
+    ));
+    assert!(matches!(
+        reject(plan.sign_token(0, "127.0.0.9", now_ms + 60_000).unwrap(), 0),
+        TokenError::Host { .. }
+    ));
+    let mut forged = plan.token(0).to_vec();
+    let n = forged.len();
+    forged[n - 1] ^= 1;
+    assert!(matches!(reject(forged, 0), TokenError::BadSignature));
+    let other = JobPlan::with_job_id(
+        JobId([1; 16]),
+        plan.hosts.clone(),
+        1,
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    assert!(matches!(
+        reject(other.token(0).to_vec(), 0),
+        TokenError::BadSignature
+    ));
+}
+
+/// Every `frame` entry of docs/sperli-vectors.txt, fed one byte at a time
+/// to an open connection: rejects end with H1610 at the named check,
+/// discards deliver nothing, accepts deliver (HELLO: rejected as a second
+/// HELLO; ABORT: H1612).
+#[test]
+fn vectors_file_frames() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/sperli-vectors.txt");
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut seen = 0;
+    for entry in text.split("\n\n") {
+        let fields: std::collections::HashMap<&str, &str> = entry
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                l.split_once(": ")
+                    .or_else(|| l.strip_suffix(':').map(|k| (k, "")))
+            })
+            .collect();
+        if fields.get("kind") != Some(&"frame") {
+            continue;
+        }
+        let name = fields["name"];
+        let rx: std::collections::HashMap<&str, &str> = fields["receiver"]
+            .split(' ')
+            .filter_map(|kv| kv.split_once('='))
+            .collect();
+        let mut job = [0u8; 16];
+        for (i, b) in job.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&rx["job"][2 * i..2 * i + 2], 16).unwrap();
+        }
+        let size: u32 = rx["size"].parse().unwrap();
+        let ctx = Arc::new(JobContext {
+            job_id: JobId(job),
+            size,
+            rank: rx["rank"].parse().unwrap(),
+            incarnation: rx["incarnation"].parse().unwrap(),
+            hosts: Vec::new(),
+            job_public_key: Vec::new(),
+        });
+        let bytes: Vec<u8> = (0..fields["bytes"].len() / 2)
+            .map(|i| u8::from_str_radix(&fields["bytes"][2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        let mut c = Connection::new(
+            ctx,
+            rx["peer"].parse().unwrap(),
+            Duration::from_secs(5),
+            Instant::now(),
+        );
+        c.state = ConnState::Open;
+        if bytes.len() >= 60 && bytes[4] == FrameType::Heartbeat.code() {
+            c.hb_recv = u64::from_le_bytes(bytes[52..60].try_into().unwrap()).wrapping_sub(1);
+        }
+        let mut ev = Vec::new();
+        let r = feed(&mut c, &bytes, &mut ev);
+        let verdict = fields["verdict"];
+        if let Some(check) = verdict.strip_prefix("reject H1610 ") {
+            match r {
+                Err(Error::FrameRejected(e)) => assert_eq!(check_name(&e), check, "{name}: {e}"),
+                other => panic!("{name}: expected reject at {check}, got {other:?}"),
+            }
+            assert_eq!(c.reader.payload_capacity(), 0, "{name}");
+        } else if verdict == "discard" {
+            assert_eq!(r, Ok(()), "{name}");
+            assert!(ev.is_empty(), "{name}");
+        } else {
+            assert_eq!(verdict, "accept", "{name}");
+            match bytes[4] {
+                1 => assert!(matches!(
+                    r,
+                    Err(Error::FrameRejected(FrameError::Unexpected {
+                        when: "twice",
+                        ..
+                    }))
+                )),
+                5 => assert!(matches!(r, Err(Error::AbortedByPeer { .. })), "{name}"),
+                4 => assert_eq!(r, Ok(()), "{name}"),
+                _ => {
+                    assert_eq!(r, Ok(()), "{name}");
+                    assert_eq!(ev.len(), 1, "{name}");
+                }
+            }
+        }
+        seen += 1;
+    }
+    assert!(seen >= 40, "only {seen} frame vectors");
+}

@@ -1,1 +1,276 @@
+//! Raw peers: a hostile rank with a valid certificate and token, strangers,
+//! a peer that closes without BYE.
 
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::thread;
+use std::time::Duration;
+
+use rustls::{ServerConnection, StreamOwned};
+use sperli_tls::config::{client_config_from_pem, server_config_from_pem};
+use sperli_tls::pki::peer_identity;
+use sperli_transport::{Endpoint, JobPlan, Settings};
+use sperli_wire::codec::Codec;
+use sperli_wire::error::LossCause;
+use sperli_wire::frame::encode_frame;
+use sperli_wire::header::{FrameHeader, RawHeader};
+use sperli_wire::hello::Hello;
+use sperli_wire::join_token::JoinToken;
+use sperli_wire::payload::Payload;
+use sperli_wire::{Error, FrameType};
+
+use crate::common::{code, run_ranks, settings, with_deadline};
+
+fn hello(plan: &JobPlan, from: u32, to: u32, token: &[u8]) -> Vec<u8> {
+    let h = FrameHeader::new(FrameType::Hello, plan.job_id, from, to, plan.incarnation);
+    let hello = Hello {
+        features: 1,
+        token: JoinToken::decode(token).unwrap(),
+    };
+    encode_frame(h, &Payload::Hello(hello))
+}
+
+/// Reads frames (type, payload) until `want` comes or the stream ends.
+fn read_until<S: Read>(s: &mut S, want: FrameType) -> Option<Vec<u8>> {
+    loop {
+        let mut head = [0u8; 52];
+        s.read_exact(&mut head).ok()?;
+        let len = u32::from_le_bytes(head[..4].try_into().unwrap()) as usize;
+        let mut p = vec![0u8; len];
+        s.read_exact(&mut p).ok()?;
+        if head[4] == want.code() {
+            return Some(p);
+        }
+    }
+}
+
+/// Accepts one TLS connection as rank `me` of `plan`; returns the peer's
+/// rank (from its certificate) and the stream.
+fn accept_as(
+    plan: &JobPlan,
+    me: u32,
+    l: &TcpListener,
+) -> (u32, StreamOwned<ServerConnection, TcpStream>) {
+    let id = plan.identity(me);
+    let cfg = server_config_from_pem(
+        id.ca_cert_pem.as_bytes(),
+        id.cert_pem.as_bytes(),
+        id.key_pem().as_bytes(),
+    )
+    .unwrap();
+    let (mut sock, _) = l.accept().unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut conn = ServerConnection::new(cfg).unwrap();
+    while conn.is_handshaking() {
+        conn.complete_io(&mut sock).unwrap();
+    }
+    let cn = peer_identity(&conn.peer_certificates().unwrap()[0])
+        .unwrap()
+        .common_name;
+    let rank = cn.rsplit('-').next().unwrap().parse().unwrap();
+    (rank, StreamOwned::new(conn, sock))
+}
+
+/// Rank 2 is hostile: valid certificate and token, correct HELLO, then a
+/// header with flags = 1 (a negative vector) to rank 1. Rank 1 returns
+/// H1610 and sends ABORT reason 7 (code 1610); rank 0 gets H1612 or H1613.
+#[test]
+fn hostile_peer_frame_is_rejected_with_h1610() {
+    with_deadline(Duration::from_secs(60), || {
+        let plan = JobPlan::localhost(3).unwrap();
+        let h = &plan.hosts[2];
+        let l = TcpListener::bind((h.host.as_str(), h.port)).unwrap();
+        let plan = std::sync::Arc::new(plan);
+        let p2 = plan.clone();
+        let hostile = thread::spawn(move || {
+            let mut streams = Vec::new();
+            for _ in 0..2 {
+                let (rank, mut s) = accept_as(&p2, 2, &l);
+                s.write_all(&hello(&p2, 2, rank, p2.token(2))).unwrap();
+                s.flush().unwrap();
+                streams.push((rank, s));
+            }
+            thread::sleep(Duration::from_millis(300));
+            let (_, victim) = streams.iter_mut().find(|(r, _)| *r == 1).unwrap();
+            let bad = RawHeader {
+                frame_type: FrameType::Data.code(),
+                flags: 1,
+                job_id: p2.job_id,
+                source: 2,
+                target: 1,
+                incarnation: p2.incarnation,
+                ..RawHeader::default()
+            };
+            victim.write_all(&bad.to_bytes()).unwrap();
+            victim.flush().unwrap();
+            let abort = read_until(victim, FrameType::Abort).expect("ABORT from the victim");
+            thread::sleep(Duration::from_secs(2));
+            abort
+        });
+        let res = run_ranks(&plan, &[0, 1], settings(), |ep: Endpoint| {
+            let e = ep.recv(if ep.rank() == 0 { 1 } else { 2 }, 0).unwrap_err();
+            // Every later call fails with the same error.
+            assert_eq!(ep.send(0, 0, b"x").unwrap_err(), e);
+            Err::<(), Error>(e)
+        });
+        let abort = hostile.join().unwrap();
+        assert_eq!(
+            &abort[..8],
+            &[7, 0, 0, 0, 0x4a, 0x06, 0, 0],
+            "reason 7, code 1610"
+        );
+        let e1 = res[1].as_ref().unwrap_err();
+        assert!(
+            matches!(
+                e1,
+                Error::FrameRejected(sperli_wire::error::FrameError::ReservedField {
+                    field: "flags",
+                    ..
+                })
+            ),
+            "{e1}"
+        );
+        let c0 = code(res[0].as_ref().unwrap_err());
+        assert!(c0 == 1612 || c0 == 1613, "rank 0: {c0}");
+    });
+}
+
+/// Strangers during set-up: a plain TCP client sending garbage, a TLS
+/// client with another job's certificate, and a holder of rank 0's real
+/// certificate whose token has expired. None aborts the job; the real
+/// rank 0 then connects and the job runs.
+#[test]
+fn strangers_during_setup_do_not_abort() {
+    with_deadline(Duration::from_secs(60), || {
+        let plan = std::sync::Arc::new(JobPlan::localhost(2).unwrap());
+        let other = JobPlan::localhost(2).unwrap();
+        let p = plan.clone();
+        let rank1 = thread::spawn(move || {
+            let ep = Endpoint::start(&p.description(1), settings())?;
+            let m = ep.recv(0, 1)?;
+            ep.send(0, 1, &m)?;
+            ep.finish()
+        });
+        thread::sleep(Duration::from_millis(300));
+        let h1 = &plan.hosts[1];
+        // 1. Garbage.
+        let mut s = TcpStream::connect((h1.host.as_str(), h1.port)).unwrap();
+        let _ = s.write_all(b"GET / HTTP/1.0\r\n\r\n");
+        // 2. Another job's CA.
+        let id = other.identity(0);
+        let cfg = client_config_from_pem(
+            id.ca_cert_pem.as_bytes(),
+            id.cert_pem.as_bytes(),
+            id.key_pem().as_bytes(),
+        )
+        .unwrap();
+        let sock = TcpStream::connect((h1.host.as_str(), h1.port)).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert!(sperli_tls::config::connect(cfg, sock, &h1.host, &other.job_id, 1).is_err());
+        // 3. Rank 0's certificate with an expired token.
+        let id = plan.identity(0);
+        let cfg = client_config_from_pem(
+            id.ca_cert_pem.as_bytes(),
+            id.cert_pem.as_bytes(),
+            id.key_pem().as_bytes(),
+        )
+        .unwrap();
+        let sock = TcpStream::connect((h1.host.as_str(), h1.port)).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut tls = sperli_tls::config::connect(cfg, sock, &h1.host, &plan.job_id, 1).unwrap();
+        let expired = plan.sign_token(0, &plan.hosts[0].host, 1).unwrap();
+        tls.write_all(&hello(&plan, 0, 1, &expired)).unwrap();
+        tls.flush().unwrap();
+        // Rank 1 drops the connection: EOF or an error, never data after HELLO.
+        let mut buf = Vec::new();
+        let _ = tls.read_to_end(&mut buf);
+        drop(tls);
+        drop(s);
+        thread::sleep(Duration::from_millis(200));
+        // The real rank 0.
+        let ep0 = Endpoint::start(&plan.description(0), settings()).unwrap();
+        ep0.send(1, 1, b"ping").unwrap();
+        assert_eq!(ep0.recv(1, 1).unwrap(), b"ping");
+        ep0.finish().unwrap();
+        rank1.join().unwrap().unwrap();
+    });
+}
+
+/// Only a peer that fails authentication ever came: H1611 at the deadline.
+#[test]
+fn setup_with_only_a_bad_token_fails_with_h1611() {
+    with_deadline(Duration::from_secs(60), || {
+        let plan = std::sync::Arc::new(JobPlan::localhost(2).unwrap());
+        let p = plan.clone();
+        let rank1 = thread::spawn(move || {
+            let s = Settings {
+                setup_window: Duration::from_secs(2),
+                ..settings()
+            };
+            Endpoint::start(&p.description(1), s).map(|_| ())
+        });
+        thread::sleep(Duration::from_millis(300));
+        let h1 = &plan.hosts[1];
+        let id = plan.identity(0);
+        let cfg = client_config_from_pem(
+            id.ca_cert_pem.as_bytes(),
+            id.cert_pem.as_bytes(),
+            id.key_pem().as_bytes(),
+        )
+        .unwrap();
+        let sock = TcpStream::connect((h1.host.as_str(), h1.port)).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut tls = sperli_tls::config::connect(cfg, sock, &h1.host, &plan.job_id, 1).unwrap();
+        // Rank 1's token under rank 0's certificate.
+        tls.write_all(&hello(&plan, 0, 1, plan.token(1))).unwrap();
+        tls.flush().unwrap();
+        let e = rank1.join().unwrap().unwrap_err();
+        assert_eq!(code(&e), 1611, "{e}");
+    });
+}
+
+/// A peer that authenticates, then closes (close_notify, FIN) without BYE:
+/// H1613 with the cause "closed without BYE".
+#[test]
+fn close_without_bye_is_h1613() {
+    with_deadline(Duration::from_secs(60), || {
+        let plan = std::sync::Arc::new(JobPlan::localhost(2).unwrap());
+        let p = plan.clone();
+        let rank1 = thread::spawn(move || {
+            let ep = Endpoint::start(&p.description(1), settings())?;
+            ep.recv(0, 0).map(|_| ())
+        });
+        let h1 = &plan.hosts[1];
+        let id = plan.identity(0);
+        let cfg = client_config_from_pem(
+            id.ca_cert_pem.as_bytes(),
+            id.cert_pem.as_bytes(),
+            id.key_pem().as_bytes(),
+        )
+        .unwrap();
+        let sock = loop {
+            match TcpStream::connect((h1.host.as_str(), h1.port)) {
+                Ok(s) => break s,
+                Err(_) => thread::sleep(Duration::from_millis(50)),
+            }
+        };
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut tls = sperli_tls::config::connect(cfg, sock, &h1.host, &plan.job_id, 1).unwrap();
+        tls.write_all(&hello(&plan, 0, 1, plan.token(0))).unwrap();
+        tls.flush().unwrap();
+        assert!(read_until(&mut tls, FrameType::Hello).is_some());
+        thread::sleep(Duration::from_millis(300));
+        tls.conn.send_close_notify();
+        tls.flush().unwrap();
+        drop(tls);
+        let e = rank1.join().unwrap().unwrap_err();
+        assert_eq!(
+            e,
+            Error::PeerLost {
+                peer: 0,
+                cause: LossCause::ClosedWithoutBye
+            }
+        );
+    });
+}
