@@ -15,6 +15,7 @@ use sperli_wire::header::FrameHeader;
 use sperli_wire::job_description::JobDescription;
 use sperli_wire::limits::{COLLECTIVE_HEADER_LEN, MAX_PAYLOAD, MAX_USER_TAG};
 use sperli_wire::payload::Payload;
+use sperli_wire::refused_hosts::RefusedHosts;
 use sperli_wire::{Error, FrameType};
 use zeroize::Zeroizing;
 
@@ -137,12 +138,25 @@ fn pem_text(bytes: &[u8]) -> Result<String, Error> {
 }
 
 impl Endpoint {
+    /// Starts rank `desc.rank` of the job with the refused-host policy of
+    /// `SPERLI_REFUSED_HOSTS` (and the built-in names); see
+    /// [`Endpoint::start_with_policy`].
+    pub fn start(desc: &JobDescription, settings: Settings) -> Result<Self, Error> {
+        let var = std::env::var("SPERLI_REFUSED_HOSTS").ok();
+        Self::start_with_policy(desc, settings, RefusedHosts::new(var.as_deref(), None))
+    }
+
     /// Starts rank `desc.rank` of the job: checks RLIMIT_NOFILE, writes
     /// the three PEM texts into a private directory only while the TLS
     /// configurations are built, listens on the rank's own host:port,
     /// starts the I/O thread, and returns once every peer is connected and
     /// authenticated (or with H1611/H1616 at the set-up deadline).
-    pub fn start(desc: &JobDescription, settings: Settings) -> Result<Self, Error> {
+    pub fn start_with_policy(
+        desc: &JobDescription,
+        settings: Settings,
+        refused: RefusedHosts,
+    ) -> Result<Self, Error> {
+        desc.check_hosts(&refused)?;
         crate::fd_limit::ensure(desc.size)?;
         let ctx = Arc::new(JobContext {
             job_id: desc.job_id,
@@ -151,6 +165,7 @@ impl Endpoint {
             incarnation: desc.incarnation,
             hosts: desc.hosts.clone(),
             job_public_key: desc.job_public_key.clone(),
+            refused,
         });
         let (server, client) = {
             let identity = RankIdentity::new(

@@ -12,11 +12,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rand_core::{OsRng, RngCore};
 use sperli_tls::composite_sig::{self, SecretKey};
+use sperli_tls::join_token::create_token;
 use sperli_tls::pki::{JobCa, RankIdentity};
-use sperli_wire::codec::Codec;
 use sperli_wire::job_description::{HostEntry, JobDescription};
-use sperli_wire::join_token::{JoinToken, JoinTokenMessage};
-use sperli_wire::limits::CONTEXT_JOIN;
+use sperli_wire::join_token::JoinTokenMessage;
 use sperli_wire::{Error, JobId};
 
 /// A planned job: everything the launcher hands its ranks.
@@ -128,11 +127,8 @@ impl JobPlan {
             incarnation: self.incarnation,
             expires_at_ms,
             host,
-        }
-        .to_vec();
-        let sig = composite_sig::sign(&self.job_key, &msg, CONTEXT_JOIN)
-            .map_err(|e| local("join token signature")(e.to_string()))?;
-        Ok(JoinToken::assemble(&msg, &sig.0))
+        };
+        create_token(&self.job_key, &msg).map_err(|e| local("join token signature")(e.to_string()))
     }
 
     /// Rank `rank`'s join token.

@@ -424,7 +424,9 @@ impl Mesh {
         }
         // Only failures to authenticate count for H1611 at the deadline.
         match error {
-            Some(e @ Error::Authentication { .. }) => self.last_auth_error = Some(e),
+            Some(e @ (Error::Authentication { .. } | Error::HostRefused { .. })) => {
+                self.last_auth_error = Some(e)
+            }
             Some(Error::FrameRejected(f)) => {
                 self.last_auth_error = Some(Error::Authentication {
                     peer: None,

@@ -15,6 +15,8 @@ use std::io::{self, IoSlice, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sperli_tls::composite_sig::PublicKey;
+use sperli_tls::join_token::{self, TokenExpectation};
 use sperli_wire::abort::{Abort, AbortReason};
 use sperli_wire::codec::Codec;
 use sperli_wire::error::{AuthError, FrameError, LossCause, TokenError};
@@ -23,8 +25,9 @@ use sperli_wire::heartbeat::Heartbeat;
 use sperli_wire::hello::Hello;
 use sperli_wire::job_description::HostEntry;
 use sperli_wire::join_token::JoinToken;
-use sperli_wire::limits::{CONTEXT_JOIN, FEATURE_V1_CORE, HEADER_LEN, HEARTBEAT_INTERVAL_MS};
+use sperli_wire::limits::{FEATURE_V1_CORE, HEADER_LEN, HEARTBEAT_INTERVAL_MS};
 use sperli_wire::payload::Payload;
+use sperli_wire::refused_hosts::RefusedHosts;
 use sperli_wire::{Error, FrameType, JobId};
 
 use crate::frame_reader::{Frame, FrameReader};
@@ -44,6 +47,8 @@ pub struct JobContext {
     pub hosts: Vec<HostEntry>,
     /// The CompositeSig job public key (1344 bytes).
     pub job_public_key: Vec<u8>,
+    /// The refused-host policy (a token naming a refused host is H1614).
+    pub refused: RefusedHosts,
 }
 
 impl JobContext {
@@ -54,67 +59,35 @@ impl JobContext {
 }
 
 /// Checks a join token presented in a peer's HELLO (protocol text "HELLO",
-/// "Join-Token"; layouts §4): signature with the job public key, job id,
-/// rank = header source = certificate rank (`peer`), size, incarnation, host
-/// = host-list entry of that rank, expiry after the receiver's clock
-/// `now_ms` (Unix ms).
-pub fn verify_token(
-    ctx: &JobContext,
-    peer: u32,
-    token: &JoinToken<'_>,
-    now_ms: u64,
-) -> Result<(), TokenError> {
-    if !sperli_tls::composite_sig::verify_bytes(
-        &ctx.job_public_key,
-        token.message_bytes,
-        CONTEXT_JOIN,
-        token.signature,
-    ) {
-        return Err(TokenError::BadSignature);
-    }
-    let m = &token.message;
-    if m.job_id != ctx.job_id {
-        return Err(TokenError::Job {
-            expected: ctx.job_id,
-            got: m.job_id,
-        });
-    }
-    if m.rank != peer {
-        return Err(TokenError::Rank {
-            expected: peer,
-            got: m.rank,
-        });
-    }
-    if m.size != ctx.size {
-        return Err(TokenError::Size {
-            expected: ctx.size,
-            got: m.size,
-        });
-    }
-    if m.incarnation != ctx.incarnation {
-        return Err(TokenError::Incarnation {
-            expected: ctx.incarnation,
-            got: m.incarnation,
-        });
-    }
-    let expected_host = ctx
+/// "Join-Token"; layouts §4) with `sperli_tls::join_token::verify_token`:
+/// signature with the job public key, job id, rank = header source =
+/// certificate rank (`peer`, the only source the header check lets
+/// through), size, incarnation, host = host-list entry of that rank (and
+/// not refused), expiry after the receiver's clock `now_ms` (Unix ms).
+/// Fails with H1611 (H1614 for a refused host).
+pub fn verify_token(ctx: &JobContext, peer: u32, token: &[u8], now_ms: u64) -> Result<(), Error> {
+    let auth = |error| Error::Authentication {
+        peer: Some(peer),
+        error: AuthError::Token(error),
+    };
+    let pk =
+        PublicKey::from_bytes(&ctx.job_public_key).map_err(|_| auth(TokenError::BadSignature))?;
+    let host = ctx
         .hosts
         .get(peer as usize)
         .map(|h| h.host.as_str())
         .unwrap_or("");
-    if m.host != expected_host {
-        return Err(TokenError::Host {
-            expected: expected_host.to_owned(),
-            got: m.host.to_owned(),
-        });
-    }
-    if m.expires_at_ms <= now_ms {
-        return Err(TokenError::Expired {
-            expires_at_ms: m.expires_at_ms,
-            now_ms,
-        });
-    }
-    Ok(())
+    let exp = TokenExpectation {
+        job_id: ctx.job_id,
+        rank_from_header: peer,
+        rank_from_cert: peer,
+        size: ctx.size,
+        incarnation: ctx.incarnation,
+        host_of_that_rank: host,
+        now_ms,
+        refused: &ctx.refused,
+    };
+    join_token::verify_token(token, &exp, &pk).map(|_| ())
 }
 
 /// The connection's state.
@@ -438,12 +411,7 @@ impl Connection {
                 let Payload::Hello(hello) = f.decoded() else {
                     return Err(unexpected("before HELLO"));
                 };
-                verify_token(&self.ctx, self.peer, &hello.token, now_ms).map_err(|e| {
-                    Error::Authentication {
-                        peer: Some(self.peer),
-                        error: AuthError::Token(e),
-                    }
-                })?;
+                verify_token(&self.ctx, self.peer, &hello.token.to_vec(), now_ms)?;
                 self.state = ConnState::Open;
                 events.push(Incoming::Authenticated);
                 Ok(())

@@ -32,6 +32,7 @@ fn ctx_of(plan: &JobPlan, rank: u32) -> Arc<JobContext> {
         incarnation: d.incarnation,
         hosts: d.hosts,
         job_public_key: d.job_public_key,
+        refused: RefusedHosts::builtin(),
     })
 }
 
@@ -365,6 +366,7 @@ fn vectors_file_frames() {
             incarnation: rx["incarnation"].parse().unwrap(),
             hosts: Vec::new(),
             job_public_key: Vec::new(),
+            refused: RefusedHosts::builtin(),
         });
         let bytes: Vec<u8> = (0..fields["bytes"].len() / 2)
             .map(|i| u8::from_str_radix(&fields["bytes"][2 * i..2 * i + 2], 16).unwrap())
