@@ -29,6 +29,7 @@
 
 mod comm;
 mod element;
+mod endpoint_link;
 mod extra;
 mod large;
 mod link;
@@ -39,3 +40,5 @@ pub use comm::Comm;
 pub use element::Element;
 pub use large::max_chunk_elems;
 pub use link::Link;
+pub use sperli_transport::Endpoint;
+pub use sperli_wire::{Error, HCode, Reduction};

@@ -6,5 +6,6 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod example;
 pub mod hosts;
 pub mod supervise;

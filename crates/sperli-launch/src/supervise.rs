@@ -6,7 +6,7 @@
 //! written whole under one lock, so lines of different ranks never tear.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -82,15 +82,6 @@ pub enum RankExit {
 }
 
 impl RankExit {
-    fn from_status(s: ExitStatus) -> Self {
-        use std::os::unix::process::ExitStatusExt;
-        match (s.code(), s.signal()) {
-            (Some(c), _) => RankExit::Code(c),
-            (None, Some(sig)) => RankExit::Signal(sig),
-            (None, None) => RankExit::Code(1),
-        }
-    }
-
     /// Whether this is a clean exit.
     pub fn success(self) -> bool {
         self == RankExit::Code(0)
@@ -119,8 +110,9 @@ impl std::fmt::Display for RankExit {
 pub enum Outcome {
     /// Every rank exited 0.
     Success,
-    /// A rank failed; `rank` is the lowest rank among those that failed
-    /// first (the root cause; later failures are consequences).
+    /// A rank failed; `rank` is the first rank that failed (the root cause:
+    /// the others fail because of it), the lowest one if several exits
+    /// were seen at once.
     Failed {
         /// The root-cause rank.
         rank: u32,
@@ -197,6 +189,22 @@ fn command_for(r: &RankLaunch, opts: &Options) -> Option<Command> {
 
 type Sink = Arc<Mutex<()>>;
 
+/// Waits for one child by pid (the `Child` stays with the supervisor for
+/// signalling; this thread only reaps).
+fn wait_pid(pid: u32) -> Option<RankExit> {
+    use nix::sys::wait::{waitpid, WaitStatus};
+    let pid = Pid::from_raw(i32::try_from(pid).ok()?);
+    loop {
+        match waitpid(pid, None) {
+            Ok(WaitStatus::Exited(_, code)) => return Some(RankExit::Code(code)),
+            Ok(WaitStatus::Signaled(_, sig, _)) => return Some(RankExit::Signal(sig as i32)),
+            Ok(_) => continue,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return None,
+        }
+    }
+}
+
 fn pump(src: impl Read + Send + 'static, prefix: Option<String>, to_stderr: bool, lock: Sink) {
     thread::spawn(move || {
         let mut reader = BufReader::new(src);
@@ -235,15 +243,20 @@ fn signal_all(children: &mut [(u32, Child, Option<RankExit>)], sig: Signal) {
     }
 }
 
-fn reap(children: &mut [(u32, Child, Option<RankExit>)]) -> Vec<(u32, RankExit)> {
+/// Collects the exits in the order they happen: one waiting thread per
+/// rank reports its exit at once, so the first failure is the root cause.
+fn reap(
+    children: &mut [(u32, Child, Option<RankExit>)],
+    exits: &crossbeam_channel::Receiver<(u32, RankExit)>,
+) -> Vec<(u32, RankExit)> {
     let mut newly = Vec::new();
-    for (rank, child, done) in children.iter_mut() {
-        if done.is_none() {
-            if let Ok(Some(status)) = child.try_wait() {
-                let e = RankExit::from_status(status);
-                *done = Some(e);
-                newly.push((*rank, e));
-            }
+    if let Ok(first) = exits.recv_timeout(Duration::from_millis(20)) {
+        newly.push(first);
+        newly.extend(exits.try_iter());
+    }
+    for (rank, e) in &newly {
+        if let Some(c) = children.iter_mut().find(|c| c.0 == *rank) {
+            c.2 = Some(*e);
         }
     }
     newly
@@ -299,6 +312,16 @@ pub fn run_job(
             }
         }
     }
+    let (exit_tx, exits) = crossbeam_channel::unbounded();
+    for (rank, child, _) in &children {
+        let (rank, pid) = (*rank, child.id());
+        let tx = exit_tx.clone();
+        thread::spawn(move || {
+            if let Some(e) = wait_pid(pid) {
+                let _ = tx.send((rank, e));
+            }
+        });
+    }
     let start = Instant::now();
     let mut failed_at: Option<Instant> = None;
     let mut termed_at: Option<Instant> = None;
@@ -308,13 +331,9 @@ pub fn run_job(
         killed.store(true, Ordering::Relaxed);
     }
     loop {
-        let newly = reap(&mut children);
+        let newly = reap(&mut children, &exits);
         if outcome.is_none() {
-            if let Some((rank, exit)) = newly
-                .iter()
-                .filter(|(_, e)| !e.success())
-                .min_by_key(|(r, _)| *r)
-            {
+            if let Some((rank, exit)) = newly.iter().find(|(_, e)| !e.success()) {
                 outcome = Some(Outcome::Failed {
                     rank: *rank,
                     exit: *exit,
@@ -347,7 +366,10 @@ pub fn run_job(
                 killed.store(true, Ordering::Relaxed);
             }
         }
-        thread::sleep(Duration::from_millis(20));
+    }
+    for (_, child, _) in &mut children {
+        // Already reaped by the waiting threads; this only releases handles.
+        let _ = child.try_wait();
     }
     // Let the output pumps drain what the ranks wrote last.
     thread::sleep(Duration::from_millis(50));

@@ -1,0 +1,70 @@
+//! The real transport as a [`Link`]: collectives over the TLS 1.3 mesh of
+//! `sperli-transport`, and [`Comm::from_stdin`], how a rank started by the
+//! `sperli` launcher joins its job.
+
+use std::io::{BufRead, Read};
+use std::time::Duration;
+
+use sperli_transport::{Endpoint, Settings};
+use sperli_wire::abort::AbortReason;
+use sperli_wire::error::{DecodeError, Error, HexError};
+use sperli_wire::job_description::JobDescription;
+use sperli_wire::refused_hosts::{RefusedHosts, ENV_VAR};
+
+use crate::comm::Comm;
+use crate::link::Link;
+
+impl Link for Endpoint {
+    fn rank(&self) -> u32 {
+        Endpoint::rank(self)
+    }
+    fn size(&self) -> u32 {
+        Endpoint::size(self)
+    }
+    fn send_collective(&self, to: u32, payload: &[u8]) -> Result<(), Error> {
+        Endpoint::send_collective(self, to, payload)
+    }
+    fn recv_collective(&self, from: u32) -> Result<Vec<u8>, Error> {
+        Endpoint::recv_collective(self, from)
+    }
+    fn abort(&self, reason: AbortReason, code: u32, message: &str) {
+        Endpoint::abort(self, reason, code, message)
+    }
+}
+
+/// The longest job description line accepted on stdin (4096 ranks with
+/// 253-byte host names fit well below it).
+pub const MAX_DESCRIPTION_LINE: u64 = 8 << 20;
+
+impl Comm<Endpoint> {
+    /// Joins the job whose description the launcher wrote on stdin (one
+    /// hex line, layouts §1): checks it (H1615, refused hosts H1614 with
+    /// `SPERLI_REFUSED_HOSTS`), sets up the TLS mesh (H1611/H1616), and
+    /// returns the communicator. The silence limit comes from
+    /// `SPERLI_SILENCE_MS` when set (the launcher's `--silence-ms`).
+    pub fn from_stdin() -> Result<Self, Error> {
+        let mut line = Vec::new();
+        std::io::stdin()
+            .lock()
+            .take(MAX_DESCRIPTION_LINE)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| Error::io("reading the job description from stdin", &e))?;
+        if line.last() != Some(&b'\n') {
+            return Err(Error::JobDescription(DecodeError::Hex(
+                HexError::MissingNewline,
+            )));
+        }
+        let policy = RefusedHosts::new(std::env::var(ENV_VAR).ok().as_deref(), None);
+        let desc = JobDescription::from_line(&line, &policy);
+        line.fill(0);
+        let desc = desc?;
+        let mut settings = Settings::default();
+        if let Some(ms) = std::env::var("SPERLI_SILENCE_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            settings.silence = Duration::from_millis(ms);
+        }
+        Ok(Comm::new(Endpoint::start(&desc, settings)?))
+    }
+}

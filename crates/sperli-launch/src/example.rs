@@ -1,0 +1,78 @@
+//! Example rank programs, run by `sperli-example MODE` or the launcher's
+//! own `sperli example MODE` (what `sperli demo` starts):
+//!
+//! - `hello`: every rank says who it is, then a barrier;
+//! - `allreduce [N]`: an f64 sum allreduce of N elements (default 1000);
+//!   rank 0 checks the result against the closed form;
+//! - `exit CODE RANK`: once the mesh is up, rank RANK exits with CODE; the
+//!   others then fail (the launcher reports RANK's code).
+
+use std::process::ExitCode;
+
+use sperli_collective::{Comm, Reduction};
+
+/// Runs the example named by `args[0]` as one rank of the job on stdin.
+pub fn run(args: &[String]) -> ExitCode {
+    let mut comm = match Comm::from_stdin() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("cannot join the job: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let (rank, size) = (comm.rank(), comm.size());
+    let result = match args.first().map(String::as_str) {
+        Some("hello") | None => {
+            println!("hello from rank {rank} of {size}");
+            comm.barrier()
+        }
+        Some("allreduce") => {
+            let n: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1000);
+            let mine: Vec<f64> = (0..n).map(|i| (i as f64) * f64::from(rank + 1)).collect();
+            match comm.allreduce(&mine, Reduction::Sum) {
+                Ok(sum) => {
+                    // sum_r (r+1) * i = i * size*(size+1)/2
+                    let k = f64::from(size * (size + 1) / 2);
+                    let ok = sum.iter().enumerate().all(|(i, v)| *v == i as f64 * k);
+                    if rank == 0 {
+                        println!(
+                            "allreduce of {n} f64 over {size} ranks: {}",
+                            if ok { "correct" } else { "WRONG" }
+                        );
+                    }
+                    if ok {
+                        comm.barrier()
+                    } else {
+                        return ExitCode::from(4);
+                    }
+                }
+                Err(e) => Err(e),
+            }
+        }
+        Some("exit") => {
+            let code: u8 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3);
+            let who: u32 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0);
+            // Exit only once the whole mesh is up.
+            if let Err(e) = comm.barrier() {
+                eprintln!("rank {rank}: {e}");
+                return ExitCode::from(1);
+            }
+            if rank == who {
+                std::process::exit(i32::from(code));
+            }
+            comm.barrier()
+        }
+        Some(other) => {
+            eprintln!("unknown mode {other}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = result.and_then(|()| comm.into_link().finish());
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rank {rank}: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
