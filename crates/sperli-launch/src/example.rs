@@ -4,6 +4,8 @@
 //! - `hello`: every rank says who it is, then a barrier;
 //! - `allreduce [N]`: an f64 sum allreduce of N elements (default 1000);
 //!   rank 0 checks the result against the closed form;
+//! - `sleep MS`: join, barrier, sleep MS milliseconds (the I/O thread keeps
+//!   heartbeats going), barrier;
 //! - `exit CODE RANK`: once the mesh is up, rank RANK exits with CODE; the
 //!   others then fail (the launcher reports RANK's code).
 
@@ -60,6 +62,16 @@ pub fn run(args: &[String]) -> ExitCode {
             if rank == who {
                 std::process::exit(i32::from(code));
             }
+            comm.barrier()
+        }
+        Some("sleep") => {
+            let ms: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1000);
+            println!("rank {rank} joined");
+            if let Err(e) = comm.barrier() {
+                eprintln!("rank {rank}: {e}");
+                return ExitCode::from(1);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(ms));
             comm.barrier()
         }
         Some(other) => {

@@ -126,3 +126,98 @@ fn an_unreadable_deny_file_stops_the_launcher() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("deny-hosts"));
 }
+
+/// The longest run of lowercase hex digits in `bytes`.
+fn longest_hex_run(bytes: &[u8]) -> usize {
+    let (mut best, mut cur) = (0, 0);
+    for b in bytes {
+        if b.is_ascii_digit() || (b'a'..=b'f').contains(b) {
+            cur += 1;
+            best = best.max(cur);
+        } else {
+            cur = 0;
+        }
+    }
+    best
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // Field 4 (after the parenthesised command) is the parent pid.
+        let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
+        if after.split_whitespace().nth(1) == Some(&pid.to_string()) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn files_under(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files_under(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn the_job_description_is_in_no_cmdline_environ_or_file() {
+    let scratch = std::env::temp_dir().join(format!("sperli-secret-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(scratch.join("tmp")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sperli"))
+        .args(["run", "-n", "3", "--timeout", "60", "--"])
+        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .args(["sleep", "2500"])
+        .current_dir(&scratch)
+        .env("TMPDIR", scratch.join("tmp"))
+        .env_remove("SPERLI_REFUSED_HOSTS")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the ranks run, then look at them while they sleep.
+    let t = Instant::now();
+    let mut ranks = Vec::new();
+    while t.elapsed() < Duration::from_secs(20) && ranks.len() < 3 {
+        std::thread::sleep(Duration::from_millis(100));
+        ranks = children_of(child.id());
+    }
+    assert_eq!(ranks.len(), 3, "ranks not found");
+    std::thread::sleep(Duration::from_millis(800));
+    for pid in &ranks {
+        for what in ["cmdline", "environ"] {
+            let bytes = std::fs::read(format!("/proc/{pid}/{what}")).unwrap_or_default();
+            assert!(!bytes.is_empty(), "{pid} {what} unreadable");
+            assert!(
+                longest_hex_run(&bytes) < 200,
+                "rank {pid}: a long hex run in {what}"
+            );
+            assert!(!String::from_utf8_lossy(&bytes).contains("PRIVATE KEY"));
+        }
+    }
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let mut files = Vec::new();
+    files_under(&scratch, &mut files);
+    for f in &files {
+        let bytes = std::fs::read(f).unwrap_or_default();
+        assert!(longest_hex_run(&bytes) < 200, "{}", f.display());
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("PRIVATE KEY"),
+            "{}",
+            f.display()
+        );
+    }
+    assert!(files.is_empty(), "the job left files: {files:?}");
+    let _ = std::fs::remove_dir_all(&scratch);
+}
