@@ -109,6 +109,7 @@ pub struct Endpoint {
     thread: RefCell<Option<JoinHandle<()>>>,
     st: RefCell<UserState>,
     next_seq: Cell<u64>,
+    spin: std::time::Duration,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -185,6 +186,7 @@ impl Endpoint {
         let (cmd_tx, cmd_rx) = crossbeam_channel::unbounded();
         let (ev_tx, ev_rx) = crossbeam_channel::unbounded();
         let shared = Arc::new(Shared::default());
+        let spin = settings.spin;
         let m = Mesh::new(
             poll,
             ctx.clone(),
@@ -218,6 +220,7 @@ impl Endpoint {
                 ..UserState::default()
             }),
             next_seq: Cell::new(0),
+            spin,
         };
         while !ep.st.borrow().ready {
             ep.pump(true)?;
@@ -257,7 +260,7 @@ impl Endpoint {
         loop {
             let ev = if first {
                 first = false;
-                match self.events.recv() {
+                match self.wait_event() {
                     Ok(ev) => ev,
                     Err(_) => return Err(self.gone()),
                 }
@@ -276,6 +279,27 @@ impl Endpoint {
                 Event::Finished => st.finished = true,
             }
         }
+    }
+
+    /// The next event: polls for up to `spin`, then sleeps.
+    fn wait_event(&self) -> Result<Event, crossbeam_channel::RecvError> {
+        if !self.spin.is_zero() {
+            let start = std::time::Instant::now();
+            loop {
+                match self.events.try_recv() {
+                    Ok(ev) => return Ok(ev),
+                    Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                        return Err(crossbeam_channel::RecvError)
+                    }
+                    Err(crossbeam_channel::TryRecvError::Empty) => {}
+                }
+                if start.elapsed() >= self.spin {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        self.events.recv()
     }
 
     /// The error once the I/O thread is gone.

@@ -53,6 +53,12 @@ pub struct Settings {
     /// How long a failing rank keeps its connections to flush ABORT and
     /// read the peers' close. Default 1 s.
     pub linger: Duration,
+    /// How long a waiting thread (the user's thread in a blocking call, the
+    /// I/O thread after activity) busy-polls before it sleeps. Default 0
+    /// (off): on the 2-core benchmark machine polling made the ping-pong
+    /// slower (4 threads on 2 cores); it may help where every thread has
+    /// a core of its own.
+    pub spin: Duration,
 }
 
 impl Default for Settings {
@@ -62,6 +68,7 @@ impl Default for Settings {
             setup_window: Duration::from_millis(sperli_wire::limits::SETUP_WINDOW_MS),
             connect_retry: Duration::from_millis(sperli_wire::limits::CONNECT_RETRY_MS),
             linger: Duration::from_secs(1),
+            spin: Duration::ZERO,
         }
     }
 }

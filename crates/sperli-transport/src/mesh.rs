@@ -43,6 +43,12 @@ const WAKER: Token = Token(0);
 const LISTENER: Token = Token(1);
 const READ_BUF: usize = 256 * 1024;
 
+/// How much data rustls may buffer before its writer takes no more: big
+/// enough for few, large socket writes, small enough to stay in cache.
+fn tls_buffer_limit() -> Option<usize> {
+    Some(256 * 1024)
+}
+
 /// From the user's thread to the I/O thread.
 #[derive(Debug)]
 pub(crate) enum Command {
@@ -227,6 +233,7 @@ impl Mesh {
     /// Runs the loop until the job step ends.
     pub(crate) fn run(mut self) {
         let mut events = Events::with_capacity(256);
+        let mut last_activity = Instant::now();
         self.check_setup_done();
         loop {
             let now = Instant::now();
@@ -236,13 +243,20 @@ impl Mesh {
             if self.ended() {
                 break;
             }
-            let timeout = self.next_timer.saturating_duration_since(Instant::now());
+            let now = Instant::now();
+            let mut timeout = self.next_timer.saturating_duration_since(now);
+            if now.saturating_duration_since(last_activity) < self.settings.spin {
+                timeout = Duration::ZERO; // poll without sleeping for a moment
+            }
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
                 self.fail(Error::io("polling sockets", &e), None);
                 continue;
+            }
+            if !events.is_empty() {
+                last_activity = Instant::now();
             }
             for ev in events.iter() {
                 match ev.token() {
@@ -329,9 +343,10 @@ impl Mesh {
                         continue; // dropped: set-up is over
                     }
                     let _ = tcp.set_nodelay(true);
-                    let Ok(tls) = ServerConnection::new(self.server.clone()) else {
+                    let Ok(mut tls) = ServerConnection::new(self.server.clone()) else {
                         continue;
                     };
+                    tls.set_buffer_limit(tls_buffer_limit());
                     let t = self.token();
                     if self
                         .poll
@@ -374,10 +389,11 @@ impl Mesh {
             self.redial[rank as usize] = Some(retry);
             return;
         };
-        let Ok(tls) = ClientConnection::new(self.client.clone(), name) else {
+        let Ok(mut tls) = ClientConnection::new(self.client.clone(), name) else {
             self.redial[rank as usize] = Some(retry);
             return;
         };
+        tls.set_buffer_limit(tls_buffer_limit());
         let Ok(mut tcp) = TcpStream::connect(addr) else {
             self.redial[rank as usize] = Some(retry);
             return;
