@@ -230,41 +230,78 @@ fn setup_with_only_a_bad_token_fails_with_h1611() {
     });
 }
 
+/// How the raw rank 0 leaves after its HELLO.
+enum Leave {
+    /// close_notify, then FIN, no BYE.
+    Close,
+    /// RST (SO_LINGER 0), no BYE.
+    Reset,
+    /// Stays connected and sends nothing (no heartbeats).
+    Silent,
+}
+
+/// A raw rank 0 dials rank 1 (an Endpoint blocked in recv), authenticates,
+/// then leaves as `how` says; returns rank 1's error.
+fn raw_rank0_leaves(how: Leave, silence: Duration) -> Error {
+    let plan = std::sync::Arc::new(JobPlan::localhost(2).unwrap());
+    let p = plan.clone();
+    let rank1 = thread::spawn(move || {
+        let s = Settings {
+            silence,
+            ..settings()
+        };
+        let ep = Endpoint::start(&p.description(1), s)?;
+        ep.recv(0, 0).map(|_| ())
+    });
+    let h1 = &plan.hosts[1];
+    let id = plan.identity(0);
+    let cfg = client_config_from_pem(
+        id.ca_cert_pem.as_bytes(),
+        id.cert_pem.as_bytes(),
+        id.key_pem().as_bytes(),
+    )
+    .unwrap();
+    let sock = loop {
+        match TcpStream::connect((h1.host.as_str(), h1.port)) {
+            Ok(s) => break s,
+            Err(_) => thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let raw = sock.try_clone().unwrap();
+    let mut tls = sperli_tls::config::connect(cfg, sock, &h1.host, &plan.job_id, 1).unwrap();
+    tls.write_all(&hello(&plan, 0, 1, plan.token(0))).unwrap();
+    tls.flush().unwrap();
+    assert!(read_until(&mut tls, FrameType::Hello).is_some());
+    thread::sleep(Duration::from_millis(300));
+    match how {
+        Leave::Close => {
+            tls.conn.send_close_notify();
+            tls.flush().unwrap();
+            drop(tls);
+        }
+        Leave::Reset => {
+            socket2::SockRef::from(&raw)
+                .set_linger(Some(Duration::ZERO))
+                .unwrap();
+            drop(tls);
+            drop(raw);
+        }
+        Leave::Silent => {
+            let e = rank1.join().unwrap().unwrap_err();
+            drop(tls);
+            return e;
+        }
+    }
+    rank1.join().unwrap().unwrap_err()
+}
+
 /// A peer that authenticates, then closes (close_notify, FIN) without BYE:
 /// H1613 with the cause "closed without BYE".
 #[test]
 fn close_without_bye_is_h1613() {
     with_deadline(Duration::from_secs(60), || {
-        let plan = std::sync::Arc::new(JobPlan::localhost(2).unwrap());
-        let p = plan.clone();
-        let rank1 = thread::spawn(move || {
-            let ep = Endpoint::start(&p.description(1), settings())?;
-            ep.recv(0, 0).map(|_| ())
-        });
-        let h1 = &plan.hosts[1];
-        let id = plan.identity(0);
-        let cfg = client_config_from_pem(
-            id.ca_cert_pem.as_bytes(),
-            id.cert_pem.as_bytes(),
-            id.key_pem().as_bytes(),
-        )
-        .unwrap();
-        let sock = loop {
-            match TcpStream::connect((h1.host.as_str(), h1.port)) {
-                Ok(s) => break s,
-                Err(_) => thread::sleep(Duration::from_millis(50)),
-            }
-        };
-        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut tls = sperli_tls::config::connect(cfg, sock, &h1.host, &plan.job_id, 1).unwrap();
-        tls.write_all(&hello(&plan, 0, 1, plan.token(0))).unwrap();
-        tls.flush().unwrap();
-        assert!(read_until(&mut tls, FrameType::Hello).is_some());
-        thread::sleep(Duration::from_millis(300));
-        tls.conn.send_close_notify();
-        tls.flush().unwrap();
-        drop(tls);
-        let e = rank1.join().unwrap().unwrap_err();
+        let e = raw_rank0_leaves(Leave::Close, Duration::from_secs(5));
         assert_eq!(
             e,
             Error::PeerLost {
@@ -272,5 +309,41 @@ fn close_without_bye_is_h1613() {
                 cause: LossCause::ClosedWithoutBye
             }
         );
+    });
+}
+
+/// A reset without BYE: H1613 with the cause "reset".
+#[test]
+fn reset_is_h1613() {
+    with_deadline(Duration::from_secs(60), || {
+        let e = raw_rank0_leaves(Leave::Reset, Duration::from_secs(5));
+        assert_eq!(
+            e,
+            Error::PeerLost {
+                peer: 0,
+                cause: LossCause::Reset
+            }
+        );
+    });
+}
+
+/// A peer that stays connected but sends nothing (no heartbeats): H1613
+/// with the cause "silence" after the silence limit (1500 ms here).
+#[test]
+fn silent_peer_is_h1613() {
+    with_deadline(Duration::from_secs(60), || {
+        let t = std::time::Instant::now();
+        let e = raw_rank0_leaves(Leave::Silent, Duration::from_millis(1500));
+        assert!(
+            matches!(
+                e,
+                Error::PeerLost {
+                    peer: 0,
+                    cause: LossCause::Silence { limit_ms: 1500, .. }
+                }
+            ),
+            "{e}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(10));
     });
 }
