@@ -402,7 +402,11 @@ impl Endpoint {
     }
 
     /// Sends `data` to rank `to` with `tag` (0..=2147483647; a bigger tag is
-    /// refused here with H1610 before anything is sent). At most 16777216
+    /// refused here with H1610 before anything is sent, as is a rank >= size
+    /// (`FrameError::WrongTarget`); neither ends the job). A send to a peer
+    /// that already said BYE fails with H1613 (`LossCause::Socket` with
+    /// `NotConnected`) without ending the job; so does a receive from it
+    /// that nothing queued can satisfy. At most 16777216
     /// bytes (see [`Endpoint::send_large`]); empty messages are valid; a
     /// send to this rank itself is queued locally. Up to 64 KiB it returns
     /// once the message is queued; bigger messages wait until written.

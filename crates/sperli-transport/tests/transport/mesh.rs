@@ -192,3 +192,20 @@ fn setup_times_out_with_h1616() {
         assert_eq!(code(e), 1616, "{e}");
     });
 }
+
+#[test]
+fn single_rank_job_talks_to_itself() {
+    with_deadline(Duration::from_secs(30), || {
+        let plan = JobPlan::localhost(1).unwrap();
+        let res = run_ranks(&plan, &[0], settings(), |ep: Endpoint| {
+            ep.send(0, 4, b"self")?;
+            ep.send(0, 3, b"")?;
+            assert_eq!(ep.recv(0, 3)?, b"");
+            assert_eq!(ep.recv_any_tag(0)?.1, b"self");
+            ep.send_collective(0, &BCAST)?;
+            assert_eq!(ep.recv_collective(0)?, BCAST.to_vec());
+            ep.finish()
+        });
+        res.into_iter().for_each(|r| r.unwrap());
+    });
+}
