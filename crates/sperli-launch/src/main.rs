@@ -73,6 +73,9 @@ struct RunArgs {
     /// End the job after this many seconds (exit status 124).
     #[arg(long)]
     timeout: Option<u64>,
+    /// Checkpoint directory; rank r uses `DIR/rank-r` (passed as `SPERLI_CHECKPOINT_DIR`).
+    #[arg(long)]
+    checkpoint_dir: Option<PathBuf>,
     /// Lifetime of certificates and join tokens, in seconds.
     #[arg(long, default_value_t = 24 * 3600)]
     token_lifetime: u64,
@@ -178,18 +181,20 @@ fn run(args: RunArgs) -> ExitCode {
         timeout: args.timeout.map(Duration::from_secs),
     };
     let lifetime = Duration::from_secs(args.token_lifetime);
-    let mut job_id = None;
-    let mut incarnation = 1;
+    let mut plan = match JobPlan::new(entries.clone(), 1, lifetime) {
+        Ok(p) => p,
+        Err(e) => return fail(format!("cannot create the job: {e}")),
+    };
+    if let Some(dir) = &args.checkpoint_dir {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            return fail(format!(
+                "cannot create --checkpoint-dir {}: {e}",
+                dir.display()
+            ));
+        }
+    }
     loop {
-        let plan = match job_id {
-            None => JobPlan::new(entries.clone(), incarnation, lifetime),
-            Some(id) => JobPlan::with_job_id(id, entries.clone(), incarnation, lifetime),
-        };
-        let plan = match plan {
-            Ok(p) => p,
-            Err(e) => return fail(format!("cannot create the job: {e}")),
-        };
-        job_id = Some(plan.job_id);
+        let incarnation = plan.incarnation;
         let mut local_rank: HashMap<&str, u32> = HashMap::new();
         let ranks = (0..args.n)
             .map(|r| {
@@ -200,11 +205,22 @@ fn run(args: RunArgs) -> ExitCode {
                     ("SPERLI_SIZE".into(), args.n.to_string()),
                     ("SPERLI_LOCAL_RANK".into(), lr.to_string()),
                     ("SPERLI_SILENCE_MS".into(), args.silence_ms.to_string()),
+                    ("SPERLI_INCARNATION".into(), incarnation.to_string()),
                     ("RANK".into(), r.to_string()),
                     ("WORLD_SIZE".into(), args.n.to_string()),
                     ("LOCAL_RANK".into(), lr.to_string()),
                 ];
                 *lr += 1;
+                let mut env = env;
+                if let Some(dir) = &args.checkpoint_dir {
+                    // Each rank gets its own directory (layouts §7): two ranks
+                    // on one host never share one.
+                    let own = dir.join(format!("rank-{r}"));
+                    env.push((
+                        "SPERLI_CHECKPOINT_DIR".into(),
+                        own.to_string_lossy().into_owned(),
+                    ));
+                }
                 RankLaunch {
                     rank: r,
                     host: host.clone(),
@@ -214,7 +230,6 @@ fn run(args: RunArgs) -> ExitCode {
                 }
             })
             .collect();
-        drop(plan);
         let outcome = run_job(ranks, &opts, &interrupt);
         match &outcome {
             Outcome::Success => return ExitCode::SUCCESS,
@@ -225,7 +240,9 @@ fn run(args: RunArgs) -> ExitCode {
                     incarnation,
                     args.restart_max
                 );
-                incarnation += 1;
+                if let Err(e) = plan.next_incarnation(entries.clone()) {
+                    return fail(format!("cannot renew the job for a restart: {e}"));
+                }
             }
             Outcome::Failed { rank, exit } => {
                 eprintln!("sperli: rank {rank} failed ({exit}); the job failed");
@@ -271,6 +288,7 @@ fn demo() -> ExitCode {
         hostfile: None,
         restart_max: 0,
         deny_hosts: None,
+        checkpoint_dir: None,
         silence_ms: 5000,
         timeout: Some(120),
         token_lifetime: 600,

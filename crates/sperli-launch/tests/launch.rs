@@ -221,3 +221,65 @@ fn the_job_description_is_in_no_cmdline_environ_or_file() {
     assert!(files.is_empty(), "the job left files: {files:?}");
     let _ = std::fs::remove_dir_all(&scratch);
 }
+
+#[test]
+fn sigkill_of_a_rank_stops_the_others_and_the_launcher_restarts() {
+    let child = Command::new(env!("CARGO_BIN_EXE_sperli"))
+        .args([
+            "run",
+            "-n",
+            "3",
+            "--restart-max",
+            "1",
+            "--silence-ms",
+            "2000",
+            "--timeout",
+            "90",
+            "--",
+        ])
+        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .args(["sleep", "4000"])
+        .env_remove("SPERLI_REFUSED_HOSTS")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let mut ranks = Vec::new();
+    while t.elapsed() < Duration::from_secs(20) && ranks.len() < 3 {
+        std::thread::sleep(Duration::from_millis(100));
+        ranks = children_of(child.id());
+    }
+    assert_eq!(ranks.len(), 3, "ranks not found");
+    std::thread::sleep(Duration::from_millis(1000));
+    let victim = ranks[1];
+    let killed_at = Instant::now();
+    let _ = Command::new("kill")
+        .args(["-9", &victim.to_string()])
+        .status();
+    // The survivors of the first incarnation must be gone within the
+    // silence limit plus a margin.
+    let survivors: Vec<u32> = ranks.iter().copied().filter(|p| *p != victim).collect();
+    loop {
+        let alive = survivors
+            .iter()
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/stat"))
+                    .map(|s| !s.contains(") Z "))
+                    .unwrap_or(false)
+            })
+            .count();
+        if alive == 0 {
+            break;
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_millis(2000 + 3000),
+            "survivors still running"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("restarting the job as incarnation 2"), "{err}");
+    assert!(out.status.success(), "{err}");
+}

@@ -93,17 +93,40 @@ impl JobPlan {
             identities: Vec::new(),
             tokens: Vec::new(),
         };
-        for rank in 0..plan.hosts.len() as u32 {
-            let host = plan.hosts[rank as usize].host.clone();
-            plan.identities.push(
-                plan.ca
+        plan.issue()?;
+        Ok(plan)
+    }
+
+    /// Issues one certificate and one join token per rank for the current
+    /// incarnation and host list.
+    fn issue(&mut self) -> Result<(), Error> {
+        self.identities.clear();
+        self.tokens.clear();
+        for rank in 0..self.hosts.len() as u32 {
+            let host = self.hosts[rank as usize].host.clone();
+            self.identities.push(
+                self.ca
                     .issue_rank(rank, &host)
                     .map_err(|e| local("rank certificate")(e.to_string()))?,
             );
-            let token = plan.sign_token(rank, &host, plan.expires_at_ms)?;
-            plan.tokens.push(token);
+            let token = self.sign_token(rank, &host, self.expires_at_ms)?;
+            self.tokens.push(token);
         }
-        Ok(plan)
+        Ok(())
+    }
+
+    /// The plan for the next incarnation of the same job: the same job id,
+    /// job CA and job key (COMMIT files signed in earlier incarnations still
+    /// verify), incarnation + 1, `hosts` (a failed rank may have moved), and
+    /// new certificates and join tokens, so a token of an older incarnation
+    /// is refused (protocol text "Ausfall und Wiederaufnahme").
+    pub fn next_incarnation(&mut self, hosts: Vec<HostEntry>) -> Result<(), Error> {
+        self.incarnation = self.incarnation.checked_add(1).ok_or(Error::Io {
+            op: "incarnation counter overflow",
+            kind: std::io::ErrorKind::InvalidInput,
+        })?;
+        self.hosts = hosts;
+        self.issue()
     }
 
     /// A job of `size` ranks on loopback: rank n on 127.0.0.(n+1) with a
