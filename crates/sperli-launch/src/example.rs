@@ -4,8 +4,11 @@
 //! - `hello`: every rank says who it is, then a barrier;
 //! - `allreduce [N]`: an f64 sum allreduce of N elements (default 1000);
 //!   rank 0 checks the result against the closed form;
+//! - `pingpong [BYTES] [ROUNDS]`: ranks 0 and 1 bounce a DATA message
+//!   (tag 7) ROUNDS times; rank 0 prints the half round-trip time;
 //! - `sleep MS`: join, barrier, sleep MS milliseconds (the I/O thread keeps
 //!   heartbeats going), barrier;
+//! - `exit-once CODE RANK`: like `exit`, in the first incarnation only;
 //! - `exit CODE RANK`: once the mesh is up, rank RANK exits with CODE; the
 //!   others then fail (the launcher reports RANK's code).
 
@@ -51,7 +54,10 @@ pub fn run(args: &[String]) -> ExitCode {
                 Err(e) => Err(e),
             }
         }
-        Some("exit") => {
+        Some(mode @ ("exit" | "exit-once")) => {
+            // `exit-once` fails only in the first incarnation, so a restart succeeds.
+            let first = std::env::var("SPERLI_INCARNATION").map_or(true, |v| v == "1");
+            let fail_now = mode == "exit" || first;
             let code: u8 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3);
             let who: u32 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0);
             // Exit only once the whole mesh is up.
@@ -59,10 +65,36 @@ pub fn run(args: &[String]) -> ExitCode {
                 eprintln!("rank {rank}: {e}");
                 return ExitCode::from(1);
             }
-            if rank == who {
+            if rank == who && fail_now {
                 std::process::exit(i32::from(code));
             }
             comm.barrier()
+        }
+        Some("pingpong") => {
+            let bytes: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(8);
+            let rounds: u32 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1000);
+            let ep = comm.link();
+            let msg = vec![0x5a; bytes];
+            let start = std::time::Instant::now();
+            let mut r = Ok(());
+            for _ in 0..rounds {
+                r = match rank {
+                    0 => ep.send(1, 7, &msg).and_then(|()| ep.recv(1, 7)).map(drop),
+                    1 => ep.recv(0, 7).and_then(|m| ep.send(0, 7, &m)),
+                    _ => Ok(()),
+                };
+                if r.is_err() {
+                    break;
+                }
+            }
+            if rank == 0 && r.is_ok() && size > 1 {
+                let half = start.elapsed().as_secs_f64() / f64::from(rounds.max(1)) / 2.0;
+                println!(
+                    "ping-pong of {bytes} bytes between ranks 0 and 1: {:.1} us half round trip",
+                    half * 1e6
+                );
+            }
+            r.and_then(|()| comm.barrier())
         }
         Some("sleep") => {
             let ms: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1000);

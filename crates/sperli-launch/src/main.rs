@@ -156,10 +156,14 @@ fn run(args: RunArgs) -> ExitCode {
         Ok(h) => h,
         Err(e) => return fail(e),
     };
-    let entries = match assign(args.n, &hosts) {
+    let mut entries = match assign(args.n, &hosts) {
         Ok(e) => e,
         Err(e) => return fail(e),
     };
+    // Hosts the round-robin placement left unused: a failed rank may move
+    // to one of them on restart (never to a refused host: the list was
+    // checked above, and each move is checked again).
+    let mut spares: Vec<HostSpec> = hosts.iter().skip(args.n as usize).cloned().collect();
     let interrupt = Arc::new(AtomicI32::new(0));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let flag = interrupt.clone();
@@ -240,6 +244,25 @@ fn run(args: RunArgs) -> ExitCode {
                     incarnation,
                     args.restart_max
                 );
+                if let Some(spare) = (!spares.is_empty()).then(|| spares.remove(0)) {
+                    if policy.check(&spare.host).is_ok() {
+                        let port = match spare.port {
+                            Some(p) => p,
+                            None => match sperli_transport::job::local_hosts(1) {
+                                Ok(h) => h[0].port,
+                                Err(e) => return fail(format!("no free port: {e}")),
+                            },
+                        };
+                        eprintln!(
+                            "sperli: moving rank {rank} from {} to spare host {}",
+                            entries[*rank as usize].host, spare.host
+                        );
+                        entries[*rank as usize] = HostEntry {
+                            host: spare.host.clone(),
+                            port,
+                        };
+                    }
+                }
                 if let Err(e) = plan.next_incarnation(entries.clone()) {
                     return fail(format!("cannot renew the job for a restart: {e}"));
                 }

@@ -283,3 +283,32 @@ fn sigkill_of_a_rank_stops_the_others_and_the_launcher_restarts() {
     assert!(err.contains("restarting the job as incarnation 2"), "{err}");
     assert!(out.status.success(), "{err}");
 }
+
+#[test]
+fn a_failed_rank_moves_to_a_spare_host_on_restart() {
+    let out = sperli(&[
+        "run",
+        "-n",
+        "2",
+        "-H",
+        "127.0.0.1,127.0.0.2,127.0.0.9",
+        "--restart-max",
+        "1",
+        "--silence-ms",
+        "2000",
+        "--timeout",
+        "60",
+        "--",
+        "EXAMPLE",
+        "exit-once",
+        "3",
+        "1",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("moving rank 1 from 127.0.0.2 to spare host 127.0.0.9"),
+        "{err}"
+    );
+    assert!(err.contains("restarting the job as incarnation 2"), "{err}");
+}
