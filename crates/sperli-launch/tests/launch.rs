@@ -312,3 +312,35 @@ fn a_failed_rank_moves_to_a_spare_host_on_restart() {
     );
     assert!(err.contains("restarting the job as incarnation 2"), "{err}");
 }
+
+#[test]
+fn sigterm_to_the_launcher_ends_every_rank() {
+    let child = Command::new(env!("CARGO_BIN_EXE_sperli"))
+        .args(["run", "-n", "3", "--timeout", "60", "--"])
+        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .args(["sleep", "30000"])
+        .env_remove("SPERLI_REFUSED_HOSTS")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let mut ranks = Vec::new();
+    while t.elapsed() < Duration::from_secs(20) && ranks.len() < 3 {
+        std::thread::sleep(Duration::from_millis(100));
+        ranks = children_of(child.id());
+    }
+    assert_eq!(ranks.len(), 3, "ranks not found");
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(128 + 15));
+    for p in ranks {
+        let alive = std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false);
+        assert!(!alive, "rank {p} still runs");
+    }
+    assert!(t.elapsed() < Duration::from_secs(25));
+}
