@@ -321,9 +321,9 @@ impl Endpoint {
 
     fn check_rank(&self, r: u32) -> Result<(), Error> {
         if r >= self.ctx.size {
-            return Err(FrameError::WrongTarget {
-                expected: self.ctx.size,
-                got: r,
+            return Err(ArgumentError::Rank {
+                rank: r,
+                size: self.ctx.size,
             }
             .into());
         }
@@ -377,7 +377,7 @@ impl Endpoint {
         self.check()?;
         self.check_rank(to)?;
         if tag > MAX_USER_TAG {
-            return Err(FrameError::ReservedTag { got: tag }.into());
+            return Err(ArgumentError::Tag { tag }.into());
         }
         if data.len() > MAX_PAYLOAD as usize {
             return Err(ArgumentError::TooLong {
@@ -402,8 +402,8 @@ impl Endpoint {
     }
 
     /// Sends `data` to rank `to` with `tag` (0..=2147483647; a bigger tag is
-    /// refused here with H1610 before anything is sent, as is a rank >= size
-    /// (`FrameError::WrongTarget`); neither ends the job). A send to a peer
+    /// refused here with H1618 before anything is sent, as is a rank >= size
+    /// (`ArgumentError::Tag`, `ArgumentError::Rank`); neither ends the job). A send to a peer
     /// that already said BYE fails with H1613 (`LossCause::Socket` with
     /// `NotConnected`) without ending the job; so does a receive from it
     /// that nothing queued can satisfy. At most 16777216
@@ -440,7 +440,7 @@ impl Endpoint {
         self.check_rank(from)?;
         if let Some(t) = tag {
             if t > MAX_USER_TAG {
-                return Err(FrameError::ReservedTag { got: t }.into());
+                return Err(ArgumentError::Tag { tag: t }.into());
             }
         }
         let mut st = self.st.borrow_mut();

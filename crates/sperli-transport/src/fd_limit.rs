@@ -22,8 +22,9 @@ pub fn ensure(size: u32) -> Result<(), Error> {
     if hard >= need && rlimit::setrlimit(rlimit::Resource::NOFILE, need, hard).is_ok() {
         return Ok(());
     }
-    Err(Error::Io {
-        op: "checking RLIMIT_NOFILE: the open-file limit is below the job size + 64; raise it with `ulimit -n <size + 64>` (and the hard limit if needed)",
-        kind: std::io::ErrorKind::Other,
+    Err(Error::FdLimit {
+        needed: need,
+        soft,
+        hard,
     })
 }

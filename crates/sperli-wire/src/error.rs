@@ -616,6 +616,20 @@ pub enum ArgumentError {
         /// Job size.
         size: u32,
     },
+    /// A peer rank that is not below the job size (point-to-point calls).
+    #[error("rank {rank} is not below size {size}")]
+    Rank {
+        /// The rank given.
+        rank: u32,
+        /// The job size.
+        size: u32,
+    },
+    /// A user tag of 2147483648 or above (those tags are reserved).
+    #[error("tag {tag} is reserved (user tags are 0..=2147483647)")]
+    Tag {
+        /// The tag given.
+        tag: u32,
+    },
     /// Data longer than one collective frame carries.
     #[error("{len} bytes exceed the {max} a collective frame carries")]
     TooLong {
@@ -752,6 +766,17 @@ pub enum Error {
         /// Open receive handles.
         recvs: u64,
     },
+    /// The open-file limit is too low for the job size (no H-code: a local
+    /// setting). Raise it with `ulimit -n` (and the hard limit if needed).
+    #[error("the open-file limit (soft {soft}, hard {hard}) is below the {needed} this job needs; raise it with `ulimit -n {needed}`")]
+    FdLimit {
+        /// Descriptors the rank needs.
+        needed: u64,
+        /// The soft limit.
+        soft: u64,
+        /// The hard limit.
+        hard: u64,
+    },
     /// A local I/O failure (no H-code: not bad input).
     #[error("I/O error during {op}: {kind:?}")]
     Io {
@@ -810,7 +835,7 @@ impl Error {
             Error::NoResumableEpoch { .. } => HCode::H1622,
             Error::CommitSizeMismatch { .. } => HCode::H1623,
             Error::OpenHandles { .. } => HCode::H1624,
-            Error::Io { .. } => return None,
+            Error::Io { .. } | Error::FdLimit { .. } => return None,
         })
     }
 

@@ -74,7 +74,7 @@ fn nonblocking_large_and_collective_seam() {
                 ep.send(other, 0x7fff_ffff, b"max tag")?;
                 assert!(matches!(
                     ep.send(other, 0x8000_0000, b"x"),
-                    Err(Error::FrameRejected(_))
+                    Err(Error::InvalidArguments(_))
                 ));
                 assert_eq!(ep.recv(other, 1)?, b"done");
             } else {
