@@ -21,7 +21,7 @@ use sperli_wire::{Error, FrameType};
 
 use crate::common::{code, run_ranks, settings, with_deadline};
 
-fn hello(plan: &JobPlan, from: u32, to: u32, token: &[u8]) -> Vec<u8> {
+pub(crate) fn hello(plan: &JobPlan, from: u32, to: u32, token: &[u8]) -> Vec<u8> {
     let h = FrameHeader::new(FrameType::Hello, plan.job_id, from, to, plan.incarnation);
     let hello = Hello {
         features: 1,
@@ -31,7 +31,7 @@ fn hello(plan: &JobPlan, from: u32, to: u32, token: &[u8]) -> Vec<u8> {
 }
 
 /// Reads frames (type, payload) until `want` comes or the stream ends.
-fn read_until<S: Read>(s: &mut S, want: FrameType) -> Option<Vec<u8>> {
+pub(crate) fn read_until<S: Read>(s: &mut S, want: FrameType) -> Option<Vec<u8>> {
     loop {
         let mut head = [0u8; 52];
         s.read_exact(&mut head).ok()?;
@@ -46,7 +46,7 @@ fn read_until<S: Read>(s: &mut S, want: FrameType) -> Option<Vec<u8>> {
 
 /// Accepts one TLS connection as rank `me` of `plan`; returns the peer's
 /// rank (from its certificate) and the stream.
-fn accept_as(
+pub(crate) fn accept_as(
     plan: &JobPlan,
     me: u32,
     l: &TcpListener,

@@ -4,3 +4,4 @@
 mod common;
 mod hostile;
 mod mesh;
+mod vectors;
