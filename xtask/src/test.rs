@@ -3,6 +3,9 @@
 //! Runs, in order: `cargo test --workspace`, `cargo xtask vectors --check`,
 //! the independent Python checker on `docs/sperli-vectors.txt` and the
 //! checker's own tests. Stops at the first failing step.
+//!
+//! `--fuzz SECONDS` also runs every cargo-fuzz target for SECONDS from the
+//! committed seed corpus (`scripts/fuzz-smoke.sh`); `.ci/run` sets it.
 
 use std::process::Command;
 
@@ -22,8 +25,22 @@ fn step(name: &str, cmd: &mut Command) -> bool {
 }
 
 /// Runs every step; returns the exit code.
-pub fn run(_args: &[String]) -> i32 {
+pub fn run(args: &[String]) -> i32 {
     let root = crate::workspace_root();
+    let mut fuzz_seconds: Option<u32> = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match (a.as_str(), it.clone().next().and_then(|v| v.parse().ok())) {
+            ("--fuzz", Some(s)) => {
+                fuzz_seconds = Some(s);
+                it.next();
+            }
+            _ => {
+                eprintln!("usage: cargo xtask test [--fuzz SECONDS]");
+                return 2;
+            }
+        }
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut steps: Vec<(&str, Command)> = Vec::new();
     let mut c = Command::new(&cargo);
@@ -51,6 +68,12 @@ pub fn run(_args: &[String]) -> i32 {
     ])
     .current_dir(&root);
     steps.push(("python3 -m unittest (checker tests)", c));
+    if let Some(s) = fuzz_seconds {
+        let mut c = Command::new("bash");
+        c.args(["scripts/fuzz-smoke.sh", &s.to_string()])
+            .current_dir(&root);
+        steps.push(("scripts/fuzz-smoke.sh (every fuzz target)", c));
+    }
     let total = steps.len();
     let mut passed = 0;
     for (name, mut cmd) in steps {
