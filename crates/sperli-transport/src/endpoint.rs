@@ -2,7 +2,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -20,7 +20,7 @@ use sperli_wire::{Error, FrameType};
 use zeroize::Zeroizing;
 
 use crate::connection::{Incoming, JobContext, Outgoing};
-use crate::mesh::{self, Command, Event, Mesh, Shared};
+use crate::mesh::{self, Command, Event, Link, Mesh, Refused, Shared};
 use crate::Settings;
 
 /// Messages up to this size are sent eagerly: a blocking `send` returns
@@ -110,6 +110,9 @@ pub struct Endpoint {
     st: RefCell<UserState>,
     next_seq: Cell<u64>,
     spin: std::time::Duration,
+    /// Per rank: the peer's socket state for the send fast path (filled
+    /// once set-up is done).
+    links: Vec<Option<Weak<Mutex<Link>>>>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -205,7 +208,7 @@ impl Endpoint {
             .spawn(move || m.run())
             .map_err(|e| Error::io("starting the I/O thread", &e))?;
         let size = ctx.size as usize;
-        let ep = Self {
+        let mut ep = Self {
             ctx,
             cmds: cmd_tx,
             waker,
@@ -221,10 +224,17 @@ impl Endpoint {
             }),
             next_seq: Cell::new(0),
             spin,
+            links: Vec::new(),
         };
         while !ep.st.borrow().ready {
             ep.pump(true)?;
         }
+        ep.links = ep
+            .shared
+            .links
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         Ok(ep)
     }
 
@@ -336,17 +346,47 @@ impl Endpoint {
         s
     }
 
-    /// Hands a frame to the I/O thread.
-    fn push(&self, to: u32, frame: Outgoing) -> Result<(), Error> {
+    /// Sends a frame on the user's thread (the send fast path,
+    /// [`mesh::send_now`]): no I/O-thread wake-up unless the socket would
+    /// block or failed. True when the frame is whole in TLS.
+    fn push(&self, to: u32, frame: Outgoing) -> Result<bool, Error> {
         if self.st.borrow().bye[to as usize] {
             return Err(Self::peer_left(to));
         }
-        self.cmds
-            .send(Command::Frame { to, frame })
-            .map_err(|_| self.gone())?;
-        self.waker
-            .wake()
-            .map_err(|e| Error::io("waking the I/O thread", &e))
+        let link = self
+            .links
+            .get(to as usize)
+            .and_then(|l| l.as_ref()?.upgrade());
+        let Some(link) = link else {
+            // The I/O thread dropped the socket: the job step is over.
+            self.check()?;
+            return Err(self.gone());
+        };
+        let mut done = Vec::new();
+        let r = mesh::send_now(&link, &self.shared, frame, &mut done);
+        drop(link);
+        self.shared.mark_done(&mut done);
+        match r {
+            Ok(sent) => {
+                if sent.kick {
+                    self.cmds
+                        .send(Command::Kick { to })
+                        .map_err(|_| self.gone())?;
+                    self.waker
+                        .wake()
+                        .map_err(|e| Error::io("waking the I/O thread", &e))?;
+                }
+                Ok(sent.written)
+            }
+            Err(Refused::Ended) => {
+                self.check()?;
+                Err(self.gone())
+            }
+            Err(Refused::PeerLeft) => {
+                self.check()?;
+                Err(Self::peer_left(to))
+            }
+        }
     }
 
     fn wait_written(&self, seq: u64) -> Result<(), Error> {
@@ -372,7 +412,8 @@ impl Endpoint {
             .remove(&seq))
     }
 
-    /// Starts a DATA send; `seq` 0: nobody waits for it.
+    /// Starts a DATA send; `seq` 0: nobody waits for it. True when the
+    /// message is complete (queued locally, or whole in TLS).
     fn start_send(&self, to: u32, tag: u32, data: &[u8], seq: u64) -> Result<bool, Error> {
         self.check()?;
         self.check_rank(to)?;
@@ -397,8 +438,7 @@ impl Endpoint {
             return Ok(true);
         }
         let h = self.ctx.header(FrameType::Data, to).with_tag(tag);
-        self.push(to, Outgoing::new(h, data.to_vec(), seq))?;
-        Ok(false)
+        self.push(to, Outgoing::new(h, data.to_vec(), seq))
     }
 
     /// Sends `data` to rank `to` with `tag` (0..=2147483647; a bigger tag is
@@ -606,8 +646,8 @@ impl Endpoint {
         let h = self.ctx.header(FrameType::Collective, to);
         let big = payload.len() > EAGER_LIMIT;
         let seq = if big { self.seq() } else { 0 };
-        self.push(to, Outgoing::new(h, payload.to_vec(), seq))?;
-        if big {
+        let written = self.push(to, Outgoing::new(h, payload.to_vec(), seq))?;
+        if big && !written {
             self.wait_written(seq)?;
         }
         Ok(())
@@ -669,7 +709,7 @@ impl Endpoint {
                 .deliver(to, Incoming::Checkpoint(h, bytes));
             return Ok(());
         }
-        self.push(to, Outgoing::new(h, bytes, 0))
+        self.push(to, Outgoing::new(h, bytes, 0)).map(|_| ())
     }
 
     /// The next checkpoint or RESUME frame from `from` (header and payload

@@ -22,7 +22,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -52,8 +52,9 @@ fn tls_buffer_limit() -> Option<usize> {
 /// From the user's thread to the I/O thread.
 #[derive(Debug)]
 pub(crate) enum Command {
-    /// Queue a frame to a peer.
-    Frame { to: u32, frame: Outgoing },
+    /// The send fast path left bytes queued for peer `to` (the socket
+    /// would block) or met a socket error: the I/O thread takes over.
+    Kick { to: u32 },
     /// Abort the job: ABORT to all, close, fail with `error`.
     Abort {
         reason: AbortReason,
@@ -87,10 +88,14 @@ pub(crate) struct Shared {
     pub done: Mutex<HashSet<u64>>,
     /// Notified when `done` grows or the job fails.
     pub cv: Condvar,
+    /// Per rank: the authenticated peer's [`Link`] (set before
+    /// [`Event::Ready`]). Weak: the I/O thread owns the sockets and closes
+    /// them by dropping its references.
+    pub links: Mutex<Vec<Option<Weak<Mutex<Link>>>>>,
 }
 
 impl Shared {
-    fn mark_done(&self, seqs: &mut Vec<u64>) {
+    pub(crate) fn mark_done(&self, seqs: &mut Vec<u64>) {
         if seqs.is_empty() {
             return;
         }
@@ -109,22 +114,173 @@ impl Shared {
     }
 }
 
-struct Sock {
+/// One socket's TLS session and outgoing protocol state. Once the peer is
+/// authenticated it is shared: the I/O thread locks it to read, run timers
+/// and flush; the user's thread locks it to send without waking the I/O
+/// thread ([`send_now`]). Neither thread blocks while holding the lock
+/// (sockets are non-blocking, channel sends are unbounded), and the I/O
+/// thread never holds two links' locks, nor a link's lock in
+/// [`Mesh::fail`]. Every frame of a connection goes through
+/// `conn`'s queue under this lock, so frames leave in order.
+pub(crate) struct Link {
     tcp: TcpStream,
     tls: rustls::Connection,
-    /// For a dialled socket: the rank dialled.
-    dialled: Option<u32>,
-    /// TCP connection established (always true for accepted sockets).
-    connected: bool,
     conn: Option<Connection>,
-    /// Authenticated (HELLO verified) and registered in `peers`.
-    peer: Option<u32>,
     /// Final phase: no more frames queued; close_notify after the queue.
     closing: bool,
     close_notify_sent: bool,
     write_shut: bool,
     /// EOF or error seen: the socket can go.
     dead: bool,
+    /// A socket write error met by the user's thread, for the I/O thread
+    /// to report (it alone ends the job step).
+    write_error: Option<io::ErrorKind>,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("closing", &self.closing)
+            .field("dead", &self.dead)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock(link: &Mutex<Link>) -> MutexGuard<'_, Link> {
+    link.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Link {
+    fn new(tcp: TcpStream, tls: rustls::Connection) -> Self {
+        Self {
+            tcp,
+            tls,
+            conn: None,
+            closing: false,
+            close_notify_sent: false,
+            write_shut: false,
+            dead: false,
+            write_error: None,
+        }
+    }
+
+    /// Writes queued frames into TLS and TLS records to the socket until
+    /// nothing is left or the socket would block (mio then reports it
+    /// writable to the I/O thread: edge-triggered, whichever thread met
+    /// the WouldBlock). `done(seq)` for each whole frame written.
+    fn flush(&mut self, done: &mut dyn FnMut(u64)) -> io::Result<()> {
+        if self.dead {
+            return Ok(());
+        }
+        loop {
+            if let Some(c) = self.conn.as_mut() {
+                if !self.tls.is_handshaking() {
+                    let mut w = self.tls.writer();
+                    if c.write_to(&mut w, done).is_err() {
+                        break;
+                    }
+                    if self.closing && !c.has_output() && !self.close_notify_sent {
+                        self.tls.send_close_notify();
+                        self.close_notify_sent = true;
+                    }
+                }
+            }
+            if !self.tls.wants_write() {
+                break;
+            }
+            match self.tls.write_tls(&mut self.tcp) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if self.close_notify_sent && !self.write_shut && !self.tls.wants_write() {
+            let _ = self.tcp.shutdown(Shutdown::Write);
+            self.write_shut = true;
+        }
+        Ok(())
+    }
+
+    /// Bytes wait: frames queued or TLS records not yet on the socket.
+    fn backlog(&self) -> bool {
+        self.tls.wants_write() || self.conn.as_ref().is_some_and(Connection::has_output)
+    }
+}
+
+/// Why [`send_now`] did not take a frame.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// The job step failed or is ending: the job's error (if any).
+    Ended,
+    /// The peer's connection is over (it said BYE or closed).
+    PeerLeft,
+}
+
+/// What [`send_now`] did with a frame.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SendNow {
+    /// The frame is whole in TLS (and nothing is left for the I/O thread).
+    pub written: bool,
+    /// Bytes are left (socket full) or a socket error was met: wake the
+    /// I/O thread with [`Command::Kick`].
+    pub kick: bool,
+}
+
+/// The send fast path, on the user's thread: queues `frame` behind
+/// anything queued before it (order) and writes as much as the socket
+/// takes now. Other frames completed on the way go to `done`.
+pub(crate) fn send_now(
+    link: &Mutex<Link>,
+    shared: &Shared,
+    frame: Outgoing,
+    done: &mut Vec<u64>,
+) -> Result<SendNow, Refused> {
+    let mut g = lock(link);
+    let l = &mut *g;
+    // Checked under the lock: `Mesh::fail` publishes the error before it
+    // takes this lock to queue ABORT, so no frame follows an ABORT.
+    if shared.error.get().is_some() || l.closing {
+        return Err(Refused::Ended);
+    }
+    let Some(c) = l.conn.as_mut() else {
+        return Err(Refused::PeerLeft);
+    };
+    if l.dead || c.state() != ConnState::Open || c.bye_sent() {
+        return Err(Refused::PeerLeft);
+    }
+    let seq = frame.seq;
+    let mut written = false;
+    c.queue_frame(frame, Instant::now());
+    let r = l.flush(&mut |s| {
+        if s == seq && seq != 0 {
+            written = true;
+        } else {
+            done.push(s);
+        }
+    });
+    if let Err(e) = r {
+        l.write_error = Some(e.kind());
+        return Ok(SendNow {
+            written: false,
+            kick: true,
+        });
+    }
+    let backlog = l.backlog();
+    Ok(SendNow {
+        written,
+        kick: backlog,
+    })
+}
+
+struct Sock {
+    link: Arc<Mutex<Link>>,
+    /// For a dialled socket: the rank dialled.
+    dialled: Option<u32>,
+    /// TCP connection established (always true for accepted sockets).
+    connected: bool,
+    /// Authenticated (HELLO verified) and registered in `peers`.
+    peer: Option<u32>,
 }
 
 /// The I/O thread's state.
@@ -279,7 +435,7 @@ impl Mesh {
         let Some(deadline) = self.ending else {
             return false;
         };
-        self.socks.retain(|_, s| !s.dead);
+        self.socks.retain(|_, s| !lock(&s.link).dead);
         self.socks.is_empty() || Instant::now() >= deadline
     }
 
@@ -289,30 +445,12 @@ impl Mesh {
     }
 
     fn commands(&mut self) {
-        let now = Instant::now();
         let mut touched = Vec::new();
         while let Ok(c) = self.cmds.try_recv() {
             match c {
-                Command::Frame { to, frame } => {
-                    let seq = frame.seq;
-                    let sock = self
-                        .peers
-                        .get(to as usize)
-                        .copied()
-                        .flatten()
-                        .and_then(|t| {
-                            let s = self.socks.get_mut(&t)?;
-                            (!s.closing && s.conn.is_some()).then_some((t, s))
-                        });
-                    match sock {
-                        Some((t, s)) => {
-                            if let Some(c) = s.conn.as_mut() {
-                                c.queue_frame(frame, now);
-                            }
-                            touched.push(t);
-                        }
-                        None if seq != 0 => self.done_seqs.push(seq),
-                        None => {}
+                Command::Kick { to } => {
+                    if let Some(t) = self.peers.get(to as usize).copied().flatten() {
+                        touched.push(t);
                     }
                 }
                 Command::Abort {
@@ -356,19 +494,14 @@ impl Mesh {
                     {
                         continue;
                     }
+                    let link = Link::new(tcp, rustls::Connection::Server(tls));
                     self.socks.insert(
                         t,
                         Sock {
-                            tcp,
-                            tls: rustls::Connection::Server(tls),
+                            link: Arc::new(Mutex::new(link)),
                             dialled: None,
                             connected: true,
-                            conn: None,
                             peer: None,
-                            closing: false,
-                            close_notify_sent: false,
-                            write_shut: false,
-                            dead: false,
                         },
                     );
                 }
@@ -409,19 +542,14 @@ impl Mesh {
             return;
         }
         self.redial[rank as usize] = None;
+        let link = Link::new(tcp, rustls::Connection::Client(tls));
         self.socks.insert(
             t,
             Sock {
-                tcp,
-                tls: rustls::Connection::Client(tls),
+                link: Arc::new(Mutex::new(link)),
                 dialled: Some(rank),
                 connected: false,
-                conn: None,
                 peer: None,
-                closing: false,
-                close_notify_sent: false,
-                write_shut: false,
-                dead: false,
             },
         );
     }
@@ -471,38 +599,53 @@ impl Mesh {
         self.shared.mark_done(&mut self.done_seqs);
     }
 
+    /// The socket's shared state (a clone, so the lock guard does not
+    /// borrow `self`).
+    fn link(&self, t: Token) -> Option<Arc<Mutex<Link>>> {
+        self.socks.get(&t).map(|s| s.link.clone())
+    }
+
     fn drive_inner(&mut self, t: Token) -> Result<(), SockError> {
         let Some(s) = self.socks.get_mut(&t) else {
             return Ok(());
         };
-        if s.dead {
+        let link = s.link.clone();
+        let mut g = lock(&link);
+        let l = &mut *g;
+        if l.dead {
             return Ok(());
         }
         if !s.connected {
-            match s.tcp.take_error() {
+            match l.tcp.take_error() {
                 Ok(None) => {}
                 _ => return Err(SockError::Unauthenticated(None)),
             }
-            match s.tcp.peer_addr() {
+            match l.tcp.peer_addr() {
                 Ok(_) => {
                     s.connected = true;
-                    let _ = s.tcp.set_nodelay(true);
+                    let _ = l.tcp.set_nodelay(true);
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(()),
                 Err(_) => return Err(SockError::Unauthenticated(None)),
             }
         }
-        self.read(t)?;
-        self.flush(t)
+        self.read(t, l)?;
+        self.flush_locked(t, l)
     }
 
     /// The error for a socket failure of kind `cause` on socket `t`.
-    fn sock_error(&mut self, t: Token, cause: LossCause, tls: Option<TlsFailure>) -> SockError {
+    fn sock_error(
+        &mut self,
+        t: Token,
+        l: &mut Link,
+        cause: LossCause,
+        tls: Option<TlsFailure>,
+    ) -> SockError {
         let Some(s) = self.socks.get_mut(&t) else {
             return SockError::Unauthenticated(None);
         };
-        s.dead = true;
-        match (&mut s.conn, s.peer) {
+        l.dead = true;
+        match (&mut l.conn, s.peer) {
             (Some(c), Some(_)) => match c.handle_reset(cause) {
                 Ok(()) => SockError::Unauthenticated(None),
                 Err(_) if self.ending.is_some() || c.bye_sent() => SockError::Unauthenticated(None),
@@ -515,52 +658,44 @@ impl Mesh {
         }
     }
 
-    fn read(&mut self, t: Token) -> Result<(), SockError> {
+    fn read(&mut self, t: Token, l: &mut Link) -> Result<(), SockError> {
         let mut buf = std::mem::take(&mut self.buf);
-        let r = self.read_with(t, &mut buf);
+        let r = self.read_with(t, l, &mut buf);
         self.buf = buf;
         r
     }
 
-    fn read_with(&mut self, t: Token, buf: &mut [u8]) -> Result<(), SockError> {
+    fn read_with(&mut self, t: Token, l: &mut Link, buf: &mut [u8]) -> Result<(), SockError> {
         let now = Instant::now();
         let now_ms = unix_ms(SystemTime::now());
         loop {
-            let s = self.socks.get_mut(&t).expect("socket exists");
-            let n = match s.tls.read_tls(&mut s.tcp) {
+            let n = match l.tls.read_tls(&mut l.tcp) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    let cause = match e.kind() {
-                        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => {
-                            LossCause::Reset
-                        }
-                        kind => LossCause::Socket { kind },
-                    };
-                    return Err(self.sock_error(t, cause, Some(TlsFailure::Broken)));
+                    return Err(self.sock_error(t, l, loss_cause(&e), Some(TlsFailure::Broken)));
                 }
             };
             if n > 0 {
-                if let Some(c) = s.conn.as_mut() {
+                if let Some(c) = l.conn.as_mut() {
                     c.touch(now);
                 }
             }
-            let handshaking = s.tls.is_handshaking();
-            if let Err(e) = s.tls.process_new_packets() {
+            let handshaking = l.tls.is_handshaking();
+            if let Err(e) = l.tls.process_new_packets() {
                 // Send the alert, then drop.
-                let _ = s.tls.write_tls(&mut s.tcp);
+                let _ = l.tls.write_tls(&mut l.tcp);
                 let f = tls_failure(&e);
-                return Err(self.sock_error(t, LossCause::Reset, Some(f)));
+                return Err(self.sock_error(t, l, LossCause::Reset, Some(f)));
             }
-            if handshaking && !s.tls.is_handshaking() && s.conn.is_none() {
-                self.handshake_done(t)?;
+            if handshaking && !l.tls.is_handshaking() && l.conn.is_none() {
+                self.handshake_done(t, l)?;
             }
             // Plaintext.
             let mut clean_eof = false;
             loop {
-                let s = self.socks.get_mut(&t).expect("socket exists");
-                match s.tls.reader().read(buf) {
+                match l.tls.reader().read(buf) {
                     Ok(0) => {
                         clean_eof = true;
                         break;
@@ -569,7 +704,7 @@ impl Mesh {
                         if self.failed {
                             continue; // draining after a failure
                         }
-                        self.feed(t, &buf[..k], now, now_ms)?;
+                        self.feed(t, l, &buf[..k], now, now_ms)?;
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(_) => {
@@ -580,19 +715,25 @@ impl Mesh {
                 }
             }
             if n == 0 || clean_eof {
-                return self.closed(t);
+                return self.closed(t, l);
             }
         }
     }
 
-    fn feed(&mut self, t: Token, bytes: &[u8], now: Instant, now_ms: u64) -> Result<(), SockError> {
-        let s = self.socks.get_mut(&t).expect("socket exists");
-        let Some(c) = s.conn.as_mut() else {
+    fn feed(
+        &mut self,
+        t: Token,
+        l: &mut Link,
+        bytes: &[u8],
+        now: Instant,
+        now_ms: u64,
+    ) -> Result<(), SockError> {
+        let Some(c) = l.conn.as_mut() else {
             return Err(SockError::Unauthenticated(None));
         };
         let mut incoming = std::mem::take(&mut self.incoming);
         let r = c.handle_bytes(bytes, now, now_ms, &mut incoming);
-        let authenticated = s.peer.is_some();
+        let authenticated = self.socks.get(&t).is_some_and(|s| s.peer.is_some());
         let peer = c.peer();
         let mut result = Ok(());
         for inc in incoming.drain(..) {
@@ -626,36 +767,36 @@ impl Mesh {
         }
     }
 
-    fn closed(&mut self, t: Token) -> Result<(), SockError> {
-        let s = self.socks.get_mut(&t).expect("socket exists");
-        s.dead = true;
-        match (&mut s.conn, s.peer) {
+    fn closed(&mut self, t: Token, l: &mut Link) -> Result<(), SockError> {
+        l.dead = true;
+        let peer = self.socks.get(&t).and_then(|s| s.peer);
+        match (&mut l.conn, peer) {
             (Some(c), Some(_)) => match c.handle_close() {
                 Ok(()) => {
                     // The peer left (BYE, then close): close our side too.
-                    s.tls.send_close_notify();
-                    let _ = s.tls.write_tls(&mut s.tcp);
-                    let _ = s.tcp.shutdown(Shutdown::Both);
+                    l.tls.send_close_notify();
+                    let _ = l.tls.write_tls(&mut l.tcp);
+                    let _ = l.tcp.shutdown(Shutdown::Both);
                     Ok(())
                 }
                 Err(_) if self.ending.is_some() || c.bye_sent() => Ok(()),
                 Err(e) => Err(SockError::Fatal(e)),
             },
             _ => Err(SockError::Unauthenticated(Some(Error::Authentication {
-                peer: s.dialled,
+                peer: self.socks.get(&t).and_then(|s| s.dialled),
                 error: AuthError::Tls(TlsFailure::Broken),
             }))),
         }
     }
 
-    fn handshake_done(&mut self, t: Token) -> Result<(), SockError> {
-        let s = self.socks.get_mut(&t).expect("socket exists");
+    fn handshake_done(&mut self, t: Token, l: &mut Link) -> Result<(), SockError> {
+        let dialled = self.socks.get(&t).and_then(|s| s.dialled);
         let job = self.ctx.job_id;
-        let rank = match s.dialled {
+        let rank = match dialled {
             Some(r) => r,
             None => {
                 // Learn the rank from the certificate's CN.
-                let cn = s
+                let cn = l
                     .tls
                     .peer_certificates()
                     .and_then(|c| c.first())
@@ -681,11 +822,11 @@ impl Mesh {
                 }
             }
         };
-        check_peer(&s.tls, &job, rank).map_err(|e| SockError::Unauthenticated(Some(e)))?;
+        check_peer(&l.tls, &job, rank).map_err(|e| SockError::Unauthenticated(Some(e)))?;
         let now = Instant::now();
         let mut c = Connection::new(self.ctx.clone(), rank, self.settings.silence, now);
         c.queue_hello(&self.token, now).map_err(SockError::Fatal)?;
-        s.conn = Some(c);
+        l.conn = Some(c);
         self.next_timer = self.next_timer.min(now + Duration::from_millis(10));
         Ok(())
     }
@@ -699,6 +840,12 @@ impl Mesh {
             if s.dialled.is_some() {
                 self.redial[rank as usize] = None;
             }
+            // From now on the user's thread may send on it directly.
+            let mut links = self.shared.links.lock().unwrap_or_else(|e| e.into_inner());
+            if links.len() < self.ctx.size as usize {
+                links.resize(self.ctx.size as usize, None);
+            }
+            links[rank as usize] = Some(Arc::downgrade(&s.link));
         }
         self.peers[rank as usize] = Some(t);
         self.check_setup_done();
@@ -726,6 +873,8 @@ impl Mesh {
         }
     }
 
+    /// Flushes socket `t`; a failure ends the job step (or drops an
+    /// unauthenticated socket). Called without the socket's lock held.
     fn flush_or_fail(&mut self, t: Token) {
         if let Err(e) = self.flush(t) {
             match e {
@@ -736,49 +885,26 @@ impl Mesh {
     }
 
     fn flush(&mut self, t: Token) -> Result<(), SockError> {
-        let Some(s) = self.socks.get_mut(&t) else {
+        let Some(link) = self.link(t) else {
             return Ok(());
         };
-        if !s.connected || s.dead {
+        let mut g = lock(&link);
+        self.flush_locked(t, &mut g)
+    }
+
+    fn flush_locked(&mut self, t: Token, l: &mut Link) -> Result<(), SockError> {
+        if !self.socks.get(&t).is_some_and(|s| s.connected) || l.dead {
             return Ok(());
         }
+        if let Some(kind) = l.write_error.take() {
+            let e = io::Error::from(kind);
+            return Err(self.sock_error(t, l, loss_cause(&e), Some(TlsFailure::Broken)));
+        }
         let done = &mut self.done_seqs;
-        loop {
-            if let Some(c) = s.conn.as_mut() {
-                if !s.tls.is_handshaking() {
-                    let mut w = s.tls.writer();
-                    if c.write_to(&mut w, &mut |seq| done.push(seq)).is_err() {
-                        break;
-                    }
-                    if s.closing && !c.has_output() && !s.close_notify_sent {
-                        s.tls.send_close_notify();
-                        s.close_notify_sent = true;
-                    }
-                }
-            }
-            if !s.tls.wants_write() {
-                break;
-            }
-            match s.tls.write_tls(&mut s.tcp) {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    let cause = match e.kind() {
-                        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => {
-                            LossCause::Reset
-                        }
-                        kind => LossCause::Socket { kind },
-                    };
-                    return Err(self.sock_error(t, cause, Some(TlsFailure::Broken)));
-                }
-            }
+        match l.flush(&mut |seq| done.push(seq)) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.sock_error(t, l, loss_cause(&e), Some(TlsFailure::Broken))),
         }
-        if s.close_notify_sent && !s.write_shut && !s.tls.wants_write() {
-            let _ = s.tcp.shutdown(Shutdown::Write);
-            s.write_shut = true;
-        }
-        Ok(())
     }
 
     fn timers(&mut self, now: Instant) {
@@ -811,35 +937,49 @@ impl Mesh {
         // Heartbeats and silence.
         let tokens: Vec<Token> = self.socks.keys().copied().collect();
         for t in tokens {
-            let Some(s) = self.socks.get_mut(&t) else {
+            let Some(link) = self.link(t) else {
                 continue;
             };
-            let Some(c) = s.conn.as_mut() else {
-                continue;
+            let authenticated = self.socks.get(&t).is_some_and(|s| s.peer.is_some());
+            // The lock is released before `fail`, which takes every link's.
+            let outcome = {
+                let mut g = lock(&link);
+                let l = &mut *g;
+                let Some(c) = l.conn.as_mut() else {
+                    continue;
+                };
+                if l.dead {
+                    continue;
+                }
+                match c.poll(now) {
+                    Ok(()) => {
+                        if let Some(d) = c.next_deadline() {
+                            next = next.min(d);
+                        }
+                        if c.has_output() {
+                            self.flush_locked(t, l)
+                        } else {
+                            Ok(())
+                        }
+                    }
+                    Err(e) if authenticated && self.ending.is_none() => {
+                        l.dead = true;
+                        Err(SockError::Fatal(e))
+                    }
+                    Err(e) => {
+                        if authenticated {
+                            l.dead = true;
+                            Ok(())
+                        } else {
+                            Err(SockError::Unauthenticated(Some(e)))
+                        }
+                    }
+                }
             };
-            if s.dead {
-                continue;
-            }
-            match c.poll(now) {
-                Ok(()) => {
-                    if let Some(d) = c.next_deadline() {
-                        next = next.min(d);
-                    }
-                    if c.has_output() {
-                        self.flush_or_fail(t);
-                    }
-                }
-                Err(e) if s.peer.is_some() && self.ending.is_none() => {
-                    s.dead = true;
-                    self.fail(e, None);
-                }
-                Err(e) => {
-                    if s.peer.is_none() {
-                        self.drop_unauthenticated(t, Some(e));
-                    } else {
-                        s.dead = true;
-                    }
-                }
+            match outcome {
+                Ok(()) => {}
+                Err(SockError::Unauthenticated(e)) => self.drop_unauthenticated(t, e),
+                Err(SockError::Fatal(e)) => self.fail(e, None),
             }
         }
         if let Some(end) = self.ending {
@@ -858,9 +998,10 @@ impl Mesh {
         self.ending = Some(now + self.settings.silence);
         let tokens: Vec<Token> = self.socks.keys().copied().collect();
         for t in tokens {
-            if let Some(s) = self.socks.get_mut(&t) {
-                s.closing = true;
-                if let Some(c) = s.conn.as_mut() {
+            if let Some(link) = self.link(t) {
+                let mut l = lock(&link);
+                l.closing = true;
+                if let Some(c) = l.conn.as_mut() {
                     if c.state() == ConnState::Open {
                         c.queue_bye(now);
                     }
@@ -873,6 +1014,7 @@ impl Mesh {
 
     /// Ends the job step with `error`: ABORT to every authenticated peer
     /// (unless the error is an ABORT received), close_notify, close.
+    /// Called without any link's lock held.
     fn fail(&mut self, error: Error, abort: Option<(AbortReason, u32, String)>) {
         if self.failed {
             return;
@@ -887,6 +1029,8 @@ impl Mesh {
                 e.to_string(),
             )),
         });
+        // Published before any link is locked: a send fast path that takes
+        // a link's lock after this sees the error and queues nothing.
         self.shared.set_error(error);
         let now = Instant::now();
         self.ending = Some(now + self.settings.linger);
@@ -896,25 +1040,34 @@ impl Mesh {
         self.socks.retain(|_, s| s.peer.is_some());
         let tokens: Vec<Token> = self.socks.keys().copied().collect();
         for t in tokens {
-            if let Some(s) = self.socks.get_mut(&t) {
-                s.closing = true;
-                if let Some(c) = s.conn.as_mut() {
-                    c.discard_queued();
-                    if let Some((reason, code, msg)) = &abort {
-                        if !s.dead && !c.bye_sent() {
-                            c.queue_abort(*reason, *code, msg, now);
-                        }
+            let Some(link) = self.link(t) else {
+                continue;
+            };
+            let mut g = lock(&link);
+            let l = &mut *g;
+            l.closing = true;
+            if let Some(c) = l.conn.as_mut() {
+                c.discard_queued();
+                if let Some((reason, code, msg)) = &abort {
+                    if !l.dead && !c.bye_sent() {
+                        c.queue_abort(*reason, *code, msg, now);
                     }
-                    c.close();
                 }
+                c.close();
             }
-            if let Err(SockError::Fatal(_)) = self.flush(t) {
-                if let Some(s) = self.socks.get_mut(&t) {
-                    s.dead = true;
-                }
+            if let Err(SockError::Fatal(_)) = self.flush_locked(t, l) {
+                l.dead = true;
             }
         }
         self.next_timer = now;
+    }
+}
+
+/// The loss cause of a socket error.
+fn loss_cause(e: &io::Error) -> LossCause {
+    match e.kind() {
+        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => LossCause::Reset,
+        kind => LossCause::Socket { kind },
     }
 }
 
