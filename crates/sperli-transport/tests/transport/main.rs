@@ -2,6 +2,7 @@
 //! build time low). Every test runs under a watchdog so it cannot hang.
 
 mod common;
+mod fast_path;
 mod hostile;
 mod mesh;
 mod vectors;
