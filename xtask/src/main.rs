@@ -3,8 +3,11 @@
 //! - `test`: the whole test suite (the README's test command);
 //! - `vectors`: write `docs/sperli-vectors.txt` from the sperli-wire codecs;
 //! - `vectors --check`: fail if the file differs from what the code
-//!   generates or if any entry does not decode to what it states.
+//!   generates or if any entry does not decode to what it states;
+//! - `bench [--quick] [--write-docs] [--runs N]`: SPERLI next to its limits
+//!   and OpenMPI; writes `docs/performance.md` and `docs/img/` (issue 8).
 
+mod bench;
 mod test;
 mod vectors;
 
@@ -21,8 +24,9 @@ fn main() {
     let code = match args.first().map(String::as_str) {
         Some("vectors") => vectors::run(&args[1..]),
         Some("test") => test::run(&args[1..]),
+        Some("bench") => bench::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask test | vectors [--check]");
+            eprintln!("usage: cargo xtask test | vectors [--check] | bench [--quick] [--write-docs] [--runs N]");
             2
         }
     };

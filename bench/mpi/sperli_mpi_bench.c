@@ -1,0 +1,189 @@
+/*
+ * sperli_mpi_bench: the OpenMPI baseline of `cargo xtask bench` (issue 8).
+ * The same operations, sizes, iteration counts and accounting as the SPERLI
+ * rank program (crates/sperli-bench/src/rank.rs), over MPI.
+ *
+ *   mpirun -n N sperli_mpi_bench pingpong|coll|startup [--quick]
+ *
+ * Output (rank 0 only): `RESULT <name> <size in bytes> <value>` with times
+ * in µs and bandwidths in GB/s (10^9 B/s). One invocation is ONE run.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MIB (1024L * 1024L)
+
+static int quick;
+
+static long iters(long full, long shortn) { return quick ? shortn : full; }
+
+static void result(const char *name, long size, double v) {
+    printf("RESULT %s %ld %.6f\n", name, size, v);
+}
+
+static double unix_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* As limits.rs: lat_count and bw_count. */
+static long lat_count(long size) { return size >= 64 * 1024 ? iters(500, 100) : iters(4000, 1000); }
+static long bw_count(long size) {
+    if (size <= MIB) return iters(128, 32);
+    if (size <= 16 * MIB) return iters(16, 4);
+    return iters(4, 2);
+}
+
+static void pingpong(int me) {
+    static const long lat[] = {8, 1024, 64 * 1024};
+    static const long bw[] = {MIB, 16 * MIB, 64 * MIB};
+    char *buf = malloc(64 * MIB);
+    memset(buf, 3, 64 * MIB);
+    if (me > 1) { free(buf); return; }
+    int peer = 1 - me;
+    for (int i = 0; i < 3; i++) {
+        long size = lat[i], n = lat_count(size);
+        for (int timed = 0; timed < 2; timed++) {
+            long count = timed ? n : n / 10;
+            double t = MPI_Wtime();
+            for (long k = 0; k < count; k++) {
+                if (me == 0) {
+                    MPI_Send(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+                    MPI_Recv(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                } else {
+                    MPI_Recv(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    MPI_Send(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+                }
+            }
+            if (timed && me == 0) result("mpi_lat", size, (MPI_Wtime() - t) * 1e6 / (2.0 * count));
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        long size = bw[i];
+        for (int timed = 0; timed < 2; timed++) {
+            long count = timed ? bw_count(size) : 1;
+            char ack = 1;
+            double t = MPI_Wtime();
+            if (me == 0) {
+                for (long k = 0; k < count; k++)
+                    MPI_Send(buf, (int)size, MPI_BYTE, peer, 2, MPI_COMM_WORLD);
+                MPI_Recv(&ack, 1, MPI_BYTE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else {
+                for (long k = 0; k < count; k++)
+                    MPI_Recv(buf, (int)size, MPI_BYTE, peer, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Send(&ack, 1, MPI_BYTE, peer, 3, MPI_COMM_WORLD);
+            }
+            if (timed && me == 0) result("mpi_bw", size, (double)size * count / (MPI_Wtime() - t) / 1e9);
+        }
+    }
+    free(buf);
+}
+
+/* As rank.rs: coll_count. */
+static long coll_count(long size) {
+    if (size == 0) return iters(500, 50);
+    if (size <= 8) return iters(300, 40);
+    if (size <= 64 * 1024) return iters(40, 6);
+    if (size <= MIB) return iters(10, 3);
+    return iters(3, 1);
+}
+
+enum op { BARRIER, BCAST, REDUCE, ALLREDUCE, GATHER, SCATTER };
+static const char *op_name[] = {"barrier", "bcast", "reduce", "allreduce", "gather", "scatter"};
+
+static void call(enum op o, double *data, double *out, double *big, int n) {
+    switch (o) {
+    case BARRIER: MPI_Barrier(MPI_COMM_WORLD); break;
+    case BCAST: MPI_Bcast(out, n, MPI_DOUBLE, 0, MPI_COMM_WORLD); break;
+    case REDUCE: MPI_Reduce(data, out, n, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD); break;
+    case ALLREDUCE: MPI_Allreduce(data, out, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); break;
+    case GATHER: MPI_Gather(data, n, MPI_DOUBLE, big, n, MPI_DOUBLE, 0, MPI_COMM_WORLD); break;
+    case SCATTER: MPI_Scatter(big, n, MPI_DOUBLE, out, n, MPI_DOUBLE, 0, MPI_COMM_WORLD); break;
+    }
+}
+
+/* Times `count` calls after a warm-up; rank 0 prints the slowest rank's
+ * mean time per call (µs). */
+static void timed(enum op o, long size, double *data, double *out, double *big) {
+    int n = (int)(size / 8);
+    long count = coll_count(size);
+    for (long k = 0; k < (count + 9) / 10; k++) call(o, data, out, big, n);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t = MPI_Wtime();
+    for (long k = 0; k < count; k++) call(o, data, out, big, n);
+    double us = (MPI_Wtime() - t) * 1e6 / count, worst = 0;
+    MPI_Reduce(&us, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    int me;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    if (me == 0) result(op_name[o], size, worst);
+}
+
+static void coll(int me, int size) {
+    static const long sizes[] = {8, 64 * 1024, MIB, 16 * MIB};
+    long maxn = 16 * MIB / 8;
+    double *data = malloc(maxn * sizeof(double));
+    double *out = malloc(maxn * sizeof(double));
+    double *big = malloc(maxn * sizeof(double) * size);
+    for (long i = 0; i < maxn; i++) data[i] = (double)(i % 1000);
+    memset(out, 0, maxn * sizeof(double));
+    memset(big, 0, maxn * sizeof(double) * size);
+    (void)me;
+    timed(BARRIER, 0, data, out, big);
+    for (int i = 0; i < 4; i++)
+        for (int o = BCAST; o <= SCATTER; o++) timed((enum op)o, sizes[i], data, out, big);
+    free(data);
+    free(out);
+    free(big);
+}
+
+int main(int argc, char **argv) {
+    double started = unix_ns();
+    const char *mode = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) quick = 1;
+        else mode = argv[i];
+    }
+    MPI_Init(&argc, &argv);
+    int me, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (!mode) {
+        if (me == 0) fprintf(stderr, "usage: sperli_mpi_bench pingpong|coll|startup [--quick]\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if (strcmp(mode, "pingpong") == 0) {
+        pingpong(me);
+    } else if (strcmp(mode, "coll") == 0) {
+        coll(me, size);
+    } else if (strcmp(mode, "startup") == 0) {
+        /* OpenMPI opens TCP connections lazily: one int to and from every
+         * other rank makes every pair connect, like SPERLI's full mesh. */
+        int *s = calloc(size, sizeof(int)), *r = calloc(size, sizeof(int));
+        MPI_Request *q = calloc(2 * size, sizeof(MPI_Request));
+        int nq = 0;
+        for (int p = 0; p < size; p++) {
+            if (p == me) continue;
+            MPI_Irecv(&r[p], 1, MPI_INT, p, 9, MPI_COMM_WORLD, &q[nq++]);
+            MPI_Isend(&s[p], 1, MPI_INT, p, 9, MPI_COMM_WORLD, &q[nq++]);
+        }
+        MPI_Waitall(nq, q, MPI_STATUSES_IGNORE);
+        MPI_Barrier(MPI_COMM_WORLD);
+        free(q);
+        if (me == 0) {
+            printf("RESULT rank0_main_unix_ns 0 %.0f\n", started);
+            printf("RESULT all_connected_unix_ns 0 %.0f\n", unix_ns());
+        }
+        free(s);
+        free(r);
+    } else {
+        if (me == 0) fprintf(stderr, "sperli_mpi_bench: unknown mode %s\n", mode);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    fflush(stdout);
+    MPI_Finalize();
+    return 0;
+}

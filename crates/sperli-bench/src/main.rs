@@ -1,0 +1,56 @@
+//! `sperli-bench`: the programs `cargo xtask bench` runs (issue 8).
+//!
+//! ```text
+//! sperli-bench limits [--quick]          the machine's limits, in this process
+//! sperli-bench rank MODE [--quick]       a SPERLI rank (started by `sperli run`)
+//!     MODE: pingpong | coll | startup | rss
+//! ```
+//!
+//! Every figure is printed as one line `RESULT <name> <size in bytes> <value>`
+//! (times in µs, bandwidths in GB/s = 10^9 B/s, memory in KiB); a rank
+//! program prints its figures from rank 0 only. Other lines are comments.
+//! Each invocation is ONE run: the xtask starts several and takes the median.
+
+mod limits;
+mod rank;
+
+/// Prints one figure in the format the xtask parses.
+pub fn result(name: &str, size: usize, value: f64) {
+    println!("RESULT {name} {size} {value:.6}");
+}
+
+/// Iteration counts: the full figure or the `--quick` one.
+pub fn iters(quick: bool, full: usize, short: usize) -> usize {
+    if quick {
+        short
+    } else {
+        full
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let words: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "--quick")
+        .collect();
+    let r = match words.as_slice() {
+        ["limits"] => {
+            limits::run(quick);
+            Ok(())
+        }
+        ["rank", mode] => rank::run(mode, quick),
+        _ => {
+            eprintln!(
+                "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss [--quick]"
+            );
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = r {
+        eprintln!("sperli-bench: {e}");
+        std::process::exit(1);
+    }
+}

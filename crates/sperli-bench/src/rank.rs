@@ -1,0 +1,242 @@
+//! A SPERLI rank program: joins its job with `Comm::from_stdin()` (the
+//! launcher wrote the description on stdin) and runs one benchmark mode.
+//! Rank 0 prints the figures.
+
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use sperli_collective::{max_chunk_elems, Comm};
+use sperli_transport::Endpoint;
+use sperli_wire::element::Reduction;
+use sperli_wire::Error;
+
+use crate::limits::{bw_count, lat_count, BW_SIZES, LAT_SIZES};
+use crate::{iters, result};
+
+const MIB: usize = 1 << 20;
+/// Bytes per rank of the collective benchmarks.
+pub const COLL_SIZES: [usize; 4] = [8, 64 * 1024, MIB, 16 * MIB];
+
+fn unix_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+pub fn run(mode: &str, quick: bool) -> Result<(), Error> {
+    let started = unix_ns();
+    let mut comm = Comm::from_stdin()?;
+    match mode {
+        "pingpong" => pingpong(&comm, quick)?,
+        "coll" => coll(&mut comm, quick)?,
+        "startup" => {
+            comm.barrier()?;
+            if comm.rank() == 0 {
+                // Unix ns: the xtask subtracts the launcher's start time.
+                println!("RESULT rank0_main_unix_ns 0 {started}");
+                println!("RESULT all_connected_unix_ns 0 {}", unix_ns());
+            }
+        }
+        "rss" => rss(&mut comm)?,
+        other => {
+            eprintln!("sperli-bench: unknown rank mode {other}");
+            std::process::exit(2);
+        }
+    }
+    comm.into_link().finish()
+}
+
+/// Ping-pong between ranks 0 and 1 (two processes): half round trips for
+/// 8 B, 1 KiB, 64 KiB; one-way streams of 1, 16, 64 MiB then a 1-byte ack
+/// (64 MiB with `send_large`: one DATA frame carries at most 16 MiB).
+fn pingpong(comm: &Comm<Endpoint>, quick: bool) -> Result<(), Error> {
+    let ep = comm.link();
+    let me = ep.rank();
+    if me > 1 {
+        return Ok(());
+    }
+    let peer = 1 - me;
+    let mut buf = vec![3u8; 64 * MIB];
+    for size in LAT_SIZES {
+        let n = lat_count(size, quick);
+        for (count, timed) in [(n / 10, false), (n, true)] {
+            let t = Instant::now();
+            for _ in 0..count {
+                if me == 0 {
+                    ep.send(peer, 1, &buf[..size])?;
+                    let m = ep.recv(peer, 1)?;
+                    buf[..size].copy_from_slice(&m);
+                } else {
+                    let m = ep.recv(peer, 1)?;
+                    ep.send(peer, 1, &m)?;
+                }
+            }
+            if timed && me == 0 {
+                let us = t.elapsed().as_secs_f64() * 1e6 / (2 * count) as f64;
+                result("sperli_lat", size, us);
+            }
+        }
+    }
+    buf.fill(3);
+    for size in BW_SIZES {
+        let large = size > sperli_wire::limits::MAX_PAYLOAD as usize;
+        for (count, timed) in [(1, false), (bw_count(size, quick), true)] {
+            let t = Instant::now();
+            if me == 0 {
+                for _ in 0..count {
+                    if large {
+                        ep.send_large(peer, 2, &buf[..size])?;
+                    } else {
+                        ep.send(peer, 2, &buf[..size])?;
+                    }
+                }
+                ep.recv(peer, 3)?;
+            } else {
+                for _ in 0..count {
+                    let m = if large {
+                        ep.recv_large(peer, 2)?
+                    } else {
+                        ep.recv(peer, 2)?
+                    };
+                    assert_eq!(m.len(), size);
+                }
+                ep.send(peer, 3, &[1])?;
+            }
+            if timed && me == 0 {
+                let secs = t.elapsed().as_secs_f64();
+                result("sperli_bw", size, (size * count) as f64 / secs / 1e9);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Calls per timed run of a collective with `size` bytes per rank.
+fn coll_count(size: usize, quick: bool) -> usize {
+    match size {
+        0 => iters(quick, 500, 50),
+        s if s <= 8 => iters(quick, 300, 40),
+        s if s <= 64 * 1024 => iters(quick, 40, 6),
+        s if s <= MIB => iters(quick, 10, 3),
+        _ => iters(quick, 3, 1),
+    }
+}
+
+/// Times `count` calls of `f` after a warm-up, on every rank; rank 0
+/// prints the slowest rank's mean time per call (µs).
+fn timed(
+    comm: &mut Comm<Endpoint>,
+    name: &str,
+    size: usize,
+    count: usize,
+    mut f: impl FnMut(&mut Comm<Endpoint>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    for _ in 0..count.div_ceil(10) {
+        f(comm)?;
+    }
+    comm.barrier()?;
+    let t = Instant::now();
+    for _ in 0..count {
+        f(comm)?;
+    }
+    let us = t.elapsed().as_secs_f64() * 1e6 / count as f64;
+    let all = comm.gather(0, &[us])?;
+    if let Some(all) = all {
+        result(name, size, all.iter().cloned().fold(0.0, f64::max));
+    }
+    Ok(())
+}
+
+/// barrier, then bcast, reduce, allreduce, gather, scatter (root 0, f64,
+/// sum) for each size per rank. Arrays longer than one v1 call (16 MiB >
+/// 16777200 bytes) are cut into v1 calls of `max_chunk_elems::<f64>()`
+/// elements, as `allreduce_large` and friends do; the `_into` variants are
+/// used so no result vector is allocated per call (gather has none).
+fn coll(comm: &mut Comm<Endpoint>, quick: bool) -> Result<(), Error> {
+    let size = comm.size() as usize;
+    let root = comm.rank() == 0;
+    timed(comm, "barrier", 0, coll_count(0, quick), |c| c.barrier())?;
+    for bytes in COLL_SIZES {
+        let n = bytes / 8;
+        let count = coll_count(bytes, quick);
+        let chunk = max_chunk_elems::<f64>();
+        let ranges: Vec<(usize, usize)> = (0..n)
+            .step_by(chunk)
+            .map(|s| (s, (s + chunk).min(n)))
+            .collect();
+        let data: Vec<f64> = (0..n).map(|i| (i % 1000) as f64).collect();
+        let mut out = vec![0f64; n];
+        timed(comm, "bcast", bytes, count, |c| {
+            for &(s, e) in &ranges {
+                c.bcast_into(0, &mut out[s..e])?;
+            }
+            Ok(())
+        })?;
+        timed(comm, "reduce", bytes, count, |c| {
+            for &(s, e) in &ranges {
+                let o: &mut [f64] = if root { &mut out[s..e] } else { &mut [] };
+                c.reduce_into(0, &data[s..e], o, Reduction::Sum)?;
+            }
+            Ok(())
+        })?;
+        timed(comm, "allreduce", bytes, count, |c| {
+            for &(s, e) in &ranges {
+                c.allreduce_into(&data[s..e], &mut out[s..e], Reduction::Sum)?;
+            }
+            Ok(())
+        })?;
+        timed(comm, "gather", bytes, count, |c| {
+            for &(s, e) in &ranges {
+                std::hint::black_box(c.gather(0, &data[s..e])?);
+            }
+            Ok(())
+        })?;
+        let blocks: Vec<Vec<f64>> = if root {
+            ranges
+                .iter()
+                .map(|&(s, e)| vec![1.0; (e - s) * size])
+                .collect()
+        } else {
+            Vec::new()
+        };
+        timed(comm, "scatter", bytes, count, |c| {
+            for (k, &(s, e)) in ranges.iter().enumerate() {
+                let d = blocks.get(k).map(Vec::as_slice);
+                c.scatter_into(0, d, &mut out[s..e])?;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
+/// Peak RSS (VmHWM) and RSS of every rank after set-up, a barrier and 20
+/// allreduces of 8 B; rank 0 prints the largest, the median and its own.
+fn rss(comm: &mut Comm<Endpoint>) -> Result<(), Error> {
+    comm.barrier()?;
+    for _ in 0..20 {
+        comm.allreduce(&[1.0f64], Reduction::Sum)?;
+    }
+    comm.barrier()?;
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| -> f64 {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    let mine = [field("VmHWM:"), field("VmRSS:"), field("Threads:")];
+    if let Some(all) = comm.gather(0, &mine)? {
+        let mut hwm: Vec<f64> = all.chunks(3).map(|c| c[0]).collect();
+        let rss_max = all.chunks(3).map(|c| c[1]).fold(0.0, f64::max);
+        hwm.sort_by(f64::total_cmp);
+        result("rss_hwm_max_kib", 0, hwm[hwm.len() - 1]);
+        result("rss_hwm_median_kib", 0, hwm[hwm.len() / 2]);
+        result("rss_hwm_rank0_kib", 0, mine[0]);
+        result("rss_now_max_kib", 0, rss_max);
+        result("threads_rank0", 0, mine[2]);
+    }
+    Ok(())
+}

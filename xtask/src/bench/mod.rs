@@ -1,0 +1,594 @@
+//! `cargo xtask bench [--quick] [--write-docs] [--runs N]` (issue 8).
+//!
+//! Builds `sperli-bench` and the `sperli` launcher in release mode (and
+//! `bench/mpi/sperli_mpi_bench.c` with `mpicc` when OpenMPI is installed),
+//! then runs every benchmark several times, interleaved: each run measures
+//! the limits, then each SPERLI job next to its OpenMPI twin (their order
+//! alternates from run to run), so drift of the machine hits both sides.
+//! Each figure is the median of the runs with its spread (min..max).
+//!
+//! The full run writes `docs/performance.md` and `docs/img/*.svg`; `--quick`
+//! (fewer runs and iterations, under five minutes on 2 cores) writes to
+//! `target/bench-quick/` unless `--write-docs` is given. It fails only when
+//! a program crashes, errs, times out or prints no figure: never on a slow
+//! figure.
+
+mod plot;
+mod report;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Job sizes of the collective benchmarks.
+pub const COLL_RANKS: [u32; 3] = [2, 4, 8];
+/// Job sizes of the start-up benchmark.
+pub const STARTUP_RANKS: [u32; 5] = [2, 4, 8, 16, 32];
+/// Job size of the peak-RSS measurement (ranks on 127.0.0.1..127.0.0.64).
+pub const RSS_RANKS: u32 = 64;
+/// How long one program may run before it counts as hung.
+const TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Median, spread and count of one figure's runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Stat {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub n: usize,
+}
+
+impl Stat {
+    fn of(v: &[f64]) -> Option<Stat> {
+        if v.is_empty() {
+            return None;
+        }
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        let n = s.len();
+        let median = if n % 2 == 1 {
+            s[n / 2]
+        } else {
+            (s[n / 2 - 1] + s[n / 2]) / 2.0
+        };
+        Some(Stat {
+            median,
+            min: s[0],
+            max: s[n - 1],
+            n,
+        })
+    }
+}
+
+/// Every figure of every run: (group, name, size) -> one value per run.
+#[derive(Default)]
+pub struct Samples {
+    map: BTreeMap<(String, String, u64), Vec<f64>>,
+    /// `INFO` lines (e.g. the negotiated cipher suite), last one wins.
+    pub info: BTreeMap<String, String>,
+    /// Jobs started again after the launcher's free-port race.
+    pub retries: Vec<String>,
+}
+
+impl Samples {
+    fn add(&mut self, group: &str, name: &str, size: u64, v: f64) {
+        self.map
+            .entry((group.to_string(), name.to_string(), size))
+            .or_default()
+            .push(v);
+    }
+
+    /// The statistics of one figure, if it was measured.
+    pub fn get(&self, group: &str, name: &str, size: u64) -> Option<Stat> {
+        self.map
+            .get(&(group.to_string(), name.to_string(), size))
+            .and_then(|v| Stat::of(v))
+    }
+}
+
+/// What the run was asked to do.
+pub struct Options {
+    pub quick: bool,
+    pub runs: usize,
+    pub write_docs: bool,
+    /// The command line as typed, for the report.
+    pub command: String,
+}
+
+/// The programs to run.
+struct Programs {
+    sperli: PathBuf,
+    bench: PathBuf,
+    /// `mpirun` and the compiled baseline, or why they are missing.
+    mpi: Result<(PathBuf, PathBuf), String>,
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(name))
+            .find(|f| f.is_file())
+    })
+}
+
+fn build(root: &Path) -> Result<Programs, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    println!("==> cargo build --release -p sperli-bench -p sperli-launch");
+    let st = Command::new(&cargo)
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "sperli-bench",
+            "-p",
+            "sperli-launch",
+            "--bins",
+        ])
+        .current_dir(root)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !st.success() {
+        return Err(format!("the release build failed ({st})"));
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+        .join("release");
+    let mpi = match (on_path("mpicc"), on_path("mpirun")) {
+        (Some(mpicc), Some(mpirun)) => {
+            let out = target.join("sperli_mpi_bench");
+            let src = root.join("bench/mpi/sperli_mpi_bench.c");
+            println!("==> mpicc -O2 -o {} {}", out.display(), src.display());
+            match Command::new(mpicc)
+                .args(["-O2", "-Wall", "-o"])
+                .arg(&out)
+                .arg(&src)
+                .status()
+            {
+                Ok(s) if s.success() => Ok((mpirun, out)),
+                Ok(s) => return Err(format!("mpicc failed ({s}) on {}", src.display())),
+                Err(e) => return Err(format!("cannot run mpicc: {e}")),
+            }
+        }
+        _ => Err(
+            "OpenMPI is not installed (no mpicc/mpirun on PATH): the OpenMPI \
+                  baseline is skipped. Install it with `apt-get install -y openmpi-bin \
+                  libopenmpi-dev`."
+                .to_string(),
+        ),
+    };
+    if let Err(why) = &mpi {
+        println!("xtask bench: {why}");
+    }
+    Ok(Programs {
+        sperli: target.join("sperli"),
+        bench: target.join("sperli-bench"),
+        mpi,
+    })
+}
+
+/// What one program printed.
+struct Output {
+    results: Vec<(String, u64, f64)>,
+    info: Vec<(String, String)>,
+    /// Unix time (ns) just before the program was started.
+    spawned_ns: f64,
+    secs: f64,
+}
+
+fn unix_ns() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as f64)
+        .unwrap_or(0.0)
+}
+
+/// Runs `argv`, collects its `RESULT`/`INFO` lines; any failure (spawn,
+/// non-zero exit, signal, timeout, no figure) is an error.
+fn run_program(label: &str, argv: &[String], env: &[(&str, &str)]) -> Result<Output, String> {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let t = Instant::now();
+    let spawned_ns = unix_ns();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("{label}: cannot start {}: {e}", argv[0]))?;
+    let mut out = child.stdout.take().expect("piped stdout");
+    let mut err = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = mpsc::channel();
+    let tx2 = tx.clone();
+    thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        let _ = tx.send((true, s));
+    });
+    thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        let _ = tx2.send((false, s));
+    });
+    let status = loop {
+        if let Some(st) = child
+            .try_wait()
+            .map_err(|e| format!("{label}: wait: {e}"))?
+        {
+            break st;
+        }
+        if t.elapsed() > TIMEOUT {
+            // SIGTERM first: the launcher and mpirun then end their ranks.
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            thread::sleep(Duration::from_secs(5));
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("{label}: timed out after {TIMEOUT:?}"));
+        }
+        thread::sleep(Duration::from_millis(5));
+    };
+    let secs = t.elapsed().as_secs_f64();
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    for _ in 0..2 {
+        if let Ok((is_out, s)) = rx.recv_timeout(Duration::from_secs(10)) {
+            if is_out {
+                stdout = s;
+            } else {
+                stderr = s;
+            }
+        }
+    }
+    if !status.success() {
+        return Err(format!(
+            "{label}: {} exited with {status}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
+            argv.join(" ")
+        ));
+    }
+    let mut o = Output {
+        results: Vec::new(),
+        info: Vec::new(),
+        spawned_ns,
+        secs,
+    };
+    for line in BufReader::new(stdout.as_bytes())
+        .lines()
+        .map_while(Result::ok)
+    {
+        if let Some(i) = line.find("RESULT ") {
+            let w: Vec<&str> = line[i + 7..].split_whitespace().collect();
+            match (
+                w.first(),
+                w.get(1).and_then(|s| s.parse().ok()),
+                w.get(2).and_then(|s| s.parse().ok()),
+            ) {
+                (Some(name), Some(size), Some(v)) => o.results.push((name.to_string(), size, v)),
+                _ => return Err(format!("{label}: bad line {line:?}")),
+            }
+        } else if let Some(i) = line.find("INFO ") {
+            let rest = &line[i + 5..];
+            let (k, v) = rest.split_once(' ').unwrap_or((rest, ""));
+            o.info.push((k.to_string(), v.to_string()));
+        }
+    }
+    if o.results.is_empty() {
+        return Err(format!(
+            "{label}: printed no figure\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
+        ));
+    }
+    Ok(o)
+}
+
+/// [`run_program`], started again (at most twice) when a rank lost the
+/// launcher's free-port race: `sperli run` picks each rank's port by
+/// binding port 0 and releasing it, and on a busy loopback another socket
+/// may take it first (the rank then fails with AddrInUse). Counted in
+/// `samples.retries` and named in the report.
+fn run_retrying(
+    label: &str,
+    argv: &[String],
+    env: &[(&str, &str)],
+    samples: &mut Samples,
+) -> Result<Output, String> {
+    let mut tries = 0;
+    loop {
+        match run_program(label, argv, env) {
+            Err(e) if tries < 2 && e.contains("AddrInUse") => {
+                tries += 1;
+                samples.retries.push(label.to_string());
+                println!(
+                    "    {label}: a rank's port was taken (AddrInUse); starting the job again"
+                );
+            }
+            r => return r,
+        }
+    }
+}
+
+/// One benchmark program of a run.
+#[derive(Clone, Copy, PartialEq)]
+enum Side {
+    Sperli,
+    Mpi,
+}
+
+#[derive(Clone, Copy)]
+enum Mode {
+    PingPong,
+    Coll(u32),
+    Startup(u32),
+}
+
+impl Mode {
+    fn word(self) -> &'static str {
+        match self {
+            Mode::PingPong => "pingpong",
+            Mode::Coll(_) => "coll",
+            Mode::Startup(_) => "startup",
+        }
+    }
+    fn ranks(self) -> u32 {
+        match self {
+            Mode::PingPong => 2,
+            Mode::Coll(n) | Mode::Startup(n) => n,
+        }
+    }
+}
+
+/// The group a figure is filed under, e.g. `sperli.coll.4`.
+pub fn group(side: &str, mode: &str, n: u32) -> String {
+    format!("{side}.{mode}.{n}")
+}
+
+fn mpi_argv(mpirun: &Path, prog: &Path, n: u32, args: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = vec![mpirun.display().to_string()];
+    if is_root() {
+        v.push("--allow-run-as-root".into());
+    }
+    for a in [
+        "--mca",
+        "btl",
+        "tcp,self",
+        "--mca",
+        "btl_tcp_if_include",
+        "lo",
+        "--oversubscribe",
+        "-n",
+    ] {
+        v.push(a.into());
+    }
+    v.push(n.to_string());
+    v.push(prog.display().to_string());
+    v.extend(args.iter().map(|s| s.to_string()));
+    v
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+const MPI_ENV: [(&str, &str); 2] = [
+    ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+    ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+];
+
+fn sperli_argv(p: &Programs, n: u32, hosts: Option<String>, args: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = vec![
+        p.sperli.display().to_string(),
+        "run".into(),
+        "-n".into(),
+        n.to_string(),
+        "--timeout".into(),
+        TIMEOUT.as_secs().to_string(),
+    ];
+    if let Some(h) = hosts {
+        v.push("-H".into());
+        v.push(h);
+    }
+    v.push("--".into());
+    v.push(p.bench.display().to_string());
+    v.extend(args.iter().map(|s| s.to_string()));
+    v
+}
+
+/// `127.0.0.1,127.0.0.2,...`: rank r on 127.0.0.(r+1), as `JobPlan::localhost`.
+fn spread_hosts(n: u32) -> String {
+    (1..=n)
+        .map(|i| format!("127.0.0.{i}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn record(samples: &mut Samples, grp: &str, o: &Output) {
+    for (name, size, v) in &o.results {
+        samples.add(grp, name, *size, *v);
+    }
+    for (k, v) in &o.info {
+        samples.info.insert(k.clone(), v.clone());
+    }
+}
+
+/// Runs one benchmark job on one side and files its figures.
+fn job(
+    p: &Programs,
+    opts: &Options,
+    side: Side,
+    mode: Mode,
+    samples: &mut Samples,
+) -> Result<(), String> {
+    let n = mode.ranks();
+    let mut args = vec![mode.word()];
+    if opts.quick {
+        args.push("--quick");
+    }
+    let (name, argv, env): (&str, Vec<String>, &[(&str, &str)]) = match side {
+        Side::Sperli => {
+            let mut a = vec!["rank"];
+            a.extend(&args);
+            ("sperli", sperli_argv(p, n, Some(spread_hosts(n)), &a), &[])
+        }
+        Side::Mpi => match &p.mpi {
+            Ok((mpirun, prog)) => ("mpi", mpi_argv(mpirun, prog, n, &args), &MPI_ENV),
+            Err(_) => return Ok(()),
+        },
+    };
+    let label = format!("{name} {} n={n}", mode.word());
+    let o = run_retrying(&label, &argv, env, samples)?;
+    println!("    {label}: {:.1} s", o.secs);
+    let grp = group(name, mode.word(), n);
+    match mode {
+        Mode::Startup(_) => {
+            let find = |k: &str| o.results.iter().find(|r| r.0 == k).map(|r| r.2);
+            let (Some(main), Some(done)) =
+                (find("rank0_main_unix_ns"), find("all_connected_unix_ns"))
+            else {
+                return Err(format!("{label}: start-up figures missing"));
+            };
+            samples.add(&grp, "to_rank0_main_ms", 0, (main - o.spawned_ns) / 1e6);
+            samples.add(&grp, "to_all_connected_ms", 0, (done - o.spawned_ns) / 1e6);
+        }
+        _ => record(samples, &grp, &o),
+    }
+    Ok(())
+}
+
+fn measure(p: &Programs, opts: &Options) -> Result<Samples, String> {
+    let mut samples = Samples::default();
+    for run in 0..opts.runs {
+        println!("==> run {} of {}", run + 1, opts.runs);
+        let mut args = vec![p.bench.display().to_string(), "limits".to_string()];
+        if opts.quick {
+            args.push("--quick".into());
+        }
+        let o = run_program("limits", &args, &[])?;
+        println!("    limits: {:.1} s", o.secs);
+        record(&mut samples, "limits", &o);
+        // Alternate which side goes first, so neither always runs on a
+        // machine warmed (or heated) by the other.
+        let order = if run % 2 == 0 {
+            [Side::Sperli, Side::Mpi]
+        } else {
+            [Side::Mpi, Side::Sperli]
+        };
+        let mut modes = vec![Mode::PingPong];
+        modes.extend(COLL_RANKS.iter().map(|&n| Mode::Coll(n)));
+        modes.extend(STARTUP_RANKS.iter().map(|&n| Mode::Startup(n)));
+        for mode in modes {
+            for side in order {
+                job(p, opts, side, mode, &mut samples)?;
+            }
+        }
+        let argv = sperli_argv(
+            p,
+            RSS_RANKS,
+            Some(spread_hosts(RSS_RANKS)),
+            &["rank", "rss"],
+        );
+        let label = format!("sperli rss n={RSS_RANKS}");
+        let o = run_retrying(&label, &argv, &[], &mut samples)?;
+        println!("    {label}: {:.1} s", o.secs);
+        record(&mut samples, "sperli.rss.64", &o);
+    }
+    Ok(samples)
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `cargo xtask bench`: returns the exit code.
+pub fn run(args: &[String]) -> i32 {
+    let quick = args.iter().any(|a| a == "--quick");
+    let write_docs = args.iter().any(|a| a == "--write-docs") || !quick;
+    let runs = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if quick { 3 } else { 5 });
+    if let Some(bad) = args.iter().enumerate().find(|(i, a)| {
+        let after_runs = *i > 0 && args[i - 1] == "--runs";
+        !after_runs && !matches!(a.as_str(), "--quick" | "--write-docs" | "--runs")
+    }) {
+        eprintln!(
+            "xtask bench: unknown argument {:?}\nusage: cargo xtask bench [--quick] [--write-docs] [--runs N]",
+            bad.1
+        );
+        return 2;
+    }
+    let mut command = "cargo xtask bench".to_string();
+    for a in args {
+        command.push(' ');
+        command.push_str(a);
+    }
+    let opts = Options {
+        quick,
+        runs: runs.max(1),
+        write_docs,
+        command,
+    };
+    let root = crate::workspace_root();
+    let started = Instant::now();
+    let programs = match build(&root) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("xtask bench: {e}");
+            return 1;
+        }
+    };
+    let load_before = loadavg();
+    let samples = match measure(&programs, &opts) {
+        Ok(mut s) => {
+            s.info.insert("load_before".into(), load_before);
+            s.info.insert("load_after".into(), loadavg());
+            s
+        }
+        Err(e) => {
+            eprintln!("xtask bench: {e}");
+            return 1;
+        }
+    };
+    let (doc, img) = if opts.write_docs {
+        (root.join("docs/performance.md"), root.join("docs/img"))
+    } else {
+        let d = root.join("target/bench-quick");
+        (d.join("performance.md"), d.join("img"))
+    };
+    let secs = started.elapsed().as_secs_f64();
+    let mpi_note = programs.mpi.as_ref().err().cloned();
+    let text = report::markdown(&samples, &opts, mpi_note.as_deref(), secs);
+    if let Err(e) = std::fs::create_dir_all(&img)
+        .map_err(|e| e.to_string())
+        .and_then(|_| plot::bandwidth(&samples, &img.join("bandwidth.svg")))
+        .and_then(|_| plot::allreduce(&samples, &img.join("allreduce.svg")))
+        .and_then(|_| std::fs::write(&doc, &text).map_err(|e| e.to_string()))
+    {
+        eprintln!("xtask bench: cannot write the report: {e}");
+        return 1;
+    }
+    println!("{}", report::goals_section(&samples));
+    println!(
+        "xtask bench: wrote {} and {}/{{bandwidth,allreduce}}.svg in {secs:.0} s",
+        doc.display(),
+        img.display()
+    );
+    0
+}
