@@ -404,7 +404,12 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
             let r = ratio(a, m);
             if let Some(r) = r {
                 if worst.as_ref().is_none_or(|w| r > w.0) {
-                    worst = Some((r, format!("{op} of {} at {n} ranks", size_name(size))));
+                    let what = if size == 0 {
+                        op.to_string()
+                    } else {
+                        format!("{op} of {}", size_name(size))
+                    };
+                    worst = Some((r, format!("{what} at {n} ranks")));
                 }
             }
             let _ = writeln!(
