@@ -1,2 +1,54 @@
-//! sperli-ckpt: see the crate README and docs/sperli-protocol.md.
+//! # sperli-ckpt
+//!
+//! Signed, buddy-replicated checkpoints for SPERLI v1 and the resume
+//! exchange that restarts a job from the last COMMIT (protocol text
+//! "CKPT_BEGIN (6)" to "RESUME (10)", "Checkpoints", "Ausfall und
+//! Wiederaufnahme"; layouts §6, §7, §10; docs/sperli-protocol.md §7.7-§7.11,
+//! §9, §10).
+//!
+//! - [`Checkpointable`]: state to bytes and back, with a format version;
+//!   implemented for `u8, i32, u32, i64, u64, f32, f64, bool`, `Vec<T>`,
+//!   `String`, `Option<T>`, arrays and tuples up to 4, and for your structs
+//!   with [`checkpointable!`]. Files, connections and handles have no
+//!   implementation, so checkpointing them does not compile.
+//! - [`Checkpointer`]: owns the rank's [`Comm`](sperli_collective::Comm);
+//!   [`Checkpointer::checkpoint`] is the collective `checkpoint(state)` of
+//!   §9.4 and [`Checkpointer::resume`] the exchange of §10.2.
+//! - [`JobKeys`]: the job id, incarnation and job key pair from the job
+//!   description.
+//!
+//! A rank program (run with `sperli run --restart-max K --checkpoint-dir DIR`):
+//!
+//! ```no_run
+//! use sperli_ckpt::Checkpointer;
+//! use sperli_collective::Reduction;
+//!
+//! let mut ck = Checkpointer::join()?;
+//! let (mut step, mut x): (u64, f64) = match ck.resume::<(u64, f64)>()? {
+//!     Some((_epoch, state)) => state,
+//!     None => (0, 1.0),
+//! };
+//! while step < 100 {
+//!     x = ck.comm().allreduce(&[x * 0.5], Reduction::Sum)?[0];
+//!     step += 1;
+//!     if step % 10 == 0 {
+//!         ck.checkpoint(&(step, x))?;
+//!     }
+//! }
+//! ck.into_comm().into_link().finish()?;
+//! # Ok::<(), sperli_wire::Error>(())
+//! ```
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod checkpointer;
+mod fsio;
+mod keys;
+mod state;
+
+pub use checkpointer::{Checkpointer, ENV_CHECKPOINT_DIR};
+pub use keys::JobKeys;
+pub use sperli_wire::codec::Reader;
+pub use sperli_wire::error::DecodeError;
+pub use sperli_wire::Error;
+pub use state::{decode_state, encode_state, encode_state_into, Checkpointable, STATE};

@@ -43,6 +43,22 @@ impl Comm<Endpoint> {
     /// returns the communicator. The silence limit comes from
     /// `SPERLI_SILENCE_MS` when set (the launcher's `--silence-ms`).
     pub fn from_stdin() -> Result<Self, Error> {
+        Self::from_stdin_with_description().map(|(comm, mut desc)| {
+            desc.job_secret_key.fill(0);
+            comm
+        })
+    }
+
+    /// Like [`Comm::from_stdin`], and also returns the job description
+    /// (layouts §1) for what a rank needs after set-up: the job id, the
+    /// incarnation, the job public key and, on rank 0 only, the job secret
+    /// key that signs COMMIT files (protocol text "Transport und
+    /// Sicherheit"; sperli-ckpt uses it). The rank's private TLS key and
+    /// join token are no longer needed once the mesh is up: they are
+    /// overwritten with zeros and emptied in the returned copy. The caller
+    /// must keep `job_secret_key` out of logs and files and drop it when
+    /// done.
+    pub fn from_stdin_with_description() -> Result<(Self, JobDescription), Error> {
         let mut line = Vec::new();
         std::io::stdin()
             .lock()
@@ -65,6 +81,11 @@ impl Comm<Endpoint> {
         {
             settings.silence = Duration::from_millis(ms);
         }
-        Ok(Comm::new(Endpoint::start(&desc, settings)?))
+        let comm = Comm::new(Endpoint::start(&desc, settings)?);
+        let mut desc = desc;
+        desc.rank_key_pem.fill(0);
+        desc.rank_key_pem = Vec::new();
+        desc.join_token = Vec::new();
+        Ok((comm, desc))
     }
 }

@@ -10,14 +10,161 @@
 //!   heartbeats going), barrier;
 //! - `exit-once CODE RANK`: like `exit`, in the first incarnation only;
 //! - `exit CODE RANK`: once the mesh is up, rank RANK exits with CODE; the
-//!   others then fail (the launcher reports RANK's code).
+//!   others then fail (the launcher reports RANK's code);
+//! - `ckpt STEPS EVERY [SLEEP_MS [KILL_STEP KILL_RANK]]`: a deterministic
+//!   f64 iteration with one allreduce per step ([`ckpt_step`]), a
+//!   checkpoint (sperli-ckpt, docs/sperli-protocol.md §9.4) every EVERY
+//!   steps and the resume exchange (§10.2) at the start of every
+//!   incarnation; rank 0 prints the final allreduce result as hex and
+//!   checks it against [`ckpt_reference`]. Needs `sperli run
+//!   --checkpoint-dir DIR`. With KILL_STEP, rank KILL_RANK kills itself
+//!   with SIGKILL before step KILL_STEP in incarnation 1 (`sperli demo`).
 
 use std::process::ExitCode;
 
+use sperli_ckpt::Checkpointer;
 use sperli_collective::{Comm, Reduction};
+use sperli_wire::Error;
+
+/// Elements per rank in the `ckpt` example.
+pub const CKPT_LEN: usize = 16;
+
+/// Rank `rank`'s start vector in the `ckpt` example.
+pub fn ckpt_initial(rank: u32) -> Vec<f64> {
+    (0..CKPT_LEN)
+        .map(|i| f64::from(rank + 1) * (i as f64 + 1.0) / 7.0)
+        .collect()
+}
+
+/// One step of the `ckpt` example: `x = x/2 + sum/(4 size) + 1/(step+1)`,
+/// element by element, where `sum` is the allreduce (sum) of every rank's
+/// `x`. Only IEEE +, *, / so every machine gets the same bits.
+pub fn ckpt_step(x: &mut [f64], sum: &[f64], size: u32, step: u64) {
+    let q = 4.0 * f64::from(size);
+    let c = 1.0 / (step as f64 + 1.0);
+    for (xi, si) in x.iter_mut().zip(sum) {
+        *xi = 0.5 * *xi + *si / q + c;
+    }
+}
+
+/// The sum of `x` over ranks as the v1 allreduce folds it: ascending rank
+/// order, the lower rank's partial as the left operand (layouts §5).
+fn fold_sum(xs: &[Vec<f64>]) -> Vec<f64> {
+    let mut acc = xs.first().cloned().unwrap_or_default();
+    for x in xs.iter().skip(1) {
+        for (a, b) in acc.iter_mut().zip(x) {
+            *a += *b;
+        }
+    }
+    acc
+}
+
+/// The final result of an undisturbed `ckpt` run of `size` ranks and
+/// `steps` steps, computed in one process.
+pub fn ckpt_reference(size: u32, steps: u64) -> Vec<f64> {
+    let mut xs: Vec<Vec<f64>> = (0..size).map(ckpt_initial).collect();
+    for step in 0..steps {
+        let sum = fold_sum(&xs);
+        for x in &mut xs {
+            ckpt_step(x, &sum, size, step);
+        }
+    }
+    fold_sum(&xs)
+}
+
+/// Lowercase hex of the little-endian bytes of `v`.
+pub fn f64_hex(v: &[f64]) -> String {
+    v.iter()
+        .flat_map(|x| x.to_le_bytes())
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn arg<T: std::str::FromStr>(args: &[String], i: usize) -> Option<T> {
+    args.get(i).and_then(|s| s.parse().ok())
+}
+
+/// The `ckpt` example (see the module docs).
+fn run_ckpt(args: &[String]) -> ExitCode {
+    let steps: u64 = arg(args, 1).unwrap_or(60);
+    let every: u64 = arg::<u64>(args, 2).unwrap_or(10).max(1);
+    let sleep_ms: u64 = arg(args, 3).unwrap_or(0);
+    let kill_step: Option<u64> = arg(args, 4);
+    let kill_rank: u32 = arg(args, 5).unwrap_or(1);
+    let mut ck = match Checkpointer::join() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("cannot join the job: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let rank = ck.comm().rank();
+    let size = ck.comm().size();
+    let incarnation = ck.keys().incarnation();
+    let result = (|| -> Result<(), Error> {
+        let (mut step, mut x) = match ck.resume::<(u64, Vec<f64>)>()? {
+            Some((epoch, (step, x))) => {
+                if rank == 0 {
+                    println!("incarnation {incarnation}: resumed from epoch {epoch} (step {step})");
+                }
+                (step, x)
+            }
+            None => {
+                if rank == 0 {
+                    println!("incarnation {incarnation}: starting from the beginning");
+                }
+                (0, ckpt_initial(rank))
+            }
+        };
+        while step < steps {
+            if incarnation == 1 && rank == kill_rank && kill_step == Some(step) {
+                println!("rank {rank}: killing myself with SIGKILL before step {step}");
+                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+            }
+            let sum = ck.comm().allreduce(&x, Reduction::Sum)?;
+            ckpt_step(&mut x, &sum, size, step);
+            step += 1;
+            if step % every == 0 {
+                let epoch = ck.checkpoint(&(step, x.clone()))?;
+                if rank == 0 {
+                    println!("checkpoint epoch {epoch} at step {step}");
+                }
+            }
+            if sleep_ms > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(sleep_ms));
+            }
+        }
+        let sum = ck.comm().allreduce(&x, Reduction::Sum)?;
+        if rank == 0 {
+            println!("result {}", f64_hex(&sum));
+            let ok = f64_hex(&sum) == f64_hex(&ckpt_reference(size, steps));
+            println!(
+                "result check against an undisturbed computation: {}",
+                if ok { "correct" } else { "WRONG" }
+            );
+            if !ok {
+                return Err(Error::Io {
+                    op: "checking the ckpt example's result",
+                    kind: std::io::ErrorKind::InvalidData,
+                });
+            }
+        }
+        Ok(())
+    })();
+    match result.and_then(|()| ck.into_comm().into_link().finish()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rank {rank}: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
 
 /// Runs the example named by `args[0]` as one rank of the job on stdin.
 pub fn run(args: &[String]) -> ExitCode {
+    if args.first().map(String::as_str) == Some("ckpt") {
+        return run_ckpt(args);
+    }
     let mut comm = match Comm::from_stdin() {
         Ok(c) => c,
         Err(e) => {

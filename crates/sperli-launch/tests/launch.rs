@@ -344,3 +344,148 @@ fn sigterm_to_the_launcher_ends_every_rank() {
     }
     assert!(t.elapsed() < Duration::from_secs(25));
 }
+
+/// The `[0] result <hex>` line of a `ckpt` example run.
+fn result_line(stdout: &str) -> Option<String> {
+    stdout
+        .lines()
+        .find(|l| l.starts_with("[0] result "))
+        .map(str::to_owned)
+}
+
+/// The rank number in a process's environment (`SPERLI_RANK`).
+fn rank_of(pid: u32) -> Option<u32> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env.split(|b| *b == 0)
+        .find_map(|kv| kv.strip_prefix(b"SPERLI_RANK="))
+        .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
+}
+
+const CKPT_ARGS: [&str; 4] = ["ckpt", "60", "10", "25"];
+
+/// A port the launcher picked (bind to port 0, release) was taken by a
+/// concurrent test before the rank bound it: not what these tests check.
+fn port_race(text: &str) -> bool {
+    text.contains("AddrInUse")
+}
+
+/// An undisturbed `ckpt` run of 3 ranks: its stdout, or None after a port race.
+fn undisturbed_ckpt_run(dir: &std::path::Path) -> Option<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_sperli"))
+        .args(["run", "-n", "3", "--timeout", "60", "--checkpoint-dir"])
+        .arg(dir)
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .args(CKPT_ARGS)
+        .env_remove("SPERLI_REFUSED_HOSTS")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if !out.status.success() && port_race(&stderr) {
+        return None;
+    }
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    Some(stdout)
+}
+
+/// The same run with rank 1 killed (SIGKILL) once the COMMIT of epoch 2 is
+/// there: (stdout, stderr, success), or None after a port race.
+fn killed_ckpt_run(dir: &std::path::Path) -> Option<(String, String, bool)> {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sperli"))
+        .args([
+            "run",
+            "-n",
+            "3",
+            "--restart-max",
+            "1",
+            "--silence-ms",
+            "2000",
+        ])
+        .args(["--timeout", "90", "--checkpoint-dir"])
+        .arg(dir)
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .args(CKPT_ARGS)
+        .env_remove("SPERLI_REFUSED_HOSTS")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen = String::new();
+    let mut killed = false;
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(60)) {
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.starts_with("[0] checkpoint epoch 2 ") {
+            let victim = children_of(child.id())
+                .into_iter()
+                .find(|p| rank_of(*p) == Some(1))
+                .expect("rank 1 not found");
+            let _ = Command::new("kill")
+                .args(["-9", &victim.to_string()])
+                .status();
+            killed = true;
+            break;
+        }
+    }
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    seen.extend(rx.try_iter().map(|l| l + "\n"));
+    let err = err_reader.join().unwrap();
+    if !killed && port_race(&err) {
+        return None;
+    }
+    assert!(killed, "no checkpoint line:\n{seen}\n{err}");
+    Some((seen, err, status.success()))
+}
+
+#[test]
+fn a_rank_killed_mid_run_resumes_from_the_last_commit_with_the_same_result() {
+    let scratch = std::env::temp_dir().join(format!("sperli-ckpt-e2e-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let clean = (0..3)
+        .find_map(|i| undisturbed_ckpt_run(&scratch.join(format!("clean-{i}"))))
+        .expect("three port races in a row");
+    let want = result_line(&clean).expect("result line");
+    assert!(
+        clean.contains("[0] checkpoint epoch 6 at step 60"),
+        "{clean}"
+    );
+    let (seen, err, ok) = (0..3)
+        .find_map(|i| killed_ckpt_run(&scratch.join(format!("killed-{i}"))))
+        .expect("three port races in a row");
+    assert!(ok, "{seen}\n{err}");
+    assert!(err.contains("restarting the job as incarnation 2"), "{err}");
+    let resumed = seen
+        .lines()
+        .find(|l| l.starts_with("[0] incarnation 2: resumed from epoch "))
+        .unwrap_or_else(|| panic!("no resume line:\n{seen}"));
+    let epoch: u64 = resumed
+        .trim_start_matches("[0] incarnation 2: resumed from epoch ")
+        .split(' ')
+        .next()
+        .and_then(|e| e.parse().ok())
+        .unwrap();
+    assert!(epoch >= 2, "{resumed}");
+    assert_eq!(result_line(&seen).as_deref(), Some(want.as_str()), "{seen}");
+    assert!(seen.contains("[0] result check against an undisturbed computation: correct"));
+    let _ = std::fs::remove_dir_all(&scratch);
+}
