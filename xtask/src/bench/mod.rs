@@ -523,7 +523,7 @@ pub fn run(args: &[String]) -> i32 {
         .position(|a| a == "--runs")
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
-        .unwrap_or(if quick { 3 } else { 5 });
+        .unwrap_or(if quick { 3 } else { 7 });
     if let Some(bad) = args.iter().enumerate().find(|(i, a)| {
         let after_runs = *i > 0 && args[i - 1] == "--runs";
         !after_runs && !matches!(a.as_str(), "--quick" | "--write-docs" | "--runs")
