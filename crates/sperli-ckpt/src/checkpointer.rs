@@ -419,8 +419,15 @@ impl<L: Link + Borrow<Endpoint>> Checkpointer<L> {
         }
         .to_vec();
         file[..RANK_FILE_HEADER_LEN].copy_from_slice(&header);
-        fsio::write_atomic(&edir, &rank_file_name(rank), &[&file])?;
-        let own_hash = Sha256Digest::of(&file);
+        // The whole-file hash (for CKPT_ACK) is computed on a second
+        // thread while this one writes and fsyncs (I/O wait).
+        let (written, own_hash) = std::thread::scope(|s| {
+            let hasher = s.spawn(|| Sha256Digest::of(&file));
+            let written = fsio::write_atomic(&edir, &rank_file_name(rank), &[&file]);
+            let hash = hasher.join().unwrap_or_else(|_| Sha256Digest::of(&file));
+            (written, hash)
+        });
+        written?;
         if rank != 0 {
             ep.send_frame(0, e, &Payload::CkptAck(CkptAck { sha256: own_hash }))?;
         }
