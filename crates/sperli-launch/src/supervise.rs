@@ -110,9 +110,9 @@ impl std::fmt::Display for RankExit {
 pub enum Outcome {
     /// Every rank exited 0.
     Success,
-    /// A rank failed; `rank` is the first rank that failed (the root cause:
-    /// the others fail because of it), the lowest one if several exits
-    /// were seen at once.
+    /// A rank failed; `rank` is the root cause: among the failures seen
+    /// within 150 ms of the first, a rank killed by a signal, else the first
+    /// one reported (the others fail because of it).
     Failed {
         /// The root-cause rank.
         rank: u32,
@@ -262,6 +262,22 @@ fn reap(
     newly
 }
 
+/// How long after the first failure other failures still count when the
+/// root cause is chosen.
+const ROOT_CAUSE_WINDOW: Duration = Duration::from_millis(150);
+
+/// The root cause among failures seen close together, in the order they
+/// were reported: a rank killed by a signal (a SPERLI rank whose peer fails
+/// exits with an error, it is not killed), else the first reported.
+fn root_cause(failures: &[(u32, RankExit)]) -> (u32, RankExit) {
+    failures
+        .iter()
+        .find(|(_, e)| matches!(e, RankExit::Signal(_)))
+        .or(failures.first())
+        .copied()
+        .unwrap_or((0, RankExit::Code(1)))
+}
+
 /// Starts every rank, streams output, and waits for the job to end.
 /// `interrupt` holds the number of a SIGINT/SIGTERM the launcher received
 /// (0: none); it ends the job: SIGTERM to every rank, SIGKILL after the grace.
@@ -324,6 +340,7 @@ pub fn run_job(
     }
     let start = Instant::now();
     let mut failed_at: Option<Instant> = None;
+    let mut failures: Vec<(u32, RankExit)> = Vec::new();
     let mut termed_at: Option<Instant> = None;
     let killed = AtomicBool::new(false);
     if outcome.is_some() {
@@ -333,15 +350,24 @@ pub fn run_job(
     loop {
         let newly = reap(&mut children, &exits);
         if outcome.is_none() {
-            if let Some((rank, exit)) = newly.iter().find(|(_, e)| !e.success()) {
-                outcome = Some(Outcome::Failed {
-                    rank: *rank,
-                    exit: *exit,
-                });
+            failures.extend(newly.iter().filter(|(_, e)| !e.success()).copied());
+            if failed_at.is_none() && !failures.is_empty() {
                 failed_at = Some(Instant::now());
             }
         }
-        if children.iter().all(|(_, _, d)| d.is_some()) {
+        let all_done = children.iter().all(|(_, _, d)| d.is_some());
+        // The root cause is decided once the failures of a short window
+        // after the first are in: exits that race each other (a rank dies,
+        // its peers notice within milliseconds) may be reported out of order
+        // on a loaded machine.
+        if outcome.is_none()
+            && !failures.is_empty()
+            && (all_done || failed_at.is_some_and(|f| f.elapsed() >= ROOT_CAUSE_WINDOW))
+        {
+            let (rank, exit) = root_cause(&failures);
+            outcome = Some(Outcome::Failed { rank, exit });
+        }
+        if all_done {
             break;
         }
         let now = Instant::now();
@@ -426,6 +452,17 @@ mod tests {
             }
         );
         assert_eq!(o.exit_code(), 3);
+    }
+
+    #[test]
+    fn a_killed_rank_is_the_root_cause() {
+        let f = [
+            (1, RankExit::Code(1)),
+            (2, RankExit::Signal(9)),
+            (0, RankExit::Code(1)),
+        ];
+        assert_eq!(root_cause(&f), (2, RankExit::Signal(9)));
+        assert_eq!(root_cause(&f[..1]), (1, RankExit::Code(1)));
     }
 
     #[test]
