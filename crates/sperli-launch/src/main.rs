@@ -111,13 +111,14 @@ fn policy(deny: Option<&PathBuf>) -> Result<RefusedHosts, String> {
 
 /// Host entries for every rank: round-robin over `hosts`; ranks that share
 /// a host get consecutive ports from the host's given port, or free ports.
+/// The first port on a remote host given without one.
+const DEFAULT_REMOTE_PORT: u16 = 29500;
+
 fn assign(n: u32, hosts: &[HostSpec]) -> Result<Vec<HostEntry>, String> {
     let mut next_port: HashMap<usize, u16> = HashMap::new();
-    let free = sperli_transport::job::local_hosts(n).map_err(|e| e.to_string())?;
     place(n, hosts.len())
         .into_iter()
-        .enumerate()
-        .map(|(r, h)| {
+        .map(|h| {
             let spec = &hosts[h];
             let port = match spec.port {
                 Some(p) => {
@@ -126,7 +127,17 @@ fn assign(n: u32, hosts: &[HostSpec]) -> Result<Vec<HostEntry>, String> {
                     *k = k.checked_add(1).ok_or("port range exhausted")?;
                     port
                 }
-                None => free[r].port,
+                None if sperli_launch::supervise::is_local(&spec.host) => {
+                    sperli_transport::job::free_port(&spec.host).map_err(|e| e.to_string())?
+                }
+                None => {
+                    // A remote host without a port: consecutive ports from
+                    // a default, as torchrun's 29500.
+                    let k = next_port.entry(h).or_insert(DEFAULT_REMOTE_PORT);
+                    let port = *k;
+                    *k = k.checked_add(1).ok_or("port range exhausted")?;
+                    port
+                }
             };
             Ok(HostEntry {
                 host: spec.host.clone(),
@@ -248,8 +259,8 @@ fn run(args: RunArgs) -> ExitCode {
                     if policy.check(&spare.host).is_ok() {
                         let port = match spare.port {
                             Some(p) => p,
-                            None => match sperli_transport::job::local_hosts(1) {
-                                Ok(h) => h[0].port,
+                            None => match sperli_transport::job::free_port(&spare.host) {
+                                Ok(p) => p,
                                 Err(e) => return fail(format!("no free port: {e}")),
                             },
                         };

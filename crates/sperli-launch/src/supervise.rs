@@ -111,8 +111,8 @@ pub enum Outcome {
     /// Every rank exited 0.
     Success,
     /// A rank failed; `rank` is the root cause: among the failures seen
-    /// within 150 ms of the first, a rank killed by a signal, else the first
-    /// one reported (the others fail because of it).
+    /// within 150 ms of the first, a rank killed by a signal, else the exit
+    /// status fewest ranks share, else the first reported.
     Failed {
         /// The root-cause rank.
         rank: u32,
@@ -267,13 +267,22 @@ fn reap(
 const ROOT_CAUSE_WINDOW: Duration = Duration::from_millis(150);
 
 /// The root cause among failures seen close together, in the order they
-/// were reported: a rank killed by a signal (a SPERLI rank whose peer fails
-/// exits with an error, it is not killed), else the first reported.
+/// were reported. A rank killed by a signal comes first (a SPERLI rank whose
+/// peer fails exits with an error; it is not killed). Else the exit status
+/// that fewest ranks share: the ranks that fail because of another usually
+/// all end the same way, and reports that race each other can come out of
+/// order on a loaded machine. Ties go to the first reported.
 fn root_cause(failures: &[(u32, RankExit)]) -> (u32, RankExit) {
-    failures
+    if let Some(f) = failures
         .iter()
         .find(|(_, e)| matches!(e, RankExit::Signal(_)))
-        .or(failures.first())
+    {
+        return *f;
+    }
+    let count = |e: &RankExit| failures.iter().filter(|(_, x)| x == e).count();
+    failures
+        .iter()
+        .min_by_key(|(_, e)| count(e))
         .copied()
         .unwrap_or((0, RankExit::Code(1)))
 }

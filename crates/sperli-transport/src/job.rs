@@ -189,18 +189,43 @@ impl JobPlan {
 }
 
 /// `size` loopback hosts 127.0.0.1, 127.0.0.2, ... each with a port that
-/// was free a moment ago (bound to port 0, then released).
+/// was free a moment ago (see [`free_port`]).
 pub fn local_hosts(size: u32) -> Result<Vec<HostEntry>, Error> {
     (0..size)
         .map(|r| {
             let host = format!("127.0.0.{}", r % 254 + 1);
-            let l = TcpListener::bind((host.as_str(), 0))
-                .map_err(|e| Error::io("binding a free loopback port", &e))?;
-            let port = l
-                .local_addr()
-                .map_err(|e| Error::io("binding a free loopback port", &e))?
-                .port();
+            let port = free_port(&host)?;
             Ok(HostEntry { host, port })
         })
         .collect()
+}
+
+/// Listening ports are picked below the kernel's ephemeral range
+/// (32768-60999 on Linux), where every outgoing connection takes its source
+/// port: a port picked there could be taken by a connection of another job
+/// before the rank binds it.
+const LISTEN_PORTS: std::ops::Range<u16> = 20_000..32_768;
+
+/// A port of `host` (`localhost` or a dotted IPv4 address of this machine)
+/// that was free a moment ago: a random port of 20000-32767 that binds on
+/// exactly that address, tried up to 200 times.
+pub fn free_port(host: &str) -> Result<u16, Error> {
+    let addr = if host == "localhost" {
+        "127.0.0.1"
+    } else {
+        host
+    };
+    let span = u32::from(LISTEN_PORTS.end - LISTEN_PORTS.start);
+    let mut last = std::io::ErrorKind::AddrInUse;
+    for _ in 0..200 {
+        let port = LISTEN_PORTS.start + (OsRng.next_u32() % span) as u16;
+        match TcpListener::bind((addr, port)) {
+            Ok(_) => return Ok(port),
+            Err(e) => last = e.kind(),
+        }
+    }
+    Err(Error::Io {
+        op: "finding a free listening port",
+        kind: last,
+    })
 }
