@@ -398,18 +398,28 @@ impl Endpoint {
             if done.remove(&seq) {
                 return Ok(());
             }
+            if let Some(peer) = self.shared.take_undelivered(seq) {
+                return Err(Self::peer_left(peer));
+            }
             done = self.shared.cv.wait(done).unwrap_or_else(|e| e.into_inner());
         }
     }
 
     fn test_written(&self, seq: u64) -> Result<bool, Error> {
         self.check()?;
-        Ok(self
+        if self
             .shared
             .done
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(&seq))
+            .remove(&seq)
+        {
+            return Ok(true);
+        }
+        match self.shared.take_undelivered(seq) {
+            Some(peer) => Err(Self::peer_left(peer)),
+            None => Ok(false),
+        }
     }
 
     /// Starts a DATA send; `seq` 0: nobody waits for it. True when the

@@ -86,7 +86,10 @@ pub(crate) struct Shared {
     pub error: OnceLock<Error>,
     /// Send sequence numbers whose frames were written into TLS.
     pub done: Mutex<HashSet<u64>>,
-    /// Notified when `done` grows or the job fails.
+    /// Send sequence numbers whose frames can never be written: their peer
+    /// said BYE and closed first. Maps to the peer's rank.
+    pub undelivered: Mutex<HashMap<u64, u32>>,
+    /// Notified when `done` or `undelivered` grows or the job fails.
     pub cv: Condvar,
     /// Per rank: the authenticated peer's [`Link`] (set before
     /// [`Event::Ready`]). Weak: the I/O thread owns the sockets and closes
@@ -103,6 +106,29 @@ impl Shared {
         d.extend(seqs.drain(..));
         drop(d);
         self.cv.notify_all();
+    }
+
+    /// Records sends that will never be written because `peer` left, and
+    /// wakes their waiters.
+    pub(crate) fn mark_undelivered(&self, seqs: Vec<u64>, peer: u32) {
+        if seqs.is_empty() {
+            return;
+        }
+        self.undelivered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(seqs.into_iter().map(|s| (s, peer)));
+        // Take the lock so a waiter cannot miss the notification.
+        drop(self.done.lock().unwrap_or_else(|e| e.into_inner()));
+        self.cv.notify_all();
+    }
+
+    /// The peer whose departure left send `seq` undelivered, if so.
+    pub(crate) fn take_undelivered(&self, seq: u64) -> Option<u32> {
+        self.undelivered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&seq)
     }
 
     fn set_error(&self, e: Error) -> bool {
@@ -773,6 +799,12 @@ impl Mesh {
         match (&mut l.conn, peer) {
             (Some(c), Some(_)) => match c.handle_close() {
                 Ok(()) => {
+                    // Frames still queued to it can never be written: their
+                    // senders must not wait for them.
+                    let seqs = c.take_queued_seqs();
+                    if let Some(p) = peer {
+                        self.shared.mark_undelivered(seqs, p);
+                    }
                     // The peer left (BYE, then close): close our side too.
                     l.tls.send_close_notify();
                     let _ = l.tls.write_tls(&mut l.tcp);

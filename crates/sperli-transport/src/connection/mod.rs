@@ -292,6 +292,13 @@ impl Connection {
         self.out.truncate(keep);
     }
 
+    /// Drops every queued frame (the connection is gone) and returns the
+    /// send sequence numbers that were waiting on them.
+    pub fn take_queued_seqs(&mut self) -> Vec<u64> {
+        self.out_offset = 0;
+        self.out.drain(..).map(|f| f.seq).filter(|s| *s != 0).collect()
+    }
+
     /// True while frames wait to be written.
     pub fn has_output(&self) -> bool {
         !self.out.is_empty()

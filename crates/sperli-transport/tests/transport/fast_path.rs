@@ -191,3 +191,44 @@ fn fast_path_send_after_failure_returns_the_job_error() {
         }
     });
 }
+
+/// A 16 MiB `isend` still queued (the raw peer reads nothing) when the peer
+/// says BYE and closes: waiting on the handle returns H1613 (the peer left)
+/// instead of blocking forever, and the job itself goes on.
+#[test]
+fn a_send_queued_to_a_peer_that_leaves_returns_instead_of_hanging() {
+    with_deadline(Duration::from_secs(60), || {
+        let plan = std::sync::Arc::new(JobPlan::localhost(2).unwrap());
+        let h = &plan.hosts[1];
+        let l = TcpListener::bind((h.host.as_str(), h.port)).unwrap();
+        let p = plan.clone();
+        let raw = thread::spawn(move || {
+            let (rank, mut s) = accept_as(&p, 1, &l);
+            assert_eq!(rank, 0);
+            s.write_all(&hello(&p, 1, 0, p.token(1))).unwrap();
+            s.flush().unwrap();
+            thread::sleep(Duration::from_millis(800));
+            // BYE without reading what rank 0 queued, then close.
+            let bye = sperli_wire::header::FrameHeader::new(
+                FrameType::Bye,
+                p.job_id,
+                1,
+                0,
+                p.incarnation,
+            );
+            s.write_all(&bye.to_bytes()).unwrap();
+            s.conn.send_close_notify();
+            s.flush().unwrap();
+            let _ = s.sock.shutdown(std::net::Shutdown::Both);
+        });
+        let res = run_ranks(&plan, &[0], settings(), |ep: Endpoint| {
+            let data = big(3);
+            let h = ep.isend(1, 4, &data)?;
+            Ok(h.wait())
+        });
+        raw.join().unwrap();
+        let waited = res.into_iter().next().unwrap().expect("set-up");
+        let e = waited.expect_err("the send cannot have been written whole");
+        assert_eq!(code(&e), 1613, "{e}");
+    });
+}
