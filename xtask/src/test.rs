@@ -5,7 +5,9 @@
 //! checker's own tests. Stops at the first failing step.
 //!
 //! `--fuzz SECONDS` also runs every cargo-fuzz target for SECONDS from the
-//! committed seed corpus (`scripts/fuzz-smoke.sh`); `.ci/run` sets it.
+//! committed seed corpus (`scripts/fuzz-smoke.sh`); `--bench-quick` also
+//! runs `cargo xtask bench --quick` as a smoke test (it fails on a crash or
+//! an error, never on a slow figure). `.ci/run` sets both.
 
 use std::process::Command;
 
@@ -28,6 +30,7 @@ fn step(name: &str, cmd: &mut Command) -> bool {
 pub fn run(args: &[String]) -> i32 {
     let root = crate::workspace_root();
     let mut fuzz_seconds: Option<u32> = None;
+    let mut bench_quick = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match (a.as_str(), it.clone().next().and_then(|v| v.parse().ok())) {
@@ -35,8 +38,9 @@ pub fn run(args: &[String]) -> i32 {
                 fuzz_seconds = Some(s);
                 it.next();
             }
+            ("--bench-quick", _) => bench_quick = true,
             _ => {
-                eprintln!("usage: cargo xtask test [--fuzz SECONDS]");
+                eprintln!("usage: cargo xtask test [--fuzz SECONDS] [--bench-quick]");
                 return 2;
             }
         }
@@ -73,6 +77,11 @@ pub fn run(args: &[String]) -> i32 {
         c.args(["scripts/fuzz-smoke.sh", &s.to_string()])
             .current_dir(&root);
         steps.push(("scripts/fuzz-smoke.sh (every fuzz target)", c));
+    }
+    if bench_quick {
+        let mut c = Command::new(&cargo);
+        c.args(["xtask", "bench", "--quick"]).current_dir(&root);
+        steps.push(("cargo xtask bench --quick (smoke)", c));
     }
     let total = steps.len();
     let mut passed = 0;

@@ -508,7 +508,9 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
         "| figure | SPERLI |\n|---|---|\n| checkpoint, 1 MiB per rank | not built yet |\n\
          | checkpoint, 64 MiB per rank | not built yet |\n\n\
          `crates/sperli-ckpt` (issue 7) had no checkpoint API when this benchmark was \
-         written; these rows come when it does.\n"
+         written; `cargo xtask bench` does not measure checkpoints yet. The checkpoint \
+         benchmark of the crate itself (`cargo bench -p sperli-ckpt --bench ckpt`) is \
+         under \"sperli-ckpt\" below.\n"
     );
 
     let _ = writeln!(o, "## Plots\n");
