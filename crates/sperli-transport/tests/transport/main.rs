@@ -5,4 +5,5 @@ mod common;
 mod fast_path;
 mod hostile;
 mod mesh;
+mod reliability;
 mod vectors;
