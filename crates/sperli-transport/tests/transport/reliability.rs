@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 use rustls::{ServerConnection, StreamOwned};
 use sperli_tls::config::client_config_from_pem;
 use sperli_transport::{Endpoint, JobPlan, Settings};
-use sperli_wire::abort::AbortReason;
 use sperli_wire::error::{FrameError, LossCause};
 use sperli_wire::frame::encode_frame_bytes;
 use sperli_wire::header::FrameHeader;
@@ -615,7 +614,8 @@ fn rss_probe() {
     // arenas that every later job reuses.
     let _ = scenario_hello_twice();
     let _ = scenario_hello_twice();
-    let scenarios: [(&str, fn() -> Outcome, u64); 4] = [
+    type Scenario = (&'static str, fn() -> Outcome, u64);
+    let scenarios: [Scenario; 4] = [
         ("cut-short", scenario_cut_short, RSS_BOUND_KIB),
         ("hello-twice", scenario_hello_twice, RSS_BOUND_KIB),
         (
@@ -649,5 +649,4 @@ fn rss_probe() {
         );
         assert!(grew <= bound, "{name}: VmRSS grew {grew} KiB");
     }
-    let _ = AbortReason::Application;
 }
