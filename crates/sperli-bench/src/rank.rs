@@ -16,6 +16,16 @@ const MIB: usize = 1 << 20;
 /// Bytes per rank of the collective benchmarks.
 pub const COLL_SIZES: [usize; 4] = [8, 64 * 1024, MIB, 16 * MIB];
 
+/// `SPERLI_BENCH_SIZES=1048576,16777216` (bytes; 0 = the barrier) limits
+/// the pingpong and coll modes to those sizes, for profiling one size
+/// (`perf stat`); unset, every size runs. The xtask never sets it.
+fn wanted(size: usize) -> bool {
+    match std::env::var("SPERLI_BENCH_SIZES") {
+        Ok(v) => v.split(',').any(|s| s.trim().parse() == Ok(size)),
+        Err(_) => true,
+    }
+}
+
 fn unix_ns() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -57,7 +67,7 @@ fn pingpong(comm: &Comm<Endpoint>, quick: bool) -> Result<(), Error> {
     }
     let peer = 1 - me;
     let mut buf = vec![3u8; 64 * MIB];
-    for size in LAT_SIZES {
+    for size in LAT_SIZES.into_iter().filter(|&s| wanted(s)) {
         let n = lat_count(size, quick);
         for (count, timed) in [(n / 10, false), (n, true)] {
             let t = Instant::now();
@@ -78,7 +88,7 @@ fn pingpong(comm: &Comm<Endpoint>, quick: bool) -> Result<(), Error> {
         }
     }
     buf.fill(3);
-    for size in BW_SIZES {
+    for size in BW_SIZES.into_iter().filter(|&s| wanted(s)) {
         let large = size > sperli_wire::limits::MAX_PAYLOAD as usize;
         for (count, timed) in [(1, false), (bw_count(size, quick), true)] {
             let t = Instant::now();
@@ -155,8 +165,10 @@ fn timed(
 fn coll(comm: &mut Comm<Endpoint>, quick: bool) -> Result<(), Error> {
     let size = comm.size() as usize;
     let root = comm.rank() == 0;
-    timed(comm, "barrier", 0, coll_count(0, quick), |c| c.barrier())?;
-    for bytes in COLL_SIZES {
+    if wanted(0) {
+        timed(comm, "barrier", 0, coll_count(0, quick), |c| c.barrier())?;
+    }
+    for bytes in COLL_SIZES.into_iter().filter(|&s| wanted(s)) {
         let n = bytes / 8;
         let count = coll_count(bytes, quick);
         let chunk = max_chunk_elems::<f64>();

@@ -10,6 +10,8 @@
 //! the job with ABORT (protocol §8.4). After a job-ending error every later
 //! call fails with the same error without touching the link.
 
+use std::ops::Range;
+
 use sperli_wire::abort::{Abort, AbortReason};
 use sperli_wire::codec::Reader;
 use sperli_wire::collective::{CollectiveHeader, Operation, Phase};
@@ -46,13 +48,36 @@ impl Call {
         }
         .to_bytes()
     }
+}
 
-    /// Header and data in one buffer.
-    fn payload(&self, phase: Phase, data: &[u8]) -> Vec<u8> {
-        let mut p = Vec::with_capacity(H + data.len());
-        p.extend_from_slice(&self.header(phase));
-        p.extend_from_slice(data);
-        p
+/// The data of a call as little-endian bytes: raw bytes, or elements
+/// ([`Elems`]) converted straight into the payload buffer, so a typed call
+/// copies the user's data once (no intermediate byte vector).
+pub(crate) trait Src {
+    /// Length in bytes.
+    fn byte_len(&self) -> usize;
+    /// Appends bytes `range` (on element boundaries) to `out`.
+    fn put(&self, range: Range<usize>, out: &mut Vec<u8>);
+}
+
+impl Src for [u8] {
+    fn byte_len(&self) -> usize {
+        self.len()
+    }
+    fn put(&self, range: Range<usize>, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self[range]);
+    }
+}
+
+/// Elements of type `T` as a [`Src`].
+pub(crate) struct Elems<'a, T>(pub(crate) &'a [T]);
+
+impl<T: Element> Src for Elems<'_, T> {
+    fn byte_len(&self) -> usize {
+        self.0.len() * T::WIDTH
+    }
+    fn put(&self, range: Range<usize>, out: &mut Vec<u8>) {
+        T::extend_le(&self.0[range.start / T::WIDTH..range.end / T::WIDTH], out);
     }
 }
 
@@ -166,6 +191,54 @@ impl<L: Link> Comm<L> {
         }
     }
 
+    /// Sends a payload the link takes over (no copy).
+    fn send_vec(&mut self, to: u32, payload: Vec<u8>) -> Result<(), Error> {
+        match self.link.send_collective_vec(to, payload) {
+            Ok(()) => Ok(()),
+            Err(e) => self.link_failed(e),
+        }
+    }
+
+    /// Sends `payload` to every rank in `to`: a copy to each but the last,
+    /// which gets the buffer itself.
+    fn send_all(&mut self, to: impl Iterator<Item = u32>, payload: Vec<u8>) -> Result<(), Error> {
+        let mut to = to.peekable();
+        while let Some(r) = to.next() {
+            if to.peek().is_none() {
+                return self.send_vec(r, payload);
+            }
+            self.send(r, &payload)?;
+        }
+        self.link.recycle(payload);
+        Ok(())
+    }
+
+    /// Header and bytes `range` of `data` in one buffer from the link.
+    fn payload<D: Src + ?Sized>(
+        &self,
+        call: &Call,
+        phase: Phase,
+        data: &D,
+        range: Range<usize>,
+    ) -> Vec<u8> {
+        let mut p = self.link.take_buffer(H + range.len());
+        p.extend_from_slice(&call.header(phase));
+        data.put(range, &mut p);
+        p
+    }
+
+    /// Bytes `range` of `data` alone, in a buffer from the link.
+    fn bytes<D: Src + ?Sized>(&self, data: &D, range: Range<usize>) -> Vec<u8> {
+        let mut p = self.link.take_buffer(range.len());
+        data.put(range, &mut p);
+        p
+    }
+
+    /// Gives a buffer that is no longer needed back to the link.
+    pub(crate) fn recycle(&self, buf: Vec<u8>) {
+        self.link.recycle(buf);
+    }
+
     /// Receives the frame answering `call` in `phase` from `from` and checks
     /// its collective header (protocol §8.4). Returns the whole payload; the
     /// data is `payload[16..]`.
@@ -266,6 +339,12 @@ impl<L: Link> Comm<L> {
     }
 
     // ---- the six v1 operations at byte level ---------------------------
+    //
+    // Payload buffers come from the link (`Link::take_buffer`, a pool on the
+    // real transport) and received ones go back (`Link::recycle`) once read,
+    // so steady traffic of large calls reuses buffers that are already
+    // faulted in (issue 8.4). Results are returned as the payload buffer
+    // (data at `[16..]`); the caller reads it and recycles it.
 
     /// barrier: empty phase 0 to rank 0, then empty phase 1 from rank 0.
     pub(crate) fn barrier_core(&mut self) -> Result<(), Error> {
@@ -285,12 +364,12 @@ impl<L: Link> Comm<L> {
                 let p = self.recv(&call, Phase::ToRoot, r)?;
                 self.expect_len(r, 0, p.len() - H)?;
             }
-            let p = call.payload(Phase::FromRoot, &[]);
+            let p = call.header(Phase::FromRoot);
             for r in 1..self.size {
                 self.send(r, &p)?;
             }
         } else {
-            self.send(0, &call.payload(Phase::ToRoot, &[]))?;
+            self.send(0, &call.header(Phase::ToRoot))?;
             let p = self.recv(&call, Phase::FromRoot, 0)?;
             self.expect_len(0, 0, p.len() - H)?;
         }
@@ -300,22 +379,30 @@ impl<L: Link> Comm<L> {
     /// bcast. At the root returns `None` (its data is the result); at
     /// other ranks the received payload (data at `[16..]`), checked to be
     /// whole `width`-byte elements and, if `expect` is given, that long.
-    pub(crate) fn bcast_core(
+    pub(crate) fn bcast_core<D: Src + ?Sized>(
         &mut self,
         root: u32,
-        root_data: &[u8],
+        root_data: &D,
         width: usize,
         expect: Option<usize>,
     ) -> Result<Option<Vec<u8>>, Error> {
         let seq = self.begin()?;
         self.check_root(root)?;
+        let call = Call {
+            op: Operation::Bcast,
+            element_type: 0,
+            reduction: 0,
+            root,
+            seq,
+        };
         if self.rank == root {
-            if root_data.len() > MAX_COLLECTIVE_DATA {
+            let len = root_data.byte_len();
+            if len > MAX_COLLECTIVE_DATA {
                 // Protocol §8.4 (decided there): the others cannot know the length.
                 return self.fail_job(
                     AbortReason::CollectiveMismatch,
                     ArgumentError::TooLong {
-                        len: root_data.len(),
+                        len,
                         max: MAX_COLLECTIVE_DATA,
                     }
                     .into(),
@@ -324,26 +411,10 @@ impl<L: Link> Comm<L> {
             if self.size == 1 {
                 return Ok(None);
             }
-            let call = Call {
-                op: Operation::Bcast,
-                element_type: 0,
-                reduction: 0,
-                root,
-                seq,
-            };
-            let p = call.payload(Phase::FromRoot, root_data);
-            for r in (0..self.size).filter(|&r| r != root) {
-                self.send(r, &p)?;
-            }
+            let p = self.payload(&call, Phase::FromRoot, root_data, 0..len);
+            self.send_all((0..self.size).filter(|&r| r != root), p)?;
             Ok(None)
         } else {
-            let call = Call {
-                op: Operation::Bcast,
-                element_type: 0,
-                reduction: 0,
-                root,
-                seq,
-            };
             let p = self.recv(&call, Phase::FromRoot, root)?;
             let got = p.len() - H;
             match expect {
@@ -358,17 +429,17 @@ impl<L: Link> Comm<L> {
     fn reduce_args(
         &self,
         root: u32,
-        data: &[u8],
+        len: usize,
         element_type: u8,
         reduction: u8,
     ) -> Result<(ElementType, Reduction), Error> {
         self.check_root(root)?;
         let t = ElementType::from_code(element_type)?;
         let r = Reduction::from_code(reduction)?;
-        check_args(data.len(), t, r)?;
-        if data.len() > MAX_COLLECTIVE_DATA {
+        check_args(len, t, r)?;
+        if len > MAX_COLLECTIVE_DATA {
             return Err(ArgumentError::TooLong {
-                len: data.len(),
+                len,
                 max: MAX_COLLECTIVE_DATA,
             }
             .into());
@@ -378,18 +449,21 @@ impl<L: Link> Comm<L> {
 
     /// reduce (`allreduce == false`) or allreduce. Returns the payload
     /// buffer holding the result at `[16..]` where the rank has a result
-    /// (the root; every rank for allreduce), else `None`.
-    pub(crate) fn reduce_core(
+    /// (the root; every rank for allreduce), else `None`. The root folds in
+    /// place into the first operand's buffer (rank 0's payload, or its own
+    /// data), then recycles every other received buffer.
+    pub(crate) fn reduce_core<D: Src + ?Sized>(
         &mut self,
         allreduce: bool,
         root: u32,
-        data: &[u8],
+        data: &D,
         element_type: u8,
         reduction: u8,
     ) -> Result<Option<Vec<u8>>, Error> {
         let seq = self.begin()?;
         let root = if allreduce { 0 } else { root };
-        let (t, red) = self.reduce_args(root, data, element_type, reduction)?;
+        let len = data.byte_len();
+        let (t, red) = self.reduce_args(root, len, element_type, reduction)?;
         let call = Call {
             op: if allreduce {
                 Operation::Allreduce
@@ -402,47 +476,49 @@ impl<L: Link> Comm<L> {
             seq,
         };
         if self.size == 1 {
-            return Ok(Some(call.payload(Phase::FromRoot, data)));
+            return Ok(Some(self.payload(&call, Phase::FromRoot, data, 0..len)));
         }
         if self.rank != root {
-            self.send(root, &call.payload(Phase::ToRoot, data))?;
+            let p = self.payload(&call, Phase::ToRoot, data, 0..len);
+            self.send_vec(root, p)?;
             if !allreduce {
                 return Ok(None);
             }
             let p = self.recv(&call, Phase::FromRoot, root)?;
-            self.expect_len(root, data.len(), p.len() - H)?;
+            self.expect_len(root, len, p.len() - H)?;
             return Ok(Some(p));
         }
         // The root: fold in ascending rank order, left operand = lower ranks.
         let mut acc: Option<Vec<u8>> = None;
         for r in 0..self.size {
-            let received = if r == root {
-                None
+            let contribution = if r == root {
+                if acc.is_none() {
+                    acc = Some(self.payload(&call, Phase::FromRoot, data, 0..len));
+                    continue;
+                }
+                self.bytes(data, 0..len)
             } else {
-                Some(self.recv(&call, Phase::ToRoot, r)?)
+                let p = self.recv(&call, Phase::ToRoot, r)?;
+                if p.len() - H != len {
+                    // Protocol §8.4: the lengths are data of a call: H1618.
+                    let e = ArgumentError::LengthMismatch {
+                        left: len,
+                        right: p.len() - H,
+                    };
+                    return self.fail_job(AbortReason::CollectiveMismatch, e.into());
+                }
+                if acc.is_none() {
+                    acc = Some(p);
+                    continue;
+                }
+                p
             };
-            let contribution: &[u8] = received.as_deref().map_or(data, |p| &p[H..]);
-            if contribution.len() != data.len() {
-                // Protocol §8.4: the lengths are data of a call: H1618.
-                let e = ArgumentError::LengthMismatch {
-                    left: data.len(),
-                    right: contribution.len(),
-                };
+            let off = if r == root { 0 } else { H };
+            let a = acc.as_mut().expect("set above");
+            if let Err(e) = combine_into(&mut a[H..], &contribution[off..], t, red) {
                 return self.fail_job(AbortReason::CollectiveMismatch, e.into());
             }
-            match acc.as_mut() {
-                None => {
-                    acc = Some(match received {
-                        Some(p) => p,
-                        None => call.payload(Phase::FromRoot, data),
-                    });
-                }
-                Some(a) => {
-                    if let Err(e) = combine_into(&mut a[H..], contribution, t, red) {
-                        return self.fail_job(AbortReason::CollectiveMismatch, e.into());
-                    }
-                }
-            }
+            self.recycle(contribution);
         }
         let mut acc = acc.expect("size >= 1");
         acc[..H].copy_from_slice(&call.header(Phase::FromRoot));
@@ -455,17 +531,18 @@ impl<L: Link> Comm<L> {
     }
 
     /// gather: calls `sink` at the root with every block in rank order.
-    pub(crate) fn gather_core(
+    pub(crate) fn gather_core<D: Src + ?Sized>(
         &mut self,
         root: u32,
-        data: &[u8],
+        data: &D,
         mut sink: impl FnMut(&[u8]),
     ) -> Result<bool, Error> {
         let seq = self.begin()?;
         self.check_root(root)?;
-        if data.len() > MAX_COLLECTIVE_DATA {
+        let len = data.byte_len();
+        if len > MAX_COLLECTIVE_DATA {
             return Err(ArgumentError::TooLong {
-                len: data.len(),
+                len,
                 max: MAX_COLLECTIVE_DATA,
             }
             .into());
@@ -478,17 +555,21 @@ impl<L: Link> Comm<L> {
             seq,
         };
         if self.rank != root {
-            self.send(root, &call.payload(Phase::ToRoot, data))?;
+            let p = self.payload(&call, Phase::ToRoot, data, 0..len);
+            self.send_vec(root, p)?;
             return Ok(false);
         }
         for r in 0..self.size {
             if r == root {
-                sink(data);
+                let own = self.bytes(data, 0..len);
+                sink(&own);
+                self.recycle(own);
             } else {
                 let p = self.recv(&call, Phase::ToRoot, r)?;
                 // Protocol §8.4: gather blocks of different lengths: H1617.
-                self.expect_len(r, data.len(), p.len() - H)?;
+                self.expect_len(r, len, p.len() - H)?;
                 sink(&p[H..]);
+                self.recycle(p);
             }
         }
         Ok(true)
@@ -497,10 +578,10 @@ impl<L: Link> Comm<L> {
     /// scatter: the root's `data` is `size` blocks of `width`-byte
     /// elements; returns this rank's block (at the root a copy, elsewhere
     /// the payload's `[16..]` — see the `usize` offset returned).
-    pub(crate) fn scatter_core(
+    pub(crate) fn scatter_core<D: Src + ?Sized>(
         &mut self,
         root: u32,
-        data: &[u8],
+        data: &D,
         width: usize,
         expect: Option<usize>,
     ) -> Result<(Vec<u8>, usize), Error> {
@@ -515,13 +596,14 @@ impl<L: Link> Comm<L> {
         };
         let size = self.size as usize;
         if self.rank == root {
-            let elems = data.len() / width;
+            let len = data.byte_len();
+            let elems = len / width;
             let block = (elems / size) * width;
-            if data.len() % width != 0 || elems % size != 0 || block > MAX_COLLECTIVE_DATA {
+            if len % width != 0 || elems % size != 0 || block > MAX_COLLECTIVE_DATA {
                 return self.fail_job(
                     AbortReason::InvalidScatter,
                     ArgumentError::ScatterBlocks {
-                        len: data.len(),
+                        len,
                         size: self.size,
                     }
                     .into(),
@@ -529,11 +611,11 @@ impl<L: Link> Comm<L> {
             }
             for r in (0..self.size).filter(|&r| r != root) {
                 let i = r as usize;
-                let p = call.payload(Phase::FromRoot, &data[i * block..(i + 1) * block]);
-                self.send(r, &p)?;
+                let p = self.payload(&call, Phase::FromRoot, data, i * block..(i + 1) * block);
+                self.send_vec(r, p)?;
             }
             let i = root as usize;
-            Ok((data[i * block..(i + 1) * block].to_vec(), 0))
+            Ok((self.bytes(data, i * block..(i + 1) * block), 0))
         } else {
             let p = self.recv(&call, Phase::FromRoot, root)?;
             let got = p.len() - H;
@@ -578,14 +660,11 @@ impl<L: Link> Comm<L> {
     /// assert_eq!(got, vec![vec![1.5, 2.5]; 3]);
     /// ```
     pub fn bcast<T: Element>(&mut self, root: u32, buf: &mut Vec<T>) -> Result<(), Error> {
-        let bytes = if self.rank == root {
-            T::to_le_vec(buf)
-        } else {
-            Vec::new()
-        };
-        if let Some(p) = self.bcast_core(root, &bytes, T::WIDTH, None)? {
+        let src = Elems(if self.rank == root { &buf[..] } else { &[] });
+        if let Some(p) = self.bcast_core(root, &src, T::WIDTH, None)? {
             buf.clear();
             T::extend_from_le(&p[H..], buf);
+            self.recycle(p);
         }
         Ok(())
     }
@@ -605,13 +684,11 @@ impl<L: Link> Comm<L> {
     /// assert_eq!(got, vec![[7, 7, 7]; 2]);
     /// ```
     pub fn bcast_into<T: Element>(&mut self, root: u32, buf: &mut [T]) -> Result<(), Error> {
-        let bytes = if self.rank == root {
-            T::to_le_vec(buf)
-        } else {
-            Vec::new()
-        };
-        if let Some(p) = self.bcast_core(root, &bytes, T::WIDTH, Some(buf.len() * T::WIDTH))? {
+        let want = buf.len() * T::WIDTH;
+        let src = Elems(if self.rank == root { &buf[..] } else { &[] });
+        if let Some(p) = self.bcast_core(root, &src, T::WIDTH, Some(want))? {
             T::read_le(&p[H..], buf);
+            self.recycle(p);
         }
         Ok(())
     }
@@ -637,9 +714,12 @@ impl<L: Link> Comm<L> {
         data: &[T],
         op: Reduction,
     ) -> Result<Option<Vec<T>>, Error> {
-        let bytes = T::to_le_vec(data);
-        let r = self.reduce_core(false, root, &bytes, T::ELEMENT_TYPE.code(), op.code())?;
-        Ok(r.map(|p| T::vec_from_le(&p[H..])))
+        let r = self.reduce_core(false, root, &Elems(data), T::ELEMENT_TYPE.code(), op.code())?;
+        Ok(r.map(|p| {
+            let v = T::vec_from_le(&p[H..]);
+            self.recycle(p);
+            v
+        }))
     }
 
     /// reduce into the root's `out` (protocol §8.2): `out` must have
@@ -678,10 +758,10 @@ impl<L: Link> Comm<L> {
                 .into(),
             );
         }
-        let bytes = T::to_le_vec(data);
-        match self.reduce_core(false, root, &bytes, T::ELEMENT_TYPE.code(), op.code())? {
+        match self.reduce_core(false, root, &Elems(data), T::ELEMENT_TYPE.code(), op.code())? {
             Some(p) => {
                 T::read_le(&p[H..], out);
+                self.recycle(p);
                 Ok(true)
             }
             None => Ok(false),
@@ -699,11 +779,12 @@ impl<L: Link> Comm<L> {
     /// assert_eq!(got, vec![vec![1.0, 3.0]; 4]);
     /// ```
     pub fn allreduce<T: Element>(&mut self, data: &[T], op: Reduction) -> Result<Vec<T>, Error> {
-        let bytes = T::to_le_vec(data);
         let p = self
-            .reduce_core(true, 0, &bytes, T::ELEMENT_TYPE.code(), op.code())?
+            .reduce_core(true, 0, &Elems(data), T::ELEMENT_TYPE.code(), op.code())?
             .expect("allreduce has a result on every rank");
-        Ok(T::vec_from_le(&p[H..]))
+        let v = T::vec_from_le(&p[H..]);
+        self.recycle(p);
+        Ok(v)
     }
 
     /// allreduce into `out`, which must have `data.len()` elements (else
@@ -733,11 +814,11 @@ impl<L: Link> Comm<L> {
             }
             .into());
         }
-        let bytes = T::to_le_vec(data);
         let p = self
-            .reduce_core(true, 0, &bytes, T::ELEMENT_TYPE.code(), op.code())?
+            .reduce_core(true, 0, &Elems(data), T::ELEMENT_TYPE.code(), op.code())?
             .expect("allreduce has a result on every rank");
         T::read_le(&p[H..], out);
+        self.recycle(p);
         Ok(())
     }
 
@@ -767,7 +848,11 @@ impl<L: Link> Comm<L> {
     ) -> Result<Option<Vec<u8>>, Error> {
         Ok(self
             .reduce_core(false, root, data, element_type, reduction)?
-            .map(|mut p| p.split_off(H)))
+            .map(|p| {
+                let v = p[H..].to_vec();
+                self.recycle(p);
+                v
+            }))
     }
 
     /// allreduce on raw little-endian bytes with wire codes; checks as
@@ -784,10 +869,12 @@ impl<L: Link> Comm<L> {
         element_type: u8,
         reduction: u8,
     ) -> Result<Vec<u8>, Error> {
-        let mut p = self
+        let p = self
             .reduce_core(true, 0, data, element_type, reduction)?
             .expect("allreduce has a result on every rank");
-        Ok(p.split_off(H))
+        let v = p[H..].to_vec();
+        self.recycle(p);
+        Ok(v)
     }
 
     /// gather (protocol §8.2, operation 5): at the root, every rank's block
@@ -802,12 +889,11 @@ impl<L: Link> Comm<L> {
     /// assert_eq!(got, vec![Some(vec![0, 0, 1, 1, 2, 2]), None, None]);
     /// ```
     pub fn gather<T: Element>(&mut self, root: u32, data: &[T]) -> Result<Option<Vec<T>>, Error> {
-        let bytes = T::to_le_vec(data);
         let mut out = Vec::new();
         if self.rank == root {
             out.reserve(data.len() * self.size as usize);
         }
-        let at_root = self.gather_core(root, &bytes, |b| T::extend_from_le(b, &mut out))?;
+        let at_root = self.gather_core(root, &Elems(data), |b| T::extend_from_le(b, &mut out))?;
         Ok(at_root.then_some(out))
     }
 
@@ -829,12 +915,14 @@ impl<L: Link> Comm<L> {
     /// assert_eq!(got, vec![vec![10, 11], vec![20, 21], vec![30, 31]]);
     /// ```
     pub fn scatter<T: Element>(&mut self, root: u32, data: Option<&[T]>) -> Result<Vec<T>, Error> {
-        let bytes = match (self.rank == root, data) {
-            (true, Some(d)) => T::to_le_vec(d),
-            _ => Vec::new(),
-        };
-        let (p, off) = self.scatter_core(root, &bytes, T::WIDTH, None)?;
-        Ok(T::vec_from_le(&p[off..]))
+        let src = Elems(match (self.rank == root, data) {
+            (true, Some(d)) => d,
+            _ => &[],
+        });
+        let (p, off) = self.scatter_core(root, &src, T::WIDTH, None)?;
+        let v = T::vec_from_le(&p[off..]);
+        self.recycle(p);
+        Ok(v)
     }
 
     /// scatter into `out`, which must have exactly the block's length on
@@ -857,24 +945,132 @@ impl<L: Link> Comm<L> {
         data: Option<&[T]>,
         out: &mut [T],
     ) -> Result<(), Error> {
-        let bytes = match (self.rank == root, data) {
-            (true, Some(d)) => T::to_le_vec(d),
-            _ => Vec::new(),
-        };
+        let src = Elems(match (self.rank == root, data) {
+            (true, Some(d)) => d,
+            _ => &[],
+        });
         let want = out.len() * T::WIDTH;
-        if self.rank == root && root < self.size && bytes.len() != want * self.size as usize {
+        if self.rank == root && root < self.size && src.byte_len() != want * self.size as usize {
             self.begin()?;
             return self.fail_job(
                 AbortReason::InvalidScatter,
                 ArgumentError::ScatterBlocks {
-                    len: bytes.len(),
+                    len: src.byte_len(),
                     size: self.size,
                 }
                 .into(),
             );
         }
-        let (p, off) = self.scatter_core(root, &bytes, T::WIDTH, Some(want))?;
+        let (p, off) = self.scatter_core(root, &src, T::WIDTH, Some(want))?;
         T::read_le(&p[off..], out);
+        self.recycle(p);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod buffer_tests {
+    //! Issue 8.4: the collectives take their payload buffers from the link
+    //! and give every received payload back.
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use sperli_wire::element::Reduction;
+    use sperli_wire::Error;
+
+    use crate::fake::FakeLink;
+    use crate::{Comm, Link};
+
+    /// A fake link that counts buffers taken, received and given back.
+    struct Counting {
+        inner: FakeLink,
+        taken: AtomicUsize,
+        received: AtomicUsize,
+        recycled: AtomicUsize,
+    }
+
+    impl Link for Counting {
+        fn rank(&self) -> u32 {
+            self.inner.rank()
+        }
+        fn size(&self) -> u32 {
+            self.inner.size()
+        }
+        fn send_collective(&self, to: u32, payload: &[u8]) -> Result<(), Error> {
+            self.inner.send_collective(to, payload)
+        }
+        fn recv_collective(&self, from: u32) -> Result<Vec<u8>, Error> {
+            self.received.fetch_add(1, Ordering::Relaxed);
+            self.inner.recv_collective(from)
+        }
+        fn abort(&self, reason: sperli_wire::abort::AbortReason, code: u32, message: &str) {
+            self.inner.abort(reason, code, message)
+        }
+        fn take_buffer(&self, len: usize) -> Vec<u8> {
+            self.taken.fetch_add(1, Ordering::Relaxed);
+            Vec::with_capacity(len)
+        }
+        fn recycle(&self, buf: Vec<u8>) {
+            self.recycled.fetch_add(1, Ordering::Relaxed);
+            drop(buf);
+        }
+    }
+
+    #[test]
+    fn into_calls_recycle_every_received_payload_and_fold_correctly() {
+        let links = FakeLink::job(3);
+        let out: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = links
+                .into_iter()
+                .map(|inner| {
+                    s.spawn(move || {
+                        let mut c = Comm::new(Counting {
+                            inner,
+                            taken: AtomicUsize::new(0),
+                            received: AtomicUsize::new(0),
+                            recycled: AtomicUsize::new(0),
+                        });
+                        let me = c.rank() as f64;
+                        let data: Vec<f64> = (0..1000).map(|i| i as f64 + me).collect();
+                        let mut out = vec![0f64; 1000];
+                        c.allreduce_into(&data, &mut out, Reduction::Sum).unwrap();
+                        let want: Vec<f64> = (0..1000).map(|i| 3.0 * i as f64 + 3.0).collect();
+                        assert_eq!(out, want);
+                        // Root 1: its own data is folded in the middle.
+                        let mut r = vec![0f64; 1000];
+                        let at = c.reduce_into(1, &data, &mut r, Reduction::Max).unwrap();
+                        if at {
+                            assert_eq!(r, (0..1000).map(|i| i as f64 + 2.0).collect::<Vec<_>>());
+                        }
+                        let mut b = data.clone();
+                        c.bcast_into(2, &mut b).unwrap();
+                        assert_eq!(b, (0..1000).map(|i| i as f64 + 2.0).collect::<Vec<_>>());
+                        let blocks: Vec<u64> = (0..30).collect();
+                        let mut mine = [0u64; 10];
+                        let d = (c.rank() == 0).then_some(&blocks[..]);
+                        c.scatter_into(0, d, &mut mine).unwrap();
+                        let k = c.rank() as u64 * 10;
+                        assert_eq!(mine.to_vec(), (k..k + 10).collect::<Vec<_>>());
+                        let g = c.gather(0, &[c.rank() as i32; 2]).unwrap();
+                        if c.rank() == 0 {
+                            assert_eq!(g.unwrap(), vec![0, 0, 1, 1, 2, 2]);
+                        }
+                        let l = c.link();
+                        (
+                            l.taken.load(Ordering::Relaxed),
+                            l.received.load(Ordering::Relaxed),
+                            l.recycled.load(Ordering::Relaxed),
+                        )
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (rank, (taken, received, recycled)) in out.into_iter().enumerate() {
+            assert!(taken > 0, "rank {rank} took buffers from the link");
+            // Every received payload goes back; buffers taken for the
+            // root's own contributions go back too.
+            assert!(recycled >= received, "rank {rank}: {recycled} < {received}");
+        }
     }
 }

@@ -30,6 +30,15 @@ impl Link for Endpoint {
     fn abort(&self, reason: AbortReason, code: u32, message: &str) {
         Endpoint::abort(self, reason, code, message)
     }
+    fn take_buffer(&self, len: usize) -> Vec<u8> {
+        Endpoint::take_buffer(self, len)
+    }
+    fn send_collective_vec(&self, to: u32, payload: Vec<u8>) -> Result<(), Error> {
+        Endpoint::send_collective_vec(self, to, payload)
+    }
+    fn recycle(&self, buf: Vec<u8>) {
+        Endpoint::recycle(self, buf)
+    }
 }
 
 /// The longest job description line accepted on stdin (4096 ranks with

@@ -59,8 +59,8 @@ impl<L: Link> Comm<L> {
         if self.rank() == 0 {
             all.reserve(total);
         }
-        self.gather_core(0, &bytes, |b| all.extend_from_slice(b))?;
-        match self.bcast_core(0, &all, T::WIDTH, Some(total))? {
+        self.gather_core(0, &bytes[..], |b| all.extend_from_slice(b))?;
+        match self.bcast_core(0, &all[..], T::WIDTH, Some(total))? {
             None => Ok(T::vec_from_le(&all)),
             Some(p) => Ok(T::vec_from_le(&p[H..])),
         }
@@ -95,13 +95,14 @@ impl<L: Link> Comm<L> {
         }
         let block = data.len() / size * T::WIDTH;
         let bytes = T::to_le_vec(data);
-        let reduced = match self.reduce_core(false, 0, &bytes, T::ELEMENT_TYPE.code(), op.code()) {
-            Ok(r) => r,
-            Err(e) => {
-                self.skip_calls(1);
-                return Err(e);
-            }
-        };
+        let reduced =
+            match self.reduce_core(false, 0, &bytes[..], T::ELEMENT_TYPE.code(), op.code()) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.skip_calls(1);
+                    return Err(e);
+                }
+            };
         let root_data = reduced.as_deref().map_or(&[][..], |p| &p[H..]);
         let (p, off) = self.scatter_core(0, root_data, T::WIDTH, Some(block))?;
         Ok(T::vec_from_le(&p[off..]))
@@ -141,7 +142,7 @@ impl<L: Link> Comm<L> {
         let bytes = T::to_le_vec(data);
         let mut out = Vec::with_capacity(data.len());
         for k in 0..size {
-            let (p, off) = self.scatter_core(k, &bytes, T::WIDTH, Some(block))?;
+            let (p, off) = self.scatter_core(k, &bytes[..], T::WIDTH, Some(block))?;
             T::extend_from_le(&p[off..], &mut out);
         }
         Ok(out)

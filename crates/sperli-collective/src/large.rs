@@ -11,7 +11,7 @@ use sperli_wire::error::MismatchError;
 use sperli_wire::limits::{COLLECTIVE_HEADER_LEN as H, MAX_COLLECTIVE_DATA};
 use sperli_wire::Error;
 
-use crate::comm::Comm;
+use crate::comm::{Comm, Elems};
 use crate::element::Element;
 use crate::link::Link;
 
@@ -76,14 +76,12 @@ impl<L: Link> Comm<L> {
     ) -> Result<Vec<T>, Error> {
         let chunk = clamp::<T>(chunk_elems);
         let mut out = Vec::with_capacity(data.len());
-        let mut bytes = Vec::new();
         for c in chunks(data, chunk) {
-            bytes.clear();
-            T::extend_le(c, &mut bytes);
             let p = self
-                .reduce_core(true, 0, &bytes, T::ELEMENT_TYPE.code(), op.code())?
+                .reduce_core(true, 0, &Elems(c), T::ELEMENT_TYPE.code(), op.code())?
                 .expect("allreduce has a result on every rank");
             T::extend_from_le(&p[H..], &mut out);
+            self.recycle(p);
         }
         Ok(out)
     }
@@ -118,15 +116,13 @@ impl<L: Link> Comm<L> {
         let chunk = clamp::<T>(chunk_elems);
         let mut out = Vec::new();
         let mut at_root = false;
-        let mut bytes = Vec::new();
         for c in chunks(data, chunk) {
-            bytes.clear();
-            T::extend_le(c, &mut bytes);
             if let Some(p) =
-                self.reduce_core(false, root, &bytes, T::ELEMENT_TYPE.code(), op.code())?
+                self.reduce_core(false, root, &Elems(c), T::ELEMENT_TYPE.code(), op.code())?
             {
                 at_root = true;
                 T::extend_from_le(&p[H..], &mut out);
+                self.recycle(p);
             }
         }
         Ok(at_root.then_some(out))
@@ -165,7 +161,7 @@ impl<L: Link> Comm<L> {
             head.extend_from_slice(&(buf.len() as u64).to_le_bytes());
             head.extend_from_slice(&(clamp::<T>(chunk_elems) as u64).to_le_bytes());
         }
-        let (count, chunk) = match self.bcast_core(root, &head, 1, Some(16))? {
+        let (count, chunk) = match self.bcast_core(root, &head[..], 1, Some(16))? {
             None => (buf.len(), clamp::<T>(chunk_elems)),
             Some(p) => {
                 let count = u64::from_le_bytes(p[H..H + 8].try_into().expect("8 bytes"));
@@ -187,16 +183,14 @@ impl<L: Link> Comm<L> {
         if !is_root {
             buf.clear();
         }
-        let mut bytes = Vec::new();
         let mut done = 0usize;
         while done < count {
             let n = chunk.min(count - done);
             if is_root {
-                bytes.clear();
-                T::extend_le(&buf[done..done + n], &mut bytes);
-                self.bcast_core(root, &bytes, T::WIDTH, None)?;
-            } else if let Some(p) = self.bcast_core(root, &[], T::WIDTH, Some(n * T::WIDTH))? {
+                self.bcast_core(root, &Elems(&buf[done..done + n]), T::WIDTH, None)?;
+            } else if let Some(p) = self.bcast_core(root, &[][..], T::WIDTH, Some(n * T::WIDTH))? {
                 T::extend_from_le(&p[H..], buf);
+                self.recycle(p);
             }
             done += n;
         }

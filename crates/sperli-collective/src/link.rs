@@ -57,6 +57,26 @@ pub trait Link {
     /// every later call on this link fails. Errors while sending the ABORT
     /// are ignored (the job is over either way).
     fn abort(&self, reason: AbortReason, code: u32, message: &str);
+
+    /// An empty buffer with room for a payload of `len` bytes. A link with
+    /// a buffer pool hands out a reused buffer (issue 8.4); the default
+    /// allocates one.
+    fn take_buffer(&self, len: usize) -> Vec<u8> {
+        Vec::with_capacity(len)
+    }
+
+    /// As [`Link::send_collective`] with a payload the link takes over
+    /// (no copy needed). The default sends the borrowed bytes.
+    fn send_collective_vec(&self, to: u32, payload: Vec<u8>) -> Result<(), Error> {
+        self.send_collective(to, &payload)
+    }
+
+    /// Gives back a payload from [`Link::recv_collective`] (or a buffer from
+    /// [`Link::take_buffer`]) the caller is done with, for reuse. The
+    /// default drops it.
+    fn recycle(&self, buf: Vec<u8>) {
+        drop(buf);
+    }
 }
 
 impl<L: Link + ?Sized> Link for &L {
@@ -74,5 +94,14 @@ impl<L: Link + ?Sized> Link for &L {
     }
     fn abort(&self, reason: AbortReason, code: u32, message: &str) {
         (**self).abort(reason, code, message)
+    }
+    fn take_buffer(&self, len: usize) -> Vec<u8> {
+        (**self).take_buffer(len)
+    }
+    fn send_collective_vec(&self, to: u32, payload: Vec<u8>) -> Result<(), Error> {
+        (**self).send_collective_vec(to, payload)
+    }
+    fn recycle(&self, buf: Vec<u8>) {
+        (**self).recycle(buf)
     }
 }

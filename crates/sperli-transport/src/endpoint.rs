@@ -21,11 +21,55 @@ use zeroize::Zeroizing;
 
 use crate::connection::{Incoming, JobContext, Outgoing};
 use crate::mesh::{self, Command, Event, Link, Mesh, Refused, Shared};
+use crate::pool::BufPool;
 use crate::Settings;
 
 /// Messages up to this size are sent eagerly: a blocking `send` returns
 /// once the message is queued. Bigger ones wait until written into TLS.
 pub const EAGER_LIMIT: usize = 64 * 1024;
+
+/// A message to send: the caller's bytes (copied once, into a pooled
+/// buffer) or a buffer the transport takes over.
+enum Bytes<'a> {
+    Borrowed(&'a [u8]),
+    Owned(Vec<u8>),
+}
+
+impl Bytes<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Bytes::Borrowed(b) => b.len(),
+            Bytes::Owned(v) => v.len(),
+        }
+    }
+
+    /// Called only after the length was checked.
+    fn into_vec(self, pool: &BufPool) -> Vec<u8> {
+        match self {
+            Bytes::Borrowed(b) => {
+                let mut v = pool.take(b.len());
+                v.extend_from_slice(b);
+                v
+            }
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
+/// Allocates and frees one 24 MiB buffer, once per rank. With glibc this
+/// raises malloc's adaptive mmap threshold to 24 MiB (and its trim
+/// threshold to 48 MiB), as the first free of any large block would: from
+/// then on buffers up to 24 MiB (received 16 MiB frames a user drops,
+/// rustls's 16 KiB records, up to 256 KiB of them per connection) come
+/// from the heap and are reused from it, instead of being mapped, faulted
+/// in and unmapped per message; the heap is trimmed only once 48 MiB at
+/// its top are free (the cost: up to that much freed memory stays
+/// resident). Without it, the first such free happens at some random later
+/// point, or never when the pool keeps every large buffer. Other
+/// allocators just allocate and free.
+fn warm_malloc() {
+    drop(std::hint::black_box(Vec::<u8>::with_capacity(24 << 20)));
+}
 
 /// What a completed receive reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,6 +233,7 @@ impl Endpoint {
         let (cmd_tx, cmd_rx) = crossbeam_channel::unbounded();
         let (ev_tx, ev_rx) = crossbeam_channel::unbounded();
         let shared = Arc::new(Shared::default());
+        warm_malloc();
         let spin = settings.spin;
         let m = Mesh::new(
             poll,
@@ -423,8 +468,9 @@ impl Endpoint {
     }
 
     /// Starts a DATA send; `seq` 0: nobody waits for it. True when the
-    /// message is complete (queued locally, or whole in TLS).
-    fn start_send(&self, to: u32, tag: u32, data: &[u8], seq: u64) -> Result<bool, Error> {
+    /// message is complete (queued locally, or whole in TLS). A borrowed
+    /// message is copied once, into a pooled buffer, after the checks.
+    fn start_send(&self, to: u32, tag: u32, data: Bytes<'_>, seq: u64) -> Result<bool, Error> {
         self.check()?;
         self.check_rank(to)?;
         if tag > MAX_USER_TAG {
@@ -437,18 +483,31 @@ impl Endpoint {
             }
             .into());
         }
+        let payload = data.into_vec(&self.shared.pool);
         if to == self.ctx.rank {
-            self.st.borrow_mut().deliver(
-                to,
-                Incoming::Data {
-                    tag,
-                    payload: data.to_vec(),
-                },
-            );
+            self.st
+                .borrow_mut()
+                .deliver(to, Incoming::Data { tag, payload });
             return Ok(true);
         }
         let h = self.ctx.header(FrameType::Data, to).with_tag(tag);
-        self.push(to, Outgoing::new(h, data.to_vec(), seq))
+        self.push(to, Outgoing::new(h, payload, seq))
+    }
+
+    /// An empty buffer with room for `len` bytes, from this rank's pool of
+    /// large buffers when one fits (else freshly allocated). Fill it and
+    /// pass it to [`Endpoint::send_vec`] or
+    /// [`Endpoint::send_collective_vec`]: written frames go back to the
+    /// pool, so steady traffic of large messages stops allocating.
+    pub fn take_buffer(&self, len: usize) -> Vec<u8> {
+        self.shared.pool.take(len)
+    }
+
+    /// Hands a buffer back for reuse, typically a received message the
+    /// caller is done with (`recv`, `recv_collective`, ...). Buffers under
+    /// 32 KiB are simply freed. Optional: dropping a buffer is always fine.
+    pub fn recycle(&self, buf: Vec<u8>) {
+        self.shared.pool.put(buf);
     }
 
     /// Sends `data` to rank `to` with `tag` (0..=2147483647; a bigger tag is
@@ -461,6 +520,16 @@ impl Endpoint {
     /// send to this rank itself is queued locally. Up to 64 KiB it returns
     /// once the message is queued; bigger messages wait until written.
     pub fn send(&self, to: u32, tag: u32, data: &[u8]) -> Result<(), Error> {
+        self.send_bytes(to, tag, Bytes::Borrowed(data))
+    }
+
+    /// As [`Endpoint::send`] with a message the transport takes over (no
+    /// copy); e.g. a buffer from [`Endpoint::take_buffer`].
+    pub fn send_vec(&self, to: u32, tag: u32, data: Vec<u8>) -> Result<(), Error> {
+        self.send_bytes(to, tag, Bytes::Owned(data))
+    }
+
+    fn send_bytes(&self, to: u32, tag: u32, data: Bytes<'_>) -> Result<(), Error> {
         if data.len() <= EAGER_LIMIT {
             self.start_send(to, tag, data, 0).map(|_| ())
         } else {
@@ -475,7 +544,7 @@ impl Endpoint {
     /// Starts a send; the handle completes when the frame is written into TLS.
     pub fn isend(&self, to: u32, tag: u32, data: &[u8]) -> Result<SendHandle<'_>, Error> {
         let seq = self.seq();
-        let local = self.start_send(to, tag, data, seq)?;
+        let local = self.start_send(to, tag, Bytes::Borrowed(data), seq)?;
         self.st.borrow_mut().open_sends += 1;
         Ok(SendHandle {
             ep: self,
@@ -586,10 +655,10 @@ impl Endpoint {
     pub fn send_large(&self, to: u32, tag: u32, data: &[u8]) -> Result<(), Error> {
         let max = MAX_PAYLOAD as usize;
         let first_len = data.len().min(max - 8);
-        let mut first = Vec::with_capacity(8 + first_len);
+        let mut first = self.take_buffer(8 + first_len);
         first.extend_from_slice(&(data.len() as u64).to_le_bytes());
         first.extend_from_slice(&data[..first_len]);
-        self.send(to, tag, &first)?;
+        self.send_vec(to, tag, first)?;
         for chunk in data[first_len..].chunks(max) {
             self.send(to, tag, chunk)?;
         }
@@ -617,12 +686,14 @@ impl Endpoint {
         }
         let mut out = Vec::with_capacity(total);
         out.extend_from_slice(rest);
+        self.recycle(first);
         while out.len() < total {
             let m = self.recv(from, tag)?;
             if out.len() + m.len() > total || m.is_empty() {
                 return Err(bad());
             }
             out.extend_from_slice(&m);
+            self.recycle(m);
         }
         Ok(out)
     }
@@ -631,6 +702,16 @@ impl Endpoint {
     /// header followed by the data, encoded by the caller (at most 16777216
     /// bytes in all). To this rank itself it is queued locally.
     pub fn send_collective(&self, to: u32, payload: &[u8]) -> Result<(), Error> {
+        self.send_collective_bytes(to, Bytes::Borrowed(payload))
+    }
+
+    /// As [`Endpoint::send_collective`] with a payload the transport takes
+    /// over (no copy); e.g. a buffer from [`Endpoint::take_buffer`].
+    pub fn send_collective_vec(&self, to: u32, payload: Vec<u8>) -> Result<(), Error> {
+        self.send_collective_bytes(to, Bytes::Owned(payload))
+    }
+
+    fn send_collective_bytes(&self, to: u32, payload: Bytes<'_>) -> Result<(), Error> {
         self.check()?;
         self.check_rank(to)?;
         if payload.len() < COLLECTIVE_HEADER_LEN {
@@ -647,16 +728,17 @@ impl Endpoint {
             }
             .into());
         }
+        let big = payload.len() > EAGER_LIMIT;
+        let payload = payload.into_vec(&self.shared.pool);
         if to == self.ctx.rank {
             self.st
                 .borrow_mut()
-                .deliver(to, Incoming::Collective(payload.to_vec()));
+                .deliver(to, Incoming::Collective(payload));
             return Ok(());
         }
         let h = self.ctx.header(FrameType::Collective, to);
-        let big = payload.len() > EAGER_LIMIT;
         let seq = if big { self.seq() } else { 0 };
-        let written = self.push(to, Outgoing::new(h, payload.to_vec(), seq))?;
+        let written = self.push(to, Outgoing::new(h, payload, seq))?;
         if big && !written {
             self.wait_written(seq)?;
         }

@@ -5,12 +5,19 @@
 //! *before* reading or allocating any payload byte, then collects exactly
 //! `length` payload bytes into a buffer allocated once for that frame (a
 //! frame of an older incarnation is read and dropped without being stored),
-//! and finally checks the payload with [`Payload::decode`].
+//! and finally checks the payload with [`Payload::decode`]. With a
+//! [`BufPool`] ([`FrameReader::with_pool`]) that buffer is taken from the
+//! pool (again only after the header check, by the checked length), so a
+//! rank that hands its received buffers back reuses them.
+
+use std::sync::Arc;
 
 use sperli_wire::error::FrameError;
 use sperli_wire::header::{check, FrameHeader, Receiver, Verdict};
 use sperli_wire::limits::HEADER_LEN;
 use sperli_wire::payload::Payload;
+
+use crate::pool::BufPool;
 
 /// One whole, accepted frame: its header and its payload bytes, which
 /// passed [`Payload::decode`] for the header's type.
@@ -46,6 +53,7 @@ pub struct FrameReader {
     head_len: usize,
     payload: Vec<u8>,
     state: State,
+    pool: Option<Arc<BufPool>>,
 }
 
 impl FrameReader {
@@ -57,6 +65,15 @@ impl FrameReader {
             head_len: 0,
             payload: Vec::new(),
             state: State::Header,
+            pool: None,
+        }
+    }
+
+    /// A reader that takes its payload buffers from `pool`.
+    pub fn with_pool(rx: Receiver, pool: Arc<BufPool>) -> Self {
+        Self {
+            pool: Some(pool),
+            ..Self::new(rx)
         }
     }
 
@@ -120,8 +137,13 @@ impl FrameReader {
                             };
                         }
                         Verdict::Accept(header) => {
-                            // Allocated only now, after the header check, and exactly once.
-                            self.payload = Vec::with_capacity(header.length as usize);
+                            // Allocated (or taken from the pool) only now,
+                            // after the header check, and exactly once.
+                            let len = header.length as usize;
+                            self.payload = match &self.pool {
+                                Some(p) => p.take(len),
+                                None => Vec::with_capacity(len),
+                            };
                             self.state = State::Payload {
                                 left: header.length as usize,
                                 header,
@@ -280,5 +302,38 @@ mod tests {
         let frames = feed_all(&mut r, &old[2000..], 7).unwrap();
         assert!(frames.is_empty());
         assert!(r.at_frame_boundary());
+    }
+
+    #[test]
+    fn pooled_reader_takes_buffers_only_after_the_header_check() {
+        let pool = Arc::new(BufPool::new());
+        let mut spare = Vec::with_capacity(1 << 20);
+        spare.push(1u8);
+        let ptr = spare.as_ptr();
+        pool.put(spare);
+        // A rejected header (too long) takes nothing from the pool.
+        let raw = RawHeader {
+            length: 16_777_217,
+            frame_type: FrameType::Data.code(),
+            job_id: JobId([9; 16]),
+            source: 0,
+            target: 1,
+            incarnation: 2,
+            ..RawHeader::default()
+        };
+        let mut r = FrameReader::with_pool(rx(), pool.clone());
+        assert!(feed_all(&mut r, &raw.to_bytes(), 1).is_err());
+        assert_eq!(pool.held(), (1, 1 << 20));
+        // An accepted 600 KiB frame is read into the pooled buffer.
+        let msg: Vec<u8> = (0..600 * 1024).map(|i| i as u8).collect();
+        let mut r = FrameReader::with_pool(rx(), pool.clone());
+        let frames = feed_all(&mut r, &data(4, &msg, 2), 4096).unwrap();
+        assert_eq!(frames.len(), 1);
+        assert_eq!(frames[0].payload, msg);
+        assert_eq!(frames[0].payload.as_ptr(), ptr, "the pooled allocation");
+        assert_eq!(pool.held().0, 0);
+        // Small frames are allocated as before.
+        let frames = feed_all(&mut r, &data(5, b"tiny", 2), 7).unwrap();
+        assert_eq!(frames[0].payload, b"tiny");
     }
 }

@@ -34,6 +34,7 @@ pub mod fd_limit;
 pub mod frame_reader;
 pub mod job;
 pub mod mesh;
+pub mod pool;
 
 use std::time::Duration;
 

@@ -37,6 +37,7 @@ use sperli_wire::Error;
 
 use crate::connection::{ConnState, Connection, Incoming, JobContext, Outgoing};
 use crate::job::unix_ms;
+use crate::pool::BufPool;
 use crate::Settings;
 
 const WAKER: Token = Token(0);
@@ -95,6 +96,8 @@ pub(crate) struct Shared {
     /// [`Event::Ready`]). Weak: the I/O thread owns the sockets and closes
     /// them by dropping its references.
     pub links: Mutex<Vec<Option<Weak<Mutex<Link>>>>>,
+    /// Large payload buffers for reuse (received frames, written frames).
+    pub pool: Arc<BufPool>,
 }
 
 impl Shared {
@@ -335,6 +338,8 @@ pub(crate) struct Mesh {
     failed: bool,
     next_timer: Instant,
     buf: Vec<u8>,
+    /// TLS records read from a socket, before rustls takes them.
+    raw: Vec<u8>,
     incoming: Vec<Incoming>,
     done_seqs: Vec<u64>,
 }
@@ -406,6 +411,7 @@ impl Mesh {
             failed: false,
             next_timer: now,
             buf: vec![0; READ_BUF],
+            raw: vec![0; READ_BUF],
             incoming: Vec::new(),
             done_seqs: Vec::new(),
             ctx,
@@ -686,16 +692,28 @@ impl Mesh {
 
     fn read(&mut self, t: Token, l: &mut Link) -> Result<(), SockError> {
         let mut buf = std::mem::take(&mut self.buf);
-        let r = self.read_with(t, l, &mut buf);
+        let mut raw = std::mem::take(&mut self.raw);
+        let r = self.read_with(t, l, &mut raw, &mut buf);
         self.buf = buf;
+        self.raw = raw;
         r
     }
 
-    fn read_with(&mut self, t: Token, l: &mut Link, buf: &mut [u8]) -> Result<(), SockError> {
+    /// Reads the socket until it would block: one `read` syscall of up to
+    /// 256 KiB of TLS records into `raw` (rustls's own `read_tls` reads at
+    /// most one record per syscall, often 4 KiB), handed to rustls from
+    /// there; decrypted plaintext goes through `buf` to the frame reader.
+    fn read_with(
+        &mut self,
+        t: Token,
+        l: &mut Link,
+        raw: &mut [u8],
+        buf: &mut [u8],
+    ) -> Result<(), SockError> {
         let now = Instant::now();
         let now_ms = unix_ms(SystemTime::now());
         loop {
-            let n = match l.tls.read_tls(&mut l.tcp) {
+            let n = match l.tcp.read(raw) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -708,40 +726,59 @@ impl Mesh {
                     c.touch(now);
                 }
             }
-            let handshaking = l.tls.is_handshaking();
-            if let Err(e) = l.tls.process_new_packets() {
-                // Send the alert, then drop.
-                let _ = l.tls.write_tls(&mut l.tcp);
-                let f = tls_failure(&e);
-                return Err(self.sock_error(t, l, LossCause::Reset, Some(f)));
-            }
-            if handshaking && !l.tls.is_handshaking() && l.conn.is_none() {
-                self.handshake_done(t, l)?;
-            }
-            // Plaintext.
-            let mut clean_eof = false;
+            // n == 0 (EOF) still goes through rustls once: it notes the EOF.
+            let mut src = &raw[..n];
             loop {
-                match l.tls.reader().read(buf) {
-                    Ok(0) => {
-                        clean_eof = true;
-                        break;
+                let k = match l.tls.read_tls(&mut src) {
+                    Ok(k) => k,
+                    Err(e) => {
+                        return Err(self.sock_error(
+                            t,
+                            l,
+                            loss_cause(&e),
+                            Some(TlsFailure::Broken),
+                        ));
                     }
-                    Ok(k) => {
-                        if self.failed {
-                            continue; // draining after a failure
+                };
+                let handshaking = l.tls.is_handshaking();
+                if let Err(e) = l.tls.process_new_packets() {
+                    // Send the alert, then drop.
+                    let _ = l.tls.write_tls(&mut l.tcp);
+                    let f = tls_failure(&e);
+                    return Err(self.sock_error(t, l, LossCause::Reset, Some(f)));
+                }
+                if handshaking && !l.tls.is_handshaking() && l.conn.is_none() {
+                    self.handshake_done(t, l)?;
+                }
+                // Plaintext.
+                let mut clean_eof = false;
+                loop {
+                    match l.tls.reader().read(buf) {
+                        Ok(0) => {
+                            clean_eof = true;
+                            break;
                         }
-                        self.feed(t, l, &buf[..k], now, now_ms)?;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(_) => {
-                        // Peer closed TCP without close_notify.
-                        clean_eof = true;
-                        break;
+                        Ok(k) => {
+                            if self.failed {
+                                continue; // draining after a failure
+                            }
+                            self.feed(t, l, &buf[..k], now, now_ms)?;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(_) => {
+                            // Peer closed TCP without close_notify.
+                            clean_eof = true;
+                            break;
+                        }
                     }
                 }
-            }
-            if n == 0 || clean_eof {
-                return self.closed(t, l);
+                // k == 0 with bytes left: rustls takes nothing after close_notify.
+                if n == 0 || clean_eof || k == 0 {
+                    return self.closed(t, l);
+                }
+                if src.is_empty() {
+                    break;
+                }
             }
         }
     }
@@ -856,7 +893,13 @@ impl Mesh {
         };
         check_peer(&l.tls, &job, rank).map_err(|e| SockError::Unauthenticated(Some(e)))?;
         let now = Instant::now();
-        let mut c = Connection::new(self.ctx.clone(), rank, self.settings.silence, now);
+        let mut c = Connection::with_pool(
+            self.ctx.clone(),
+            rank,
+            self.settings.silence,
+            now,
+            self.shared.pool.clone(),
+        );
         c.queue_hello(&self.token, now).map_err(SockError::Fatal)?;
         l.conn = Some(c);
         self.next_timer = self.next_timer.min(now + Duration::from_millis(10));

@@ -31,6 +31,7 @@ use sperli_wire::refused_hosts::RefusedHosts;
 use sperli_wire::{Error, FrameType, JobId};
 
 use crate::frame_reader::{Frame, FrameReader};
+use crate::pool::BufPool;
 
 /// What every connection of one rank knows about the job.
 #[derive(Debug, Clone)]
@@ -192,6 +193,8 @@ pub struct Connection {
     bye_sent: bool,
     out: VecDeque<Outgoing>,
     out_offset: usize,
+    /// Where received payloads come from and written payloads go back to.
+    pool: Option<Arc<BufPool>>,
 }
 
 /// The heartbeat interval (protocol text "HEARTBEAT": 1000 ms).
@@ -221,7 +224,24 @@ impl Connection {
             bye_sent: false,
             out: VecDeque::new(),
             out_offset: 0,
+            pool: None,
         }
+    }
+
+    /// As [`Connection::new`], with payload buffers from `pool`: received
+    /// payloads are taken from it (after the header check), written
+    /// payloads go back to it.
+    pub fn with_pool(
+        ctx: Arc<JobContext>,
+        peer: u32,
+        silence: Duration,
+        now: Instant,
+        pool: Arc<BufPool>,
+    ) -> Self {
+        let mut c = Self::new(ctx, peer, silence, now);
+        c.reader = FrameReader::with_pool(c.rx(), pool.clone());
+        c.pool = Some(pool);
+        c
     }
 
     /// The peer's rank.
@@ -296,7 +316,11 @@ impl Connection {
     /// send sequence numbers that were waiting on them.
     pub fn take_queued_seqs(&mut self) -> Vec<u64> {
         self.out_offset = 0;
-        self.out.drain(..).map(|f| f.seq).filter(|s| *s != 0).collect()
+        self.out
+            .drain(..)
+            .map(|f| f.seq)
+            .filter(|s| *s != 0)
+            .collect()
     }
 
     /// True while frames wait to be written.
@@ -335,7 +359,11 @@ impl Connection {
             self.out_offset += n;
             if self.out_offset == front.len() {
                 let seq = front.seq;
-                self.out.pop_front();
+                if let Some(f) = self.out.pop_front() {
+                    if let Some(p) = &self.pool {
+                        p.put(f.payload);
+                    }
+                }
                 self.out_offset = 0;
                 if seq != 0 {
                     done(seq);
