@@ -13,6 +13,8 @@ use sperli_wire::ckpt_path::{buddy_file_name, epoch_dir, rank_file_name, temp_na
 use sperli_wire::rank_file::{verify_rank_file, RankFileExpect};
 use sperli_wire::{Error, HCode};
 
+mod reliability;
+
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 /// A scratch directory on the real disk, one per test.
