@@ -187,6 +187,28 @@ fn chunk_error(e: ChunkError) -> Error {
     payload_error(FrameType::CkptData)(e.into())
 }
 
+/// Test hook (docs/reliability.md, "Crashes"): when the environment
+/// variable `SPERLI_TEST_CKPT_KILL` is `POINT,RANK,INCARNATION,EPOCH` and
+/// this rank, incarnation and epoch match, the rank SIGKILLs itself at
+/// `POINT` (`step0` .. `step5`, `step4-commit-written`, `resume`). Unset,
+/// it costs one environment lookup per step; nothing else reads it.
+fn test_kill_point(point: &str, rank: u32, incarnation: u32, epoch: u64) {
+    let Some(v) = std::env::var_os("SPERLI_TEST_CKPT_KILL") else {
+        return;
+    };
+    let want = format!("{point},{rank},{incarnation},{epoch}");
+    if v.to_str() == Some(want.as_str()) {
+        eprintln!("rank {rank}: test hook: SIGKILL at {point} (epoch {epoch})");
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &std::process::id().to_string()])
+            .status();
+        // The signal is on its way; never go on.
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+    }
+}
+
 /// A message of at most 1024 bytes for ABORT (layouts §6), cut at a char
 /// boundary.
 fn abort_message(e: &Error) -> String {
@@ -384,12 +406,15 @@ impl<L: Link + Borrow<Endpoint>> Checkpointer<L> {
         let job = self.keys.job_id();
         let edir = self.epoch_dir(e);
         let ep: &Endpoint = self.comm.link().borrow();
+        let kill = |point| test_kill_point(point, rank, self.keys.incarnation(), e);
         fsio::ensure_dir(&edir)?;
         // Step 0 and 1.
         if rank == 0 {
             fsio::remove_if_present(&edir, COMMIT_FILE_NAME)?;
+            kill("step0");
             for r in 1..size {
                 ep.send_frame(r, e, &Payload::CkptBegin(CkptBegin { size }))?;
+                kill("step1");
             }
         } else {
             let b = recv_frame(
@@ -403,6 +428,7 @@ impl<L: Link + Borrow<Endpoint>> Checkpointer<L> {
             begin
                 .check_size(size)
                 .map_err(payload_error(FrameType::CkptBegin))?;
+            kill("step1");
             fsio::remove_if_present(&edir, COMMIT_FILE_NAME)?;
         }
         // Step 2: the rank file, built in one buffer (header, then state).
@@ -428,6 +454,7 @@ impl<L: Link + Borrow<Endpoint>> Checkpointer<L> {
             (written, hash)
         });
         written?;
+        kill("step2");
         if rank != 0 {
             ep.send_frame(0, e, &Payload::CkptAck(CkptAck { sha256: own_hash }))?;
         }
@@ -437,6 +464,7 @@ impl<L: Link + Borrow<Endpoint>> Checkpointer<L> {
             let buddy = (rank + 1) % size;
             for c in chunks(CkptDataKind::Push, rank, &file) {
                 ep.send_frame(buddy, e, &Payload::CkptData(c))?;
+                kill("step3");
             }
         }
         drop(file);
@@ -473,6 +501,7 @@ impl<L: Link + Borrow<Endpoint>> Checkpointer<L> {
             })?;
             let commit = assemble(&msg, &sig.0);
             fsio::write_atomic(&edir, COMMIT_FILE_NAME, &[&commit])?;
+            kill("step4-commit-written");
             let cf = decode_file(&commit)?;
             for r in 1..size {
                 ep.send_frame(r, e, &Payload::CkptCommit(cf.clone()))?;
@@ -490,12 +519,14 @@ impl<L: Link + Borrow<Endpoint>> Checkpointer<L> {
                 e,
                 "during checkpoint (CKPT_COMMIT expected)",
             )?;
+            kill("step4");
             let cf = self.verify_commit(&b, e)?;
             check_entry_hash(&cf, rank, own_hash)?;
             check_entry_hash(&cf, pred, got)?;
             fsio::write_atomic(&edir, COMMIT_FILE_NAME, &[&b])?;
         }
         // Step 5.
+        kill("step5");
         fsio::remove_epochs_below(&self.job_dir(), e.saturating_sub(1));
         Ok(())
     }
@@ -567,6 +598,7 @@ impl<L: Link + Borrow<Endpoint>> Checkpointer<L> {
         // Step 3: every rank verifies the announced COMMIT.
         let bytes = commit_bytes.unwrap_or_default();
         let commit = self.verify_commit(&bytes, epoch);
+        test_kill_point("resume", rank, self.keys.incarnation(), epoch);
         // Step 4: own file.
         let own = match &commit {
             Ok(c) => self.load_own(epoch, c),

@@ -11,6 +11,17 @@
 //! - `exit-once CODE RANK`: like `exit`, in the first incarnation only;
 //! - `exit CODE RANK`: once the mesh is up, rank RANK exits with CODE; the
 //!   others then fail (the launcher reports RANK's code);
+//! - `die-in OP VICTIM LATE [LATE_MS]` (docs/reliability.md, crash tests):
+//!   after a barrier every rank calls the collective OP (`barrier`, `bcast`,
+//!   `reduce`, `allreduce`, `gather`, `scatter`) once; rank LATE enters it
+//!   LATE_MS (default 1500) ms late (for `bcast` and `scatter` it is the root, for `reduce`
+//!   and `gather` VICTIM is), so rank VICTIM is blocked inside the call
+//!   when it SIGKILLs itself 300 ms after entering (a VICTIM >= size kills
+//!   nobody);
+//! - `scale`: joins with a checkpointer, prints `up <unix ms>`, runs an
+//!   allreduce and a checkpoint, then prints its peak resident memory
+//!   (`VmHWM`), resident memory and open file descriptors (docs/reliability.md,
+//!   "Scale"); needs `--checkpoint-dir`;
 //! - `ckpt STEPS EVERY [SLEEP_MS [KILL_STEP KILL_RANK]]`: a deterministic
 //!   f64 iteration with one allreduce per step ([`ckpt_step`]), a
 //!   checkpoint (sperli-ckpt, docs/sperli-protocol.md §9.4) every EVERY
@@ -160,10 +171,117 @@ fn run_ckpt(args: &[String]) -> ExitCode {
     }
 }
 
+/// The `die-in` example (see the module docs).
+fn die_in<L: sperli_collective::Link>(comm: &mut Comm<L>, args: &[String]) -> Result<(), Error> {
+    let op = args.get(1).map_or("barrier", String::as_str).to_owned();
+    let victim: u32 = arg(args, 2).unwrap_or(1);
+    let late: u32 = arg(args, 3).unwrap_or(0);
+    let late_ms: u64 = arg(args, 4).unwrap_or(1500);
+    let rank = comm.rank();
+    let size = comm.size();
+    comm.barrier()?;
+    if rank == victim {
+        let op = op.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            println!("rank {rank}: SIGKILL inside {op}");
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+        });
+    }
+    if rank == late {
+        std::thread::sleep(std::time::Duration::from_millis(late_ms));
+    }
+    let mine = vec![f64::from(rank); 4];
+    match op.as_str() {
+        "barrier" => comm.barrier(),
+        "bcast" => {
+            let mut b = mine;
+            comm.bcast(late, &mut b)
+        }
+        "reduce" => comm
+            .reduce(victim.min(size - 1), &mine, Reduction::Sum)
+            .map(drop),
+        "allreduce" => comm.allreduce(&mine, Reduction::Sum).map(drop),
+        "gather" => comm.gather(victim.min(size - 1), &mine).map(drop),
+        "scatter" => {
+            let all = vec![1.0f64; 4 * size as usize];
+            comm.scatter(late, (rank == late).then_some(&all[..]))
+                .map(drop)
+        }
+        other => {
+            eprintln!("unknown collective {other}");
+            std::process::exit(2);
+        }
+    }?;
+    if rank == victim {
+        // The call returned before the kill: say so (the test fails).
+        println!("rank {rank}: {op} returned before the SIGKILL");
+        std::thread::sleep(std::time::Duration::from_secs(5));
+    }
+    comm.barrier()
+}
+
+/// `VmHWM`, `VmRSS` (KiB) of this process and its open descriptors.
+pub fn own_memory_and_fds() -> (u64, u64, usize) {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |k: &str| -> u64 {
+        s.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let fds = std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count);
+    (field("VmHWM:"), field("VmRSS:"), fds)
+}
+
+/// The `scale` example (see the module docs).
+fn run_scale() -> ExitCode {
+    let mut ck = match Checkpointer::join() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("cannot join the job: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let rank = ck.comm().rank();
+    let size = ck.comm().size();
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+    };
+    println!("up {}", now_ms());
+    let result = (|| -> Result<(), Error> {
+        let mine = vec![f64::from(rank); 1000];
+        let sum = ck.comm().allreduce(&mine, Reduction::Sum)?;
+        let want = f64::from(size) * f64::from(size - 1) / 2.0;
+        if sum.iter().any(|v| *v != want) {
+            return Err(Error::Io {
+                op: "checking the scale example's allreduce",
+                kind: std::io::ErrorKind::InvalidData,
+            });
+        }
+        let epoch = ck.checkpoint(&(rank, mine))?;
+        let (hwm, rss, fds) = own_memory_and_fds();
+        println!("stats epoch {epoch} hwm_kib {hwm} rss_kib {rss} fds {fds}");
+        ck.comm().barrier()
+    })();
+    match result.and_then(|()| ck.into_comm().into_link().finish()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rank {rank}: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 /// Runs the example named by `args[0]` as one rank of the job on stdin.
 pub fn run(args: &[String]) -> ExitCode {
     if args.first().map(String::as_str) == Some("ckpt") {
         return run_ckpt(args);
+    }
+    if args.first().map(String::as_str) == Some("scale") {
+        return run_scale();
     }
     let mut comm = match Comm::from_stdin() {
         Ok(c) => c,
@@ -243,6 +361,7 @@ pub fn run(args: &[String]) -> ExitCode {
             }
             r.and_then(|()| comm.barrier())
         }
+        Some("die-in") => die_in(&mut comm, args),
         Some("sleep") => {
             let ms: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1000);
             println!("rank {rank} joined");

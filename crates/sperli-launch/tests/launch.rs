@@ -4,6 +4,8 @@
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+mod reliability;
+
 fn sperli(args: &[&str]) -> Output {
     let example = env!("CARGO_BIN_EXE_sperli-example");
     let mut full: Vec<String> = args.iter().map(|s| s.to_string()).collect();
