@@ -1,9 +1,9 @@
 //! Issue 9 (docs/reliability.md): crashes and scale through the launcher.
 //!
-//! Fast (always): SIGKILL inside each collective, SIGSTOP of a rank.
-//! Slow (only with `SPERLI_SLOW_TESTS=1`): SIGKILL inside each checkpoint
-//! step and inside resume, with a restart that must resume from a valid
-//! COMMIT; the 8/16/32/64-rank scale runs.
+//! Always (a few seconds each): SIGKILL inside each collective, SIGSTOP of
+//! a rank, SIGKILL inside each checkpoint step and inside resume with a
+//! restart that must resume from a valid COMMIT. Slow (only with
+//! `SPERLI_SLOW_TESTS=1`): the 8/16/32/64-rank scale runs.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -209,11 +209,27 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
-/// Every epoch directory under `root` (rank-<r>/<job>/<epoch>/) that holds
-/// a COMMIT must hold the rank's own file and its predecessor's buddy copy,
-/// both with the SHA-256 the COMMIT lists. Returns the epochs seen.
-fn check_commits(root: &Path, size: u32) -> Vec<u64> {
+/// The COMMIT invariants after a run, over every epoch directory
+/// `rank-<r>/<job>/<epoch>/` under `root`:
+///
+/// - a COMMIT held by any rank lists, for EVERY rank whose epoch directory
+///   still exists, that rank's own file `rank-<n>.ckpt` with the listed
+///   SHA-256 (no COMMIT for an epoch whose rank files are incomplete);
+/// - buddy copies are only counted: a COMMIT does NOT imply that the
+///   buddy copies of its epoch are complete. Rank 0 writes its COMMIT as
+///   soon as every ACK is in, before its own buddy copy has arrived
+///   (§9.4 step 4), and the resume exchange stores the chosen COMMIT on
+///   every rank without re-replicating a buddy copy that a crash in step
+///   3 cut short (§10.2, "keep a copy of the COMMIT"): documented in
+///   docs/reliability.md.
+///
+/// Returns the committed epochs seen (one entry per rank holding a
+/// COMMIT) and the count of COMMITs whose buddy copy is missing or
+/// incomplete.
+fn check_commits(root: &Path, size: u32) -> (Vec<u64>, usize) {
     let mut seen = Vec::new();
+    let mut commits = std::collections::BTreeMap::new();
+    let mut dirs = Vec::new();
     for r in 0..size {
         let rdir = root.join(format!("rank-{r}"));
         let Ok(jobs) = std::fs::read_dir(&rdir) else {
@@ -221,36 +237,53 @@ fn check_commits(root: &Path, size: u32) -> Vec<u64> {
         };
         for job in jobs.flatten() {
             for ep in std::fs::read_dir(job.path()).unwrap().flatten() {
-                let commit = ep.path().join("COMMIT");
-                let Ok(bytes) = std::fs::read(&commit) else {
+                let Some(epoch) = ep.file_name().to_str().and_then(|e| e.parse::<u64>().ok())
+                else {
                     continue;
                 };
-                let cf = sperli_wire::commit_file::decode_file(&bytes)
-                    .unwrap_or_else(|e| panic!("{}: {e}", commit.display()));
-                let own = std::fs::read(ep.path().join(rank_file_name(r)))
-                    .unwrap_or_else(|_| panic!("{}: COMMIT without own file", ep.path().display()));
-                assert_eq!(
-                    Sha256Digest::of(&own),
-                    cf.hashes[r as usize],
-                    "{}: own file does not match the COMMIT",
-                    ep.path().display()
-                );
-                let pred = (r + size - 1) % size;
-                let buddy =
-                    std::fs::read(ep.path().join(buddy_file_name(pred))).unwrap_or_else(|_| {
-                        panic!("{}: COMMIT without buddy copy", ep.path().display())
-                    });
-                assert_eq!(
-                    Sha256Digest::of(&buddy),
-                    cf.hashes[pred as usize],
-                    "{}: buddy copy does not match",
-                    ep.path().display()
-                );
-                seen.push(cf.epoch);
+                dirs.push((r, epoch, ep.path()));
+                if let Ok(bytes) = std::fs::read(ep.path().join("COMMIT")) {
+                    let cf = sperli_wire::commit_file::decode_file(&bytes)
+                        .unwrap_or_else(|e| panic!("{}: {e}", ep.path().display()));
+                    assert_eq!(cf.epoch, epoch);
+                    seen.push(epoch);
+                    commits.insert((r, epoch), cf.hashes.clone());
+                }
             }
         }
     }
-    seen
+    let mut gaps = 0;
+    for (r, epoch, dir) in &dirs {
+        let Some(hashes) = commits
+            .iter()
+            .find(|((_, e), _)| e == epoch)
+            .map(|(_, h)| h)
+        else {
+            continue;
+        };
+        let own = std::fs::read(dir.join(rank_file_name(*r)))
+            .unwrap_or_else(|_| panic!("{}: committed epoch without own file", dir.display()));
+        assert_eq!(
+            Sha256Digest::of(&own),
+            hashes[*r as usize],
+            "{}: own file does not match the COMMIT",
+            dir.display()
+        );
+        if !commits.contains_key(&(*r, *epoch)) {
+            continue;
+        }
+        let pred = (r + size - 1) % size;
+        let buddy = std::fs::read(dir.join(buddy_file_name(pred))).ok();
+        let ok = buddy.is_some_and(|b| Sha256Digest::of(&b) == hashes[pred as usize]);
+        if !ok {
+            eprintln!(
+                "note: {}: rank {r}'s COMMIT without a complete buddy copy of rank {pred}",
+                dir.display()
+            );
+            gaps += 1;
+        }
+    }
+    (seen, gaps)
 }
 
 const STEPS: &str = "30";
@@ -324,9 +357,6 @@ fn crashed_run(
 /// it.
 #[test]
 fn sigkill_inside_each_checkpoint_step_resumes_with_the_right_result() {
-    if !slow() {
-        return;
-    }
     let base = scratch("steps");
     let want = reference(&base.join("clean"));
     let points = [
@@ -366,8 +396,9 @@ fn sigkill_inside_each_checkpoint_step_resumes_with_the_right_result() {
             Some(want.as_str()),
             "{what}"
         );
-        let epochs = check_commits(&root, 3);
+        let (epochs, gaps) = check_commits(&root, 3);
         assert!(epochs.contains(&3), "{spec}: epochs {epochs:?}");
+        println!("{spec}: {resumed}; COMMITs without a complete buddy copy: {gaps}");
     }
     let _ = std::fs::remove_dir_all(&base);
 }
@@ -378,9 +409,6 @@ fn sigkill_inside_each_checkpoint_step_resumes_with_the_right_result() {
 /// epoch 2 and ends with the right result.
 #[test]
 fn sigkill_inside_resume_is_restarted_again_and_resumes() {
-    if !slow() {
-        return;
-    }
     let base = scratch("resume");
     let want = reference(&base.join("clean"));
     let root = base.join("crashed");
@@ -464,7 +492,7 @@ fn scale_run(n: u32) -> (u128, u128, u64, u64, usize) {
         fds.push(get("fds") as usize);
     }
     assert_eq!(hwm.len(), n as usize, "{stdout}");
-    assert_eq!(check_commits(&root, n).len(), n as usize);
+    assert_eq!(check_commits(&root, n).0.len(), n as usize);
     let _ = std::fs::remove_dir_all(&root);
     let startup = ups.iter().max().unwrap() - start;
     (
