@@ -104,9 +104,13 @@ fn h(r: &Result<u64, Error>) -> Option<HCode> {
     r.as_ref().err().and_then(Error::h_code)
 }
 
-/// Waits for the job to end on the hostile rank (an ABORT comes back).
+/// Waits for the job to end on the hostile rank (an ABORT comes back),
+/// then stays a moment so its own close does not overtake the ABORTs the
+/// real ranks exchange.
 fn wait_for_end(ep: &Endpoint) -> Error {
-    ep.recv(1, 4242).unwrap_err()
+    let e = ep.recv(1, 4242).unwrap_err();
+    std::thread::sleep(Duration::from_millis(500));
+    e
 }
 
 /// Hostile rank 0 runs a checkpoint of epoch 1 up to the push to its
@@ -268,18 +272,20 @@ fn a_commit_with_a_bad_signature_is_h1621_and_never_stored() {
                 }
                 let bytes = assemble(&signed_message(job, 1, &hashes), &[0xaa; 2484]);
                 let cf = sperli_wire::commit_file::decode_file(&bytes).unwrap();
+                // The first victim may abort before the second COMMIT goes.
                 for r in 1..3 {
-                    ep.send_frame(r, 1, &Payload::CkptCommit(cf.clone()))
-                        .unwrap();
+                    let _ = ep.send_frame(r, 1, &Payload::CkptCommit(cf.clone()));
                 }
                 wait_for_end(ep)
             },
         );
         let codes: Vec<_> = out[1..].iter().map(|o| h(o.as_ref().unwrap())).collect();
         assert!(codes.contains(&Some(HCode::H1621)), "{out:?}");
+        // The other victim: H1621 too, or the first one's ABORT (H1612),
+        // or a close it saw first (H1613, layouts §10 "Job-wide aborts").
         for c in &codes {
             assert!(
-                *c == Some(HCode::H1621) || *c == Some(HCode::H1612),
+                matches!(c, Some(HCode::H1621 | HCode::H1612 | HCode::H1613)),
                 "{out:?}"
             );
         }
@@ -326,15 +332,20 @@ fn an_unsolicited_commit_during_resume_is_h1610_reason_6() {
             ),
             "{e0}"
         );
-        assert_eq!(
-            end,
-            Error::AbortedByPeer {
-                from: 0,
-                reason: 6,
-                code: 1610,
-                message: e0.to_string()
-            }
-        );
+        // Rank 0's ABORT, or (a third rank may see another rank's close
+        // first, layouts §10 "Job-wide aborts") H1613.
+        match &end {
+            Error::AbortedByPeer { .. } => assert_eq!(
+                end,
+                Error::AbortedByPeer {
+                    from: 0,
+                    reason: 6,
+                    code: 1610,
+                    message: e0.to_string()
+                }
+            ),
+            other => assert_eq!(other.h_code(), Some(HCode::H1613), "{other}"),
+        }
         assert!(out[1].as_ref().unwrap().is_err());
         let _ = std::fs::remove_dir_all(&root);
     });
@@ -496,10 +507,12 @@ fn a_read_only_checkpoint_directory_fails_the_checkpoint_on_every_rank() {
         for (r, o) in out.iter().enumerate() {
             assert!(o.is_err(), "rank {r}: {o:?}");
             if r != 1 {
-                assert_eq!(
-                    o.as_ref().unwrap_err().h_code(),
-                    Some(HCode::H1612),
-                    "rank {r}"
+                // H1612 (rank 1's ABORT), or H1613 when this rank saw a
+                // close first (layouts §10 "Job-wide aborts").
+                let c = o.as_ref().unwrap_err().h_code();
+                assert!(
+                    c == Some(HCode::H1612) || c == Some(HCode::H1613),
+                    "rank {r}: {o:?}"
                 );
             }
         }
