@@ -426,7 +426,19 @@ impl Mesh {
         loop {
             let now = Instant::now();
             if now >= self.next_timer {
-                self.timers(now);
+                // Read what arrived before judging silence: on a loaded
+                // machine this thread may not have polled for a while, and
+                // bytes waiting in a socket are life (layouts §10).
+                match self.poll.poll(&mut events, Some(Duration::ZERO)) {
+                    Ok(()) => {
+                        for ev in events.iter() {
+                            self.dispatch(ev.token());
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => self.fail(Error::io("polling sockets", &e), None),
+                }
+                self.timers(Instant::now(), true);
             }
             if self.ended() {
                 break;
@@ -447,10 +459,13 @@ impl Mesh {
                 last_activity = Instant::now();
             }
             for ev in events.iter() {
-                match ev.token() {
-                    WAKER => self.commands(),
-                    LISTENER => self.accept(),
-                    t => self.drive(t),
+                self.dispatch(ev.token());
+                // A long batch (many handshakes at set-up) must not keep
+                // heartbeats from going out; silence is judged only at the
+                // top of the loop, after reading.
+                let now = Instant::now();
+                if now >= self.next_timer {
+                    self.timers(now, false);
                 }
             }
         }
@@ -982,10 +997,25 @@ impl Mesh {
         }
     }
 
-    fn timers(&mut self, now: Instant) {
-        let mut next = now + Duration::from_secs(3600);
+    fn dispatch(&mut self, t: Token) {
+        match t {
+            WAKER => self.commands(),
+            LISTENER => self.accept(),
+            t => self.drive(t),
+        }
+    }
+
+    /// Runs the clocks: dials, the set-up deadline, heartbeats and (when
+    /// `judge`) the silence limit. Without `judge` only heartbeats are sent.
+    fn timers(&mut self, now: Instant, judge: bool) {
+        // A heartbeat-only pass keeps the due judging pass due.
+        let mut next = if judge {
+            now + Duration::from_secs(3600)
+        } else {
+            self.next_timer
+        };
         // Dials.
-        if !self.setup_done && self.ending.is_none() {
+        if judge && !self.setup_done && self.ending.is_none() {
             for r in 0..self.redial.len() {
                 if let Some(at) = self.redial[r] {
                     if now >= at && now < self.setup_deadline {
@@ -1026,7 +1056,13 @@ impl Mesh {
                 if l.dead {
                     continue;
                 }
-                match c.poll(now) {
+                let polled = if judge {
+                    c.poll(now)
+                } else {
+                    c.poll_heartbeat(now);
+                    Ok(())
+                };
+                match polled {
                     Ok(()) => {
                         if let Some(d) = c.next_deadline() {
                             next = next.min(d);

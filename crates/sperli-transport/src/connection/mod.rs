@@ -561,13 +561,23 @@ impl Connection {
                 },
             });
         }
-        if !self.bye_sent && now.saturating_duration_since(self.last_sent) >= HEARTBEAT_INTERVAL {
+        self.poll_heartbeat(now);
+        Ok(())
+    }
+
+    /// Queues a HEARTBEAT if one is due, without judging silence: what a
+    /// busy I/O thread calls between the events of a long batch, when it
+    /// has not yet read what its peers sent meanwhile.
+    pub fn poll_heartbeat(&mut self, now: Instant) {
+        if !matches!(self.state, ConnState::AwaitingHello | ConnState::Open) || self.bye_sent {
+            return;
+        }
+        if now.saturating_duration_since(self.last_sent) >= HEARTBEAT_INTERVAL {
             self.hb_sent += 1;
             let h = self.ctx.header(FrameType::Heartbeat, self.peer);
             let hb = Outgoing::heartbeat(h, self.hb_sent);
             self.queue_frame(hb, now);
         }
-        Ok(())
     }
 
     /// When [`Connection::poll`] next has something to do.
