@@ -126,7 +126,7 @@ pub fn goals_section(s: &Samples) -> String {
     let r = ratio(l("combine_f64_sum", 16 * MIB), l("memcpy", 16 * MIB));
     goal_row(
         &mut o,
-        "combine f64 sum 16 MiB >= 0.5 x memcpy (issue 1)",
+        "combine f64 sum 16 MiB >= 0.5 x memcpy (issue 2)",
         format!(
             "{} GB/s vs memcpy {} GB/s: {} x",
             cell(l("combine_f64_sum", 16 * MIB)),
