@@ -161,6 +161,19 @@ fn children_of(pid: u32) -> Vec<u32> {
     out
 }
 
+/// The pids of the launcher `pid`'s `n` rank processes, once all run
+/// (waits at most 20 s, then fails the test).
+fn wait_for_ranks(pid: u32, n: usize) -> Vec<u32> {
+    let t = Instant::now();
+    let mut ranks = Vec::new();
+    while t.elapsed() < Duration::from_secs(20) && ranks.len() < n {
+        std::thread::sleep(Duration::from_millis(100));
+        ranks = children_of(pid);
+    }
+    assert_eq!(ranks.len(), n, "ranks not found");
+    ranks
+}
+
 fn files_under(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let p = e.path();
@@ -188,13 +201,7 @@ fn the_job_description_is_in_no_cmdline_environ_or_file() {
         .spawn()
         .unwrap();
     // Wait until the ranks run, then look at them while they sleep.
-    let t = Instant::now();
-    let mut ranks = Vec::new();
-    while t.elapsed() < Duration::from_secs(20) && ranks.len() < 3 {
-        std::thread::sleep(Duration::from_millis(100));
-        ranks = children_of(child.id());
-    }
-    assert_eq!(ranks.len(), 3, "ranks not found");
+    let ranks = wait_for_ranks(child.id(), 3);
     std::thread::sleep(Duration::from_millis(800));
     for pid in &ranks {
         for what in ["cmdline", "environ"] {
@@ -246,13 +253,7 @@ fn sigkill_of_a_rank_stops_the_others_and_the_launcher_restarts() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let t = Instant::now();
-    let mut ranks = Vec::new();
-    while t.elapsed() < Duration::from_secs(20) && ranks.len() < 3 {
-        std::thread::sleep(Duration::from_millis(100));
-        ranks = children_of(child.id());
-    }
-    assert_eq!(ranks.len(), 3, "ranks not found");
+    let ranks = wait_for_ranks(child.id(), 3);
     std::thread::sleep(Duration::from_millis(1000));
     let victim = ranks[1];
     let killed_at = Instant::now();
@@ -327,12 +328,7 @@ fn sigterm_to_the_launcher_ends_every_rank() {
         .spawn()
         .unwrap();
     let t = Instant::now();
-    let mut ranks = Vec::new();
-    while t.elapsed() < Duration::from_secs(20) && ranks.len() < 3 {
-        std::thread::sleep(Duration::from_millis(100));
-        ranks = children_of(child.id());
-    }
-    assert_eq!(ranks.len(), 3, "ranks not found");
+    let ranks = wait_for_ranks(child.id(), 3);
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();

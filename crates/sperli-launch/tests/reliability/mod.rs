@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use sperli_wire::ckpt_path::{buddy_file_name, rank_file_name};
 use sperli_wire::ids::Sha256Digest;
 
-use super::{children_of, port_race, result_line};
+use super::{children_of, port_race, result_line, wait_for_ranks};
 
 fn slow() -> bool {
     if std::env::var("SPERLI_SLOW_TESTS").as_deref() == Ok("1") {
@@ -149,13 +149,7 @@ fn sigstop_of_a_rank_is_h1613_silence_within_the_limit() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t = Instant::now();
-    let mut ranks = Vec::new();
-    while t.elapsed() < Duration::from_secs(20) && ranks.len() < 3 {
-        std::thread::sleep(Duration::from_millis(100));
-        ranks = children_of(child.id());
-    }
-    assert_eq!(ranks.len(), 3, "ranks not found");
+    let ranks = wait_for_ranks(child.id(), 3);
     // Past the first barrier: rank 1 sleeps, the others wait in the
     // second barrier, heartbeats flow.
     std::thread::sleep(Duration::from_millis(1500));
