@@ -158,10 +158,14 @@ fn tcp_pair() -> (TcpStream, TcpStream) {
     (a, b)
 }
 
-fn tls_pair(plan: &JobPlan) -> Pair {
-    let (a, b) = tcp_pair();
-    let i0 = plan.identity(0);
-    let i1 = plan.identity(1);
+/// Rank 0's client and rank 1's server configuration of `plan`.
+fn configs(
+    plan: &JobPlan,
+) -> (
+    std::sync::Arc<rustls::ClientConfig>,
+    std::sync::Arc<rustls::ServerConfig>,
+) {
+    let (i0, i1) = (plan.identity(0), plan.identity(1));
     let client = client_config_from_pem(
         i0.ca_cert_pem.as_bytes(),
         i0.cert_pem.as_bytes(),
@@ -174,6 +178,12 @@ fn tls_pair(plan: &JobPlan) -> Pair {
         i1.key_pem().as_bytes(),
     )
     .expect("server config");
+    (client, server)
+}
+
+fn tls_pair(plan: &JobPlan) -> Pair {
+    let (a, b) = tcp_pair();
+    let (client, server) = configs(plan);
     let job = plan.job_id;
     let srv = thread::spawn(move || accept(server, b, &job, 0).expect("accept"));
     let c = connect(client, a, &plan.hosts[1].host, &job, 1).expect("connect");
@@ -293,20 +303,7 @@ fn streams(name: &str, quick: bool, make: impl Fn() -> Pair) {
 /// with SPERLI's checks (as `crates/sperli-tls/benches/tls.rs`).
 fn handshake(plan: &JobPlan, quick: bool) {
     let n = iters(quick, 60, 12);
-    let i0 = plan.identity(0);
-    let i1 = plan.identity(1);
-    let client = client_config_from_pem(
-        i0.ca_cert_pem.as_bytes(),
-        i0.cert_pem.as_bytes(),
-        i0.key_pem().as_bytes(),
-    )
-    .expect("client config");
-    let server = server_config_from_pem(
-        i1.ca_cert_pem.as_bytes(),
-        i1.cert_pem.as_bytes(),
-        i1.key_pem().as_bytes(),
-    )
-    .expect("server config");
+    let (client, server) = configs(plan);
     let job = plan.job_id;
     let host = plan.hosts[1].host.clone();
     let l = TcpListener::bind((host.as_str(), 0)).expect("bind");
