@@ -1041,11 +1041,26 @@ impl Mesh {
         }
         // Heartbeats and silence.
         let tokens: Vec<Token> = self.socks.keys().copied().collect();
+        if judge {
+            // A long batch of events (many handshakes on a loaded machine)
+            // may have ended seconds after a socket was last read: what
+            // its peer sent meanwhile is read now, before it is judged.
+            for &t in &tokens {
+                let silent = self.link(t).is_some_and(|link| {
+                    let l = lock(&link);
+                    !l.dead && l.conn.as_ref().is_some_and(|c| c.is_silent(now))
+                });
+                if silent {
+                    self.drive(t);
+                }
+            }
+        }
         for t in tokens {
             let Some(link) = self.link(t) else {
                 continue;
             };
             let authenticated = self.socks.get(&t).is_some_and(|s| s.peer.is_some());
+            let dialled = self.socks.get(&t).is_some_and(|s| s.dialled.is_some());
             // The lock is released before `fail`, which takes every link's.
             let outcome = {
                 let mut g = lock(&link);
@@ -1056,7 +1071,17 @@ impl Mesh {
                 if l.dead {
                     continue;
                 }
-                let polled = if judge {
+                // A peer we dialled that finished its side of the TLS
+                // handshake is alive; a slow one (a loaded machine at
+                // set-up) may take longer than the silence limit to read
+                // our HELLO and send its own. Giving up on it would make it
+                // authenticate a connection we already closed, and lose the
+                // job; the set-up deadline bounds the wait instead.
+                let patient = dialled
+                    && !self.setup_done
+                    && now < self.setup_deadline
+                    && c.state() == ConnState::AwaitingHello;
+                let polled = if judge && !patient {
                     c.poll(now)
                 } else {
                     c.poll_heartbeat(now);

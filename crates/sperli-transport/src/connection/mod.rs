@@ -565,6 +565,14 @@ impl Connection {
         Ok(())
     }
 
+    /// True when [`Connection::poll`] at `now` would find the peer silent
+    /// past the limit: the I/O loop then reads the socket once more
+    /// before judging (layouts §10: any byte is life).
+    pub fn is_silent(&self, now: Instant) -> bool {
+        matches!(self.state, ConnState::AwaitingHello | ConnState::Open)
+            && now.saturating_duration_since(self.last_recv) > self.silence
+    }
+
     /// Queues a HEARTBEAT if one is due, without judging silence: what a
     /// busy I/O thread calls between the events of a long batch, when it
     /// has not yet read what its peers sent meanwhile.

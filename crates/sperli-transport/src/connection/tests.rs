@@ -273,6 +273,24 @@ fn silence_limit_is_peer_lost() {
 }
 
 #[test]
+fn is_silent_agrees_with_poll() {
+    let plan = plan();
+    let t0 = Instant::now();
+    let mut c = Connection::new(ctx_of(&plan, 1), 0, Duration::from_millis(5000), t0);
+    let at = |ms| t0 + Duration::from_millis(ms);
+    // Awaiting HELLO counts, as open does.
+    assert!(!c.is_silent(at(5000)));
+    assert!(c.is_silent(at(5001)));
+    c.state = ConnState::Open;
+    c.touch(at(4000));
+    assert!(!c.is_silent(at(9000)));
+    assert!(c.is_silent(at(9001)));
+    assert!(c.poll(at(9001)).is_err());
+    // Closed connections are never silent.
+    assert!(!c.is_silent(at(20_000)));
+}
+
+#[test]
 fn token_checks() {
     let plan = plan();
     let now_ms = unix_ms(std::time::SystemTime::now());
