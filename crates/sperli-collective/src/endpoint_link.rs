@@ -90,6 +90,8 @@ impl Comm<Endpoint> {
         {
             settings.silence = Duration::from_millis(ms);
         }
+        settings.error_file =
+            std::env::var_os(sperli_transport::failure_record::ENV_VAR).map(Into::into);
         let comm = Comm::new(Endpoint::start(&desc, settings)?);
         let mut desc = desc;
         desc.rank_key_pem.fill(0);

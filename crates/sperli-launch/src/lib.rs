@@ -8,4 +8,5 @@
 
 pub mod example;
 pub mod hosts;
+pub mod root_cause;
 pub mod supervise;

@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use sperli_transport::failure_record;
+
+use crate::root_cause::{root_cause, Failure, RecordDir};
 
 /// Exit code of the launcher when `--timeout` ends a job (as `timeout(1)`).
 pub const EXIT_TIMEOUT: i32 = 124;
@@ -110,9 +113,9 @@ impl std::fmt::Display for RankExit {
 pub enum Outcome {
     /// Every rank exited 0.
     Success,
-    /// A rank failed; `rank` is the root cause: among the failures seen
-    /// within 150 ms of the first, a rank killed by a signal, else the exit
-    /// status fewest ranks share, else the first reported.
+    /// A rank failed; `rank` is the root cause
+    /// ([`crate::root_cause::root_cause`] of the failures seen within 150
+    /// ms of the first, or longer while every failed rank blames another).
     Failed {
         /// The root-cause rank.
         rank: u32,
@@ -243,8 +246,9 @@ fn signal_all(children: &mut [(u32, Child, Option<RankExit>)], sig: Signal) {
     }
 }
 
-/// Collects the exits in the order they happen: one waiting thread per
-/// rank reports its exit at once, so the first failure is the root cause.
+/// Collects the exits as the waiting threads (one per rank) report them:
+/// roughly in the order they happen, not exactly (see
+/// [`crate::root_cause`]).
 fn reap(
     children: &mut [(u32, Child, Option<RankExit>)],
     exits: &crossbeam_channel::Receiver<(u32, RankExit)>,
@@ -266,27 +270,6 @@ fn reap(
 /// root cause is chosen.
 const ROOT_CAUSE_WINDOW: Duration = Duration::from_millis(150);
 
-/// The root cause among failures seen close together, in the order they
-/// were reported. A rank killed by a signal comes first (a SPERLI rank whose
-/// peer fails exits with an error; it is not killed). Else the exit status
-/// that fewest ranks share: the ranks that fail because of another usually
-/// all end the same way, and reports that race each other can come out of
-/// order on a loaded machine. Ties go to the first reported.
-fn root_cause(failures: &[(u32, RankExit)]) -> (u32, RankExit) {
-    if let Some(f) = failures
-        .iter()
-        .find(|(_, e)| matches!(e, RankExit::Signal(_)))
-    {
-        return *f;
-    }
-    let count = |e: &RankExit| failures.iter().filter(|(_, x)| x == e).count();
-    failures
-        .iter()
-        .min_by_key(|(_, e)| count(e))
-        .copied()
-        .unwrap_or((0, RankExit::Code(1)))
-}
-
 /// Starts every rank, streams output, and waits for the job to end.
 /// `interrupt` holds the number of a SIGINT/SIGTERM the launcher received
 /// (0: none); it ends the job: SIGTERM to every rank, SIGKILL after the grace.
@@ -296,6 +279,7 @@ pub fn run_job(
     interrupt: &std::sync::atomic::AtomicI32,
 ) -> Outcome {
     let lock: Sink = Arc::new(Mutex::new(()));
+    let records = RecordDir::create();
     let mut children = Vec::new();
     let mut outcome = None;
     for r in ranks {
@@ -306,6 +290,9 @@ pub fn run_job(
             });
             break;
         };
+        if let (Some(d), true) = (&records, is_local(&r.host)) {
+            cmd.env(failure_record::ENV_VAR, d.file(r.rank));
+        }
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -349,7 +336,7 @@ pub fn run_job(
     }
     let start = Instant::now();
     let mut failed_at: Option<Instant> = None;
-    let mut failures: Vec<(u32, RankExit)> = Vec::new();
+    let mut failures: Vec<Failure> = Vec::new();
     let mut termed_at: Option<Instant> = None;
     let killed = AtomicBool::new(false);
     if outcome.is_some() {
@@ -359,7 +346,17 @@ pub fn run_job(
     loop {
         let newly = reap(&mut children, &exits);
         if outcome.is_none() {
-            failures.extend(newly.iter().filter(|(_, e)| !e.success()).copied());
+            // A rank writes its record before it can exit: it is there now.
+            failures.extend(
+                newly
+                    .iter()
+                    .filter(|(_, e)| !e.success())
+                    .map(|&(rank, exit)| Failure {
+                        rank,
+                        exit,
+                        record: records.as_ref().and_then(|d| d.read(rank)),
+                    }),
+            );
             if failed_at.is_none() && !failures.is_empty() {
                 failed_at = Some(Instant::now());
             }
@@ -368,13 +365,22 @@ pub fn run_job(
         // The root cause is decided once the failures of a short window
         // after the first are in: exits that race each other (a rank dies,
         // its peers notice within milliseconds) may be reported out of order
-        // on a loaded machine.
+        // on a loaded machine. While every failed rank blames another, the
+        // one they blame is still to come: wait for it, up to the moment
+        // the survivors are terminated.
+        let waited = failed_at.map_or(Duration::ZERO, |f| f.elapsed());
         if outcome.is_none()
             && !failures.is_empty()
-            && (all_done || failed_at.is_some_and(|f| f.elapsed() >= ROOT_CAUSE_WINDOW))
+            && (all_done
+                || (waited >= ROOT_CAUSE_WINDOW && failures.iter().any(Failure::is_primary))
+                || waited >= opts.wait_after_failure)
         {
-            let (rank, exit) = root_cause(&failures);
-            outcome = Some(Outcome::Failed { rank, exit });
+            if let Some(f) = root_cause(&failures) {
+                outcome = Some(Outcome::Failed {
+                    rank: f.rank,
+                    exit: f.exit,
+                });
+            }
         }
         if all_done {
             break;
@@ -461,17 +467,6 @@ mod tests {
             }
         );
         assert_eq!(o.exit_code(), 3);
-    }
-
-    #[test]
-    fn a_killed_rank_is_the_root_cause() {
-        let f = [
-            (1, RankExit::Code(1)),
-            (2, RankExit::Signal(9)),
-            (0, RankExit::Code(1)),
-        ];
-        assert_eq!(root_cause(&f), (2, RankExit::Signal(9)));
-        assert_eq!(root_cause(&f[..1]), (1, RankExit::Code(1)));
     }
 
     #[test]

@@ -30,12 +30,14 @@
 
 pub mod connection;
 mod endpoint;
+pub mod failure_record;
 pub mod fd_limit;
 pub mod frame_reader;
 pub mod job;
 pub mod mesh;
 pub mod pool;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 pub use endpoint::{Endpoint, RecvHandle, SendHandle, Status};
@@ -60,6 +62,10 @@ pub struct Settings {
     /// slower (4 threads on 2 cores); it may help where every thread has
     /// a core of its own.
     pub spin: Duration,
+    /// Where the I/O thread writes the [`failure_record::FailureRecord`]
+    /// of the error that ends the job step, before the program sees the
+    /// error (the launcher's `SPERLI_ERROR_FILE`). Default none.
+    pub error_file: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -70,6 +76,7 @@ impl Default for Settings {
             connect_retry: Duration::from_millis(sperli_wire::limits::CONNECT_RETRY_MS),
             linger: Duration::from_secs(1),
             spin: Duration::ZERO,
+            error_file: None,
         }
     }
 }

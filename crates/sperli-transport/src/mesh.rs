@@ -1156,6 +1156,11 @@ impl Mesh {
             return;
         }
         self.failed = true;
+        // Before the error is published: once the program sees it, it may
+        // exit, and the launcher reads the record when it does.
+        if let Some(path) = &self.settings.error_file {
+            crate::failure_record::FailureRecord::of(&error).write(path);
+        }
         let abort = abort.or_else(|| match &error {
             Error::AbortedByPeer { .. } => None,
             Error::FrameRejected(_) => Some((AbortReason::RejectedFrame, 1610, error.to_string())),
