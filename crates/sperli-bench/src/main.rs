@@ -3,14 +3,19 @@
 //! ```text
 //! sperli-bench limits [--quick]          the machine's limits, in this process
 //! sperli-bench rank MODE [--quick]       a SPERLI rank (started by `sperli run`)
-//!     MODE: pingpong | coll | startup | rss
+//!     MODE: pingpong | coll | startup | rss | ckpt
 //! ```
 //!
+//! The `ckpt` mode needs `sperli run --checkpoint-dir DIR` (on a real disk,
+//! not tmpfs: it measures fsync).
+//!
 //! Every figure is printed as one line `RESULT <name> <size in bytes> <value>`
-//! (times in µs, bandwidths in GB/s = 10^9 B/s, memory in KiB); a rank
+//! (times in µs, or ms when the name ends in `_ms`; bandwidths in GB/s =
+//! 10^9 B/s; memory in KiB; counts as they are); a rank
 //! program prints its figures from rank 0 only. Other lines are comments.
 //! Each invocation is ONE run: the xtask starts several and takes the median.
 
+mod ckpt;
 mod limits;
 mod rank;
 
@@ -44,7 +49,7 @@ fn main() {
         ["rank", mode] => rank::run(mode, quick),
         _ => {
             eprintln!(
-                "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss [--quick]"
+                "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss|ckpt [--quick]"
             );
             std::process::exit(2);
         }

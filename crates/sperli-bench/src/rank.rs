@@ -33,8 +33,14 @@ fn unix_ns() -> u128 {
         .unwrap_or(0)
 }
 
+/// Runs rank mode `mode` (see the crate docs) as one rank of the job on
+/// stdin.
 pub fn run(mode: &str, quick: bool) -> Result<(), Error> {
     let started = unix_ns();
+    if mode == "ckpt" {
+        // Joins with a checkpointer instead of a bare communicator.
+        return crate::ckpt::run(quick);
+    }
     let mut comm = Comm::from_stdin()?;
     match mode {
         "pingpong" => pingpong(&comm, quick)?,
@@ -222,8 +228,17 @@ fn coll(comm: &mut Comm<Endpoint>, quick: bool) -> Result<(), Error> {
     Ok(())
 }
 
-/// Peak RSS (VmHWM) and RSS of every rank after set-up, a barrier and 20
-/// allreduces of 8 B; rank 0 prints the largest, the median and its own.
+/// Open file descriptors of this process, not counting the one that reads
+/// /proc/self/fd (NaN when it cannot be read).
+fn open_fds() -> f64 {
+    std::fs::read_dir("/proc/self/fd").map_or(f64::NAN, |d| d.count().saturating_sub(1) as f64)
+}
+
+/// Peak RSS (VmHWM), RSS and open file descriptors of every rank after
+/// set-up, a barrier and 20 allreduces of 8 B; rank 0 prints the largest
+/// and median VmHWM, its own, the largest VmRSS, its thread count and the
+/// largest descriptor count of any rank. A figure a rank could not read
+/// (/proc) is an error.
 fn rss(comm: &mut Comm<Endpoint>) -> Result<(), Error> {
     comm.barrier()?;
     for _ in 0..20 {
@@ -239,16 +254,29 @@ fn rss(comm: &mut Comm<Endpoint>) -> Result<(), Error> {
             .and_then(|v| v.parse().ok())
             .unwrap_or(f64::NAN)
     };
-    let mine = [field("VmHWM:"), field("VmRSS:"), field("Threads:")];
+    let mine = [
+        field("VmHWM:"),
+        field("VmRSS:"),
+        field("Threads:"),
+        open_fds(),
+    ];
     if let Some(all) = comm.gather(0, &mine)? {
-        let mut hwm: Vec<f64> = all.chunks(3).map(|c| c[0]).collect();
-        let rss_max = all.chunks(3).map(|c| c[1]).fold(0.0, f64::max);
+        if all.iter().any(|v| v.is_nan()) {
+            return Err(Error::Io {
+                op: "reading /proc/self/status or /proc/self/fd on some rank",
+                kind: std::io::ErrorKind::NotFound,
+            });
+        }
+        let mut hwm: Vec<f64> = all.chunks(4).map(|c| c[0]).collect();
+        let rss_max = all.chunks(4).map(|c| c[1]).fold(0.0, f64::max);
+        let fds_max = all.chunks(4).map(|c| c[3]).fold(0.0, f64::max);
         hwm.sort_by(f64::total_cmp);
         result("rss_hwm_max_kib", 0, hwm[hwm.len() - 1]);
         result("rss_hwm_median_kib", 0, hwm[hwm.len() / 2]);
         result("rss_hwm_rank0_kib", 0, mine[0]);
         result("rss_now_max_kib", 0, rss_max);
         result("threads_rank0", 0, mine[2]);
+        result("fds_max", 0, fds_max);
     }
     Ok(())
 }
