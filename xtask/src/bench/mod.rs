@@ -5,7 +5,10 @@
 //! then runs every benchmark several times, interleaved: each run measures
 //! the limits, then each SPERLI job next to its OpenMPI twin (their order
 //! alternates from run to run), so drift of the machine hits both sides.
-//! Each figure is the median of the runs with its spread (min..max).
+//! Each figure is the median of the runs with its spread (min..max). The
+//! memory/descriptor jobs (`rank rss`) and the checkpoint job (`rank ckpt`,
+//! in a fresh checkpoint directory on a real disk, removed afterwards) have
+//! no OpenMPI twin.
 //!
 //! The full run writes `docs/performance.md` and `docs/img/*.svg`; `--quick`
 //! (fewer runs and iterations, under five minutes on 2 cores) writes to
@@ -26,10 +29,43 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Job sizes of the collective benchmarks.
 pub const COLL_RANKS: [u32; 3] = [2, 4, 8];
-/// Job sizes of the start-up benchmark.
-pub const STARTUP_RANKS: [u32; 5] = [2, 4, 8, 16, 32];
-/// Job size of the peak-RSS measurement (ranks on 127.0.0.1..127.0.0.64).
-pub const RSS_RANKS: u32 = 64;
+/// Job sizes of the start-up benchmark (both sides; OpenMPI runs with
+/// `--oversubscribe`).
+pub const STARTUP_RANKS: [u32; 6] = [2, 4, 8, 16, 32, 64];
+/// Job sizes of the peak-RSS and descriptor measurement (rank r on
+/// 127.0.0.(r+1)).
+pub const RSS_RANKS: [u32; 4] = [8, 16, 32, 64];
+/// The same with `--quick`: the smallest and the largest, enough for the
+/// per-connection cost.
+pub const RSS_RANKS_QUICK: [u32; 2] = [8, 64];
+/// The job size of the peak-RSS goal (a rank with 63 peers).
+pub const RSS_GOAL_RANKS: u32 = 64;
+/// Job size of the checkpoint benchmark.
+pub const CKPT_RANKS: u32 = 4;
+/// (state bytes per rank, repetitions per run) of the checkpoint benchmark,
+/// as `sperli-bench rank ckpt` measures them (`crates/sperli-bench/src/ckpt.rs`).
+pub const CKPT_SIZES: [(u64, usize); 2] = [(1 << 20, 9), (64 << 20, 3)];
+/// The same with `--quick`.
+pub const CKPT_SIZES_QUICK: [(u64, usize); 2] = [(1 << 20, 5), (16 << 20, 3)];
+
+/// The job sizes of the peak-RSS measurement in this run.
+pub fn rss_ranks(quick: bool) -> &'static [u32] {
+    if quick {
+        &RSS_RANKS_QUICK
+    } else {
+        &RSS_RANKS
+    }
+}
+
+/// The checkpoint benchmark's sizes and repetitions in this run.
+pub fn ckpt_sizes(quick: bool) -> [(u64, usize); 2] {
+    if quick {
+        CKPT_SIZES_QUICK
+    } else {
+        CKPT_SIZES
+    }
+}
+
 /// How long one program may run before it counts as hung.
 const TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -325,6 +361,8 @@ enum Mode {
     PingPong,
     Coll(u32),
     Startup(u32),
+    Rss(u32),
+    Ckpt,
 }
 
 impl Mode {
@@ -333,13 +371,20 @@ impl Mode {
             Mode::PingPong => "pingpong",
             Mode::Coll(_) => "coll",
             Mode::Startup(_) => "startup",
+            Mode::Rss(_) => "rss",
+            Mode::Ckpt => "ckpt",
         }
     }
     fn ranks(self) -> u32 {
         match self {
             Mode::PingPong => 2,
-            Mode::Coll(n) | Mode::Startup(n) => n,
+            Mode::Coll(n) | Mode::Startup(n) | Mode::Rss(n) => n,
+            Mode::Ckpt => CKPT_RANKS,
         }
+    }
+    /// Whether the OpenMPI program has the same mode.
+    fn has_twin(self) -> bool {
+        !matches!(self, Mode::Rss(_) | Mode::Ckpt)
     }
 }
 
@@ -384,7 +429,14 @@ const MPI_ENV: [(&str, &str); 2] = [
     ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
 ];
 
-fn sperli_argv(p: &Programs, n: u32, hosts: Option<String>, args: &[&str]) -> Vec<String> {
+/// `sperli run -n N --timeout T [-H hosts] LAUNCHER_ARGS -- sperli-bench ARGS`.
+fn sperli_argv(
+    p: &Programs,
+    n: u32,
+    hosts: Option<String>,
+    launcher: &[String],
+    args: &[&str],
+) -> Vec<String> {
     let mut v: Vec<String> = vec![
         p.sperli.display().to_string(),
         "run".into(),
@@ -397,6 +449,7 @@ fn sperli_argv(p: &Programs, n: u32, hosts: Option<String>, args: &[&str]) -> Ve
         v.push("-H".into());
         v.push(h);
     }
+    v.extend(launcher.iter().cloned());
     v.push("--".into());
     v.push(p.bench.display().to_string());
     v.extend(args.iter().map(|s| s.to_string()));
@@ -420,6 +473,96 @@ fn record(samples: &mut Samples, grp: &str, o: &Output) {
     }
 }
 
+/// The file system type of the mount that holds `dir` (from /proc/mounts:
+/// the longest mount point that is a prefix of it), if known.
+fn fs_type(dir: &Path) -> Option<String> {
+    let dir = dir.canonicalize().ok()?;
+    let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            // Mount points escape blanks as \040.
+            let point = w.get(1)?.replace("\\040", " ");
+            Some((PathBuf::from(point), w.get(2)?.to_string()))
+        })
+        .filter(|(point, _)| dir.starts_with(point))
+        .max_by_key(|(point, _)| point.components().count())
+        .map(|(_, fs)| fs)
+}
+
+/// Where the checkpoint benchmark's directories go: the system temp dir,
+/// or /var/tmp when the temp dir is in memory (tmpfs, ramfs: fsync would
+/// measure nothing), with its file system type.
+fn ckpt_base() -> (PathBuf, String) {
+    let in_memory = |fs: &str| matches!(fs, "tmpfs" | "ramfs");
+    let tmp = std::env::temp_dir();
+    let tmp_fs = fs_type(&tmp).unwrap_or_else(|| "unknown file system".into());
+    if in_memory(&tmp_fs) {
+        let var = PathBuf::from("/var/tmp");
+        if let Some(fs) = fs_type(&var).filter(|fs| !in_memory(fs)) {
+            return (var, fs);
+        }
+    }
+    (tmp, tmp_fs)
+}
+
+/// A new, not yet existing checkpoint directory under [`ckpt_base`] (the
+/// launcher creates it).
+fn fresh_ckpt_dir(samples: &mut Samples) -> Result<PathBuf, String> {
+    let (base, fs) = ckpt_base();
+    samples
+        .info
+        .insert("ckpt_base".into(), format!("{} ({fs})", base.display()));
+    let dir = base.join(format!(
+        "sperli-bench-ckpt-{}-{}",
+        std::process::id(),
+        unix_ns() as u128
+    ));
+    if dir.exists() {
+        return Err(format!(
+            "the checkpoint directory {} exists already",
+            dir.display()
+        ));
+    }
+    Ok(dir)
+}
+
+/// Files the checkpoint job's figures and, per size, the run's baseline
+/// (write+fsync + transfer) and ratio (checkpoint / baseline).
+fn record_ckpt(
+    samples: &mut Samples,
+    grp: &str,
+    label: &str,
+    o: &Output,
+    quick: bool,
+) -> Result<(), String> {
+    record(samples, grp, o);
+    for (size, _) in ckpt_sizes(quick) {
+        let find = |k: &str| {
+            o.results
+                .iter()
+                .find(|r| r.0 == k && r.1 == size)
+                .map(|r| r.2)
+        };
+        let (Some(c), Some(w), Some(t)) = (
+            find("ckpt_ms"),
+            find("ckpt_write_fsync_ms"),
+            find("ckpt_transfer_ms"),
+        ) else {
+            return Err(format!(
+                "{label}: checkpoint figures missing for {size} bytes per rank"
+            ));
+        };
+        samples.add(grp, "ckpt_baseline_ms", size, w + t);
+        samples.add(grp, "ckpt_ratio", size, c / (w + t));
+    }
+    Ok(())
+}
+
+/// The figures of the memory job the report cannot do without.
+const RSS_FIGURES: [&str; 3] = ["rss_hwm_max_kib", "rss_hwm_median_kib", "fds_max"];
+
 /// Runs one benchmark job on one side and files its figures.
 fn job(
     p: &Programs,
@@ -433,19 +576,43 @@ fn job(
     if opts.quick {
         args.push("--quick");
     }
+    let ckpt_dir = match (side, mode) {
+        (Side::Sperli, Mode::Ckpt) => Some(fresh_ckpt_dir(samples)?),
+        _ => None,
+    };
     let (name, argv, env): (&str, Vec<String>, &[(&str, &str)]) = match side {
         Side::Sperli => {
             let mut a = vec!["rank"];
             a.extend(&args);
-            ("sperli", sperli_argv(p, n, Some(spread_hosts(n)), &a), &[])
+            let launcher: Vec<String> = match &ckpt_dir {
+                Some(d) => vec!["--checkpoint-dir".into(), d.display().to_string()],
+                None => Vec::new(),
+            };
+            (
+                "sperli",
+                sperli_argv(p, n, Some(spread_hosts(n)), &launcher, &a),
+                &[],
+            )
         }
+        Side::Mpi if !mode.has_twin() => return Ok(()),
         Side::Mpi => match &p.mpi {
             Ok((mpirun, prog)) => ("mpi", mpi_argv(mpirun, prog, n, &args), &MPI_ENV),
             Err(_) => return Ok(()),
         },
     };
     let label = format!("{name} {} n={n}", mode.word());
-    let o = run_retrying(&label, &argv, env, samples)?;
+    let o = run_retrying(&label, &argv, env, samples);
+    if let Some(d) = &ckpt_dir {
+        if d.exists() {
+            std::fs::remove_dir_all(d).map_err(|e| {
+                format!(
+                    "{label}: cannot remove the checkpoint directory {}: {e}",
+                    d.display()
+                )
+            })?;
+        }
+    }
+    let o = o?;
     println!("    {label}: {:.1} s", o.secs);
     let grp = group(name, mode.word(), n);
     match mode {
@@ -458,6 +625,16 @@ fn job(
             };
             samples.add(&grp, "to_rank0_main_ms", 0, (main - o.spawned_ns) / 1e6);
             samples.add(&grp, "to_all_connected_ms", 0, (done - o.spawned_ns) / 1e6);
+        }
+        Mode::Ckpt => record_ckpt(samples, &grp, &label, &o, opts.quick)?,
+        Mode::Rss(_) => {
+            if let Some(k) = RSS_FIGURES
+                .iter()
+                .find(|k| !o.results.iter().any(|r| r.0 == **k))
+            {
+                return Err(format!("{label}: figure {k} missing"));
+            }
+            record(samples, &grp, &o)
         }
         _ => record(samples, &grp, &o),
     }
@@ -485,21 +662,13 @@ fn measure(p: &Programs, opts: &Options) -> Result<Samples, String> {
         let mut modes = vec![Mode::PingPong];
         modes.extend(COLL_RANKS.iter().map(|&n| Mode::Coll(n)));
         modes.extend(STARTUP_RANKS.iter().map(|&n| Mode::Startup(n)));
+        modes.extend(rss_ranks(opts.quick).iter().map(|&n| Mode::Rss(n)));
+        modes.push(Mode::Ckpt);
         for mode in modes {
             for side in order {
                 job(p, opts, side, mode, &mut samples)?;
             }
         }
-        let argv = sperli_argv(
-            p,
-            RSS_RANKS,
-            Some(spread_hosts(RSS_RANKS)),
-            &["rank", "rss"],
-        );
-        let label = format!("sperli rss n={RSS_RANKS}");
-        let o = run_retrying(&label, &argv, &[], &mut samples)?;
-        println!("    {label}: {:.1} s", o.secs);
-        record(&mut samples, "sperli.rss.64", &o);
     }
     Ok(samples)
 }
@@ -584,11 +753,62 @@ pub fn run(args: &[String]) -> i32 {
         eprintln!("xtask bench: cannot write the report: {e}");
         return 1;
     }
-    println!("{}", report::goals_section(&samples));
+    println!("{}", report::goals_section(&samples, opts.quick));
     println!(
         "xtask bench: wrote {} and {}/{{bandwidth,allreduce}}.svg in {secs:.0} s",
         doc.display(),
         img.display()
     );
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn output(results: &[(&str, u64, f64)]) -> Output {
+        Output {
+            results: results
+                .iter()
+                .map(|(n, s, v)| (n.to_string(), *s, *v))
+                .collect(),
+            info: Vec::new(),
+            spawned_ns: 0.0,
+            secs: 0.0,
+        }
+    }
+
+    #[test]
+    fn record_ckpt_files_the_baseline_and_ratio_per_run() {
+        let mut s = Samples::default();
+        let mut figures = Vec::new();
+        for (size, _) in CKPT_SIZES_QUICK {
+            figures.push(("ckpt_ms", size, 30.0));
+            figures.push(("ckpt_write_fsync_ms", size, 5.0));
+            figures.push(("ckpt_transfer_ms", size, 10.0));
+        }
+        record_ckpt(&mut s, "g", "label", &output(&figures), true).expect("complete figures");
+        let r = s.get("g", "ckpt_ratio", 16 << 20).expect("a ratio");
+        assert_eq!(r.median, 2.0);
+        let b = s.get("g", "ckpt_baseline_ms", 1 << 20).expect("a baseline");
+        assert_eq!(b.median, 15.0);
+    }
+
+    #[test]
+    fn record_ckpt_names_a_missing_figure() {
+        let mut s = Samples::default();
+        let o = output(&[("ckpt_ms", 1 << 20, 30.0)]);
+        let e = record_ckpt(&mut s, "g", "sperli ckpt n=4", &o, false).unwrap_err();
+        assert!(
+            e.contains("sperli ckpt n=4: checkpoint figures missing for 1048576 bytes"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn fs_type_finds_the_root_mount() {
+        // Every Linux machine has a mount at /; /proc is procfs.
+        assert!(fs_type(Path::new("/")).is_some());
+        assert_eq!(fs_type(Path::new("/proc/self")).as_deref(), Some("proc"));
+    }
 }

@@ -3,7 +3,10 @@
 use std::fmt::Write;
 use std::process::Command;
 
-use super::{group, Options, Samples, Stat, COLL_RANKS, RSS_RANKS, STARTUP_RANKS};
+use super::{
+    ckpt_sizes, group, rss_ranks, Options, Samples, Stat, CKPT_RANKS, COLL_RANKS, RSS_GOAL_RANKS,
+    STARTUP_RANKS,
+};
 
 const MIB: u64 = 1 << 20;
 /// Ping-pong sizes: latency (half round trip) and streaming bandwidth.
@@ -116,8 +119,14 @@ fn goal_row(out: &mut String, goal: &str, measured: String, met: Option<bool>) {
     let _ = writeln!(out, "| {goal} | {measured} | {verdict} |");
 }
 
-/// The goals of the earlier issues with met / not met.
-pub fn goals_section(s: &Samples) -> String {
+/// The group of the checkpoint benchmark's figures.
+fn ckpt_group() -> String {
+    group("sperli", "ckpt", CKPT_RANKS)
+}
+
+/// The goals of the earlier issues with met / not met (`quick`: the
+/// checkpoint goal is judged on the largest size a `--quick` run measures).
+pub fn goals_section(s: &Samples, quick: bool) -> String {
     let mut o = String::new();
     let l = |name: &str, size: u64| s.get("limits", name, size);
     let _ = writeln!(o, "## Goals of the earlier issues\n");
@@ -166,15 +175,19 @@ pub fn goals_section(s: &Samples) -> String {
         sp.zip(l("tls_lat", 8))
             .map(|(a, b)| a.median <= 2.0 * b.median && a.min <= 2.0 * b.min),
     );
-    let hwm = s.get("sperli.rss.64", "rss_hwm_max_kib", 0);
+    let hwm = s.get(
+        &group("sperli", "rss", RSS_GOAL_RANKS),
+        "rss_hwm_max_kib",
+        0,
+    );
     goal_row(
         &mut o,
         &format!(
             "peak RSS of a rank with {} peers < 64 MiB plus its messages (8 B here)",
-            RSS_RANKS - 1
+            RSS_GOAL_RANKS - 1
         ),
         format!(
-            "largest VmHWM of the {RSS_RANKS} ranks: {} MiB",
+            "largest VmHWM of the {RSS_GOAL_RANKS} ranks: {} MiB",
             cell(hwm.map(|h| Stat {
                 median: h.median / 1024.0,
                 min: h.min / 1024.0,
@@ -214,6 +227,30 @@ pub fn goals_section(s: &Samples) -> String {
             r.map(|r| r <= 3.0),
         );
     }
+    let (size, _) = ckpt_sizes(quick)[1];
+    let g = ckpt_group();
+    let r = s.get(&g, "ckpt_ratio", size);
+    goal_row(
+        &mut o,
+        &format!(
+            "checkpoint within 1.5 x of write+fsync+transfer (issue 7; {} per rank at {CKPT_RANKS} ranks{})",
+            size_name(size),
+            if quick {
+                ", the size of this --quick run: the full run judges 64 MiB"
+            } else {
+                ""
+            }
+        ),
+        format!(
+            "{} ms vs {} ms (write+fsync {} ms + transfer {} ms): {} x",
+            cell(s.get(&g, "ckpt_ms", size)),
+            cell(s.get(&g, "ckpt_baseline_ms", size)),
+            cell(s.get(&g, "ckpt_write_fsync_ms", size)),
+            cell(s.get(&g, "ckpt_transfer_ms", size)),
+            cell(r)
+        ),
+        r.map(|r| r.median <= 1.5),
+    );
     let _ = writeln!(
         o,
         "| CompositeSig sign / verify (no goal: figures as they are) | {} µs / {} µs (keygen {} µs) | reported |",
@@ -279,7 +316,8 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
          that joins with `Comm::from_stdin()`; an OpenMPI job started by `mpirun`; the \
          limits in one `sperli-bench limits` process, one blocking thread per side). \
          The whole set runs {runs} times, interleaved: each run measures the limits, then \
-         every SPERLI job next to its OpenMPI twin, the twin first in every other run. \
+         every SPERLI job next to its OpenMPI twin, the twin first in every other run \
+         (the memory and checkpoint jobs have no twin). \
          Each figure is the median of the {runs} runs with the spread (min..max of the \
          runs); a run's figure is the mean over its timed iterations after a warm-up \
          (a tenth of them, at least one). Times are µs or ms; GB/s = 10^9 bytes/s; \
@@ -304,7 +342,7 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
             s.retries.join(", ")
         );
     }
-    o.push_str(&goals_section(s));
+    o.push_str(&goals_section(s, opts.quick));
     o.push('\n');
 
     // The limits.
@@ -468,16 +506,150 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
     }
     o.push('\n');
 
-    // Memory.
-    let g = "sperli.rss.64";
-    let kib = |name: &str| cell(s.get(g, name, 0));
-    let _ = writeln!(o, "## Memory of a rank with {} peers\n", RSS_RANKS - 1);
+    scale_section(&mut o, s, opts.quick);
+    ckpt_section(&mut o, s, opts.quick);
+
+    let _ = writeln!(o, "## Plots\n");
     let _ = writeln!(
         o,
-        "A {RSS_RANKS}-rank job, rank r on 127.0.0.(r+1); after set-up, a barrier and 20 \
-         allreduces of 8 B every rank reads VmHWM (peak RSS) and VmRSS from \
-         /proc/self/status. KiB.\n"
+        "![Bandwidth against message size: SPERLI, OpenMPI, bare rustls, bare TCP](img/bandwidth.svg)\n"
     );
+    let _ = writeln!(
+        o,
+        "![allreduce time against size per rank at 2, 4 and 8 ranks: SPERLI and OpenMPI](img/allreduce.svg)\n"
+    );
+
+    let _ = writeln!(o, "## Per-crate benchmarks (earlier runs, kept verbatim)\n");
+    let _ = writeln!(
+        o,
+        "These sections were written by the crates' own `cargo bench` harnesses when \
+         those were built; `cargo xtask bench` does not rerun them (its own figures \
+         above cover the same goals).\n"
+    );
+    o.push_str(include_str!("crate_sections.md"));
+    o
+}
+
+/// Descriptors a rank asks for beyond one per peer (RLIMIT_NOFILE >= size +
+/// 64, `needed` in crates/sperli-transport/src/fd_limit.rs).
+const FD_MARGIN: u32 = 64;
+
+/// "## Scale": peak RSS and descriptors per rank at each job size of the
+/// memory job, the per-connection cost between the smallest and the largest
+/// size, and what a rank of the largest job (4096 ranks) needs by that cost.
+fn scale_section(o: &mut String, s: &Samples, quick: bool) {
+    let sizes = rss_ranks(quick);
+    let get = |n: u32, name: &str| s.get(&group("sperli", "rss", n), name, 0);
+    let max_size = sperli_wire::limits::MAX_SIZE;
+    let _ = writeln!(o, "## Scale: memory and descriptors per rank\n");
+    let _ = writeln!(
+        o,
+        "A job of N ranks (`sperli run -n N -H 127.0.0.1,...`, rank r on 127.0.0.(r+1), \
+         `sperli-bench rank rss`); after set-up, a barrier and 20 allreduces of 8 B every \
+         rank reads VmHWM (peak RSS) and VmRSS from /proc/self/status and counts its open \
+         file descriptors (the entries of /proc/self/fd, without the one that reads them). \
+         VmHWM in KiB; descriptors: the largest count of any rank. Each figure is the \
+         median (min..max) of the runs. The start-up time at the same sizes is in the \
+         start-up table above.\n"
+    );
+    let _ = writeln!(
+        o,
+        "| ranks | peers per rank | largest VmHWM (KiB) | median VmHWM (KiB) | descriptors per rank |"
+    );
+    let _ = writeln!(o, "|---|---|---|---|---|");
+    for &n in sizes {
+        let _ = writeln!(
+            o,
+            "| {n} | {} | {} | {} | {} |",
+            n - 1,
+            cell(get(n, "rss_hwm_max_kib")),
+            cell(get(n, "rss_hwm_median_kib")),
+            cell(get(n, "fds_max"))
+        );
+    }
+    o.push('\n');
+    let (lo, hi) = (sizes[0], sizes[sizes.len() - 1]);
+    let figures = (
+        get(lo, "rss_hwm_median_kib"),
+        get(hi, "rss_hwm_median_kib"),
+        get(lo, "fds_max"),
+        get(hi, "fds_max"),
+    );
+    if let (Some(m_lo), Some(m_hi), Some(f_lo), Some(f_hi)) = figures {
+        let (p_lo, p_hi, p_max) = (
+            f64::from(lo - 1),
+            f64::from(hi - 1),
+            f64::from(max_size - 1),
+        );
+        let slope = (m_hi.median - m_lo.median) / (p_hi - p_lo);
+        let base = m_lo.median - p_lo * slope;
+        let fd_slope = (f_hi.median - f_lo.median) / (p_hi - p_lo);
+        let fds_max = f_hi.median - p_hi + p_max;
+        let mem_max = base + p_max * slope;
+        let limit = max_size + FD_MARGIN;
+        let _ = writeln!(
+            o,
+            "Per-connection cost, from the medians of the median VmHWM: slope = (VmHWM at \
+             {hi} ranks - VmHWM at {lo}) / ({} - {} peers) = ({} - {}) / {} = **{slope:.2} KiB \
+             per peer**; base = VmHWM at {lo} - {} x slope = **{base:.0} KiB**. Descriptors: \
+             ({} - {}) / {} = {fd_slope:.2} per peer (a socket each); the rest, {} at {hi} \
+             ranks and {} at {lo}, is stdio, the poller's epoll and eventfd and a few \
+             more.\n",
+            hi - 1,
+            lo - 1,
+            num(m_hi.median),
+            num(m_lo.median),
+            hi - lo,
+            lo - 1,
+            num(f_hi.median),
+            num(f_lo.median),
+            hi - lo,
+            num(f_hi.median - p_hi),
+            num(f_lo.median - p_lo),
+        );
+        let _ = writeln!(
+            o,
+            "A rank of a {max_size}-rank job ({} peers), computed from these figures, not \
+             measured:\n",
+            max_size - 1
+        );
+        let _ = writeln!(
+            o,
+            "- descriptors = descriptors at {hi} ranks - {} + {} = {} - {} + {} = **{fds_max:.0}**; \
+             the transport asks for RLIMIT_NOFILE >= size + {FD_MARGIN} = {limit} at start \
+             (`crates/sperli-transport/src/fd_limit.rs`: it raises the soft limit up to the \
+             hard limit and fails when the hard limit is lower): {fds_max:.0} is {} {limit};",
+            hi - 1,
+            max_size - 1,
+            num(f_hi.median),
+            hi - 1,
+            max_size - 1,
+            if fds_max <= f64::from(limit) {
+                "within"
+            } else {
+                "MORE than"
+            }
+        );
+        let _ = writeln!(
+            o,
+            "- memory = base + {} x slope = {base:.0} + {} x {slope:.2} = **{mem_max:.0} KiB \
+             ({:.1} MiB)** of peak RSS, plus its messages (the model is linear in the peers: \
+             per-connection state such as TLS sessions and buffers; what a rank receives from \
+             many peers at once comes on top).\n",
+            max_size - 1,
+            max_size - 1,
+            mem_max / 1024.0
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "No per-connection cost: the median VmHWM or the descriptor count at {lo} or \
+             {hi} ranks is missing.\n"
+        );
+    }
+    let g = group("sperli", "rss", RSS_GOAL_RANKS);
+    let kib = |name: &str| cell(s.get(&g, name, 0));
+    let _ = writeln!(o, "### A rank with {} peers\n", RSS_GOAL_RANKS - 1);
     let _ = writeln!(o, "| figure | KiB, median (min..max) of runs |");
     let _ = writeln!(o, "|---|---|");
     let _ = writeln!(
@@ -499,37 +671,142 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
     let _ = writeln!(
         o,
         "| threads of rank 0 | {} |\n",
-        cell(s.get(g, "threads_rank0", 0))
+        cell(s.get(&g, "threads_rank0", 0))
     );
+}
 
+/// "## Checkpoints": `checkpoint(state)` at 4 ranks next to write+fsync and
+/// transfer of the same bytes, measured in the same job.
+fn ckpt_section(o: &mut String, s: &Samples, quick: bool) {
+    let g = ckpt_group();
+    let sizes = ckpt_sizes(quick);
+    let base = s
+        .info
+        .get("ckpt_base")
+        .map_or("the system temp dir", String::as_str);
+    let reps = sizes
+        .iter()
+        .map(|(b, r)| format!("{}: {r}", size_name(*b)))
+        .collect::<Vec<_>>()
+        .join(", ");
     let _ = writeln!(o, "## Checkpoints\n");
     let _ = writeln!(
         o,
-        "| figure | SPERLI |\n|---|---|\n| checkpoint, 1 MiB per rank | not built yet |\n\
-         | checkpoint, 64 MiB per rank | not built yet |\n\n\
-         `crates/sperli-ckpt` (issue 7) had no checkpoint API when this benchmark was \
-         written; `cargo xtask bench` does not measure checkpoints yet. The checkpoint \
-         benchmark of the crate itself (`cargo bench -p sperli-ckpt --bench ckpt`) is \
-         under \"sperli-ckpt\" below.\n"
+        "`checkpoint(state)` (sperli-ckpt, docs/sperli-protocol.md §9.4: own file, buddy \
+         copy, signed COMMIT) at {CKPT_RANKS} ranks with N bytes of `Vec<u8>` state per \
+         rank, in one job `sperli run -n {CKPT_RANKS} -H 127.0.0.1,...,127.0.0.{CKPT_RANKS} \
+         --checkpoint-dir DIR -- sperli-bench rank ckpt` (DIR: a fresh directory under \
+         {base}, removed after the job), next to what a checkpoint cannot avoid, measured \
+         in the same job on the same ranks: *write+fsync* = every rank writes the same \
+         bytes plus the 92 bytes a checkpoint adds (rank file header, state prefix) to a \
+         file of its own in its checkpoint directory and fsyncs it (all ranks at once); \
+         *transfer* = every rank sends the same bytes once to rank (r+1) mod \
+         {CKPT_RANKS} and receives its predecessor's (`send_large` / `recv_large`, all \
+         ranks at once: the buddy push). Each is rank 0's wall clock between two \
+         barriers; a run's figure is the median of its repetitions ({reps}; no warm-up), \
+         the table shows the median (min..max) of the runs. write+fsync+transfer and the \
+         ratio (checkpoint over write+fsync+transfer) are taken per run. Goal (issue 7): \
+         ratio <= 1.5.\n"
     );
+    let _ = writeln!(
+        o,
+        "| state/rank | checkpoint (ms) | write+fsync (ms) | transfer (ms) | write+fsync+transfer (ms) | ratio |"
+    );
+    let _ = writeln!(o, "|---|---|---|---|---|---|");
+    for (size, _) in sizes {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} |",
+            size_name(size),
+            cell(s.get(&g, "ckpt_ms", size)),
+            cell(s.get(&g, "ckpt_write_fsync_ms", size)),
+            cell(s.get(&g, "ckpt_transfer_ms", size)),
+            cell(s.get(&g, "ckpt_baseline_ms", size)),
+            cell(s.get(&g, "ckpt_ratio", size))
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\nThe checkpoint benchmark of the crate itself (`cargo bench -p sperli-ckpt --bench \
+         ckpt`: the same three measurements with the 4 ranks as threads of one process, \
+         also at 256 MiB) and what a checkpoint does beyond the baseline are under \
+         \"sperli-ckpt\" below.\n"
+    );
+}
 
-    let _ = writeln!(o, "## Plots\n");
-    let _ = writeln!(
-        o,
-        "![Bandwidth against message size: SPERLI, OpenMPI, bare rustls, bare TCP](img/bandwidth.svg)\n"
-    );
-    let _ = writeln!(
-        o,
-        "![allreduce time against size per rank at 2, 4 and 8 ranks: SPERLI and OpenMPI](img/allreduce.svg)\n"
-    );
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    let _ = writeln!(o, "## Per-crate benchmarks (earlier runs, kept verbatim)\n");
-    let _ = writeln!(
-        o,
-        "These sections were written by the crates' own `cargo bench` harnesses when \
-         those were built; `cargo xtask bench` does not rerun them (its own figures \
-         above cover the same goals).\n"
-    );
-    o.push_str(include_str!("crate_sections.md"));
-    o
+    /// Figures of a memory job at `n` ranks, as `record` files them.
+    fn rss(s: &mut Samples, n: u32, median_kib: f64, fds: f64) {
+        let g = group("sperli", "rss", n);
+        s.add(&g, "rss_hwm_max_kib", 0, median_kib + 100.0);
+        s.add(&g, "rss_hwm_median_kib", 0, median_kib);
+        s.add(&g, "fds_max", 0, fds);
+    }
+
+    #[test]
+    fn scale_section_computes_the_4096_rank_figures() {
+        let mut s = Samples::default();
+        // 7 and 63 peers: 10 KiB and one descriptor per peer, base 5000 KiB.
+        rss(&mut s, 8, 5070.0, 14.0);
+        rss(&mut s, 64, 5630.0, 70.0);
+        let mut o = String::new();
+        scale_section(&mut o, &s, true);
+        assert!(o.contains("**10.00 KiB per peer**"), "{o}");
+        assert!(o.contains("**5000 KiB**"), "{o}");
+        assert!(o.contains("1.00 per peer"), "{o}");
+        // 70 - 63 + 4095 descriptors, 5000 + 4095 x 10 KiB.
+        assert!(o.contains("= **4102**"), "{o}");
+        assert!(o.contains("4102 is within 4160"), "{o}");
+        assert!(o.contains("**45950 KiB (44.9 MiB)**"), "{o}");
+        assert!(
+            o.contains("| 64 | 63 | 5730 (5730..5730) | 5630 (5630..5630) | 70.0 (70.0..70.0) |")
+        );
+    }
+
+    #[test]
+    fn scale_section_says_when_a_size_is_missing() {
+        let mut s = Samples::default();
+        rss(&mut s, 64, 5630.0, 70.0);
+        let mut o = String::new();
+        scale_section(&mut o, &s, true);
+        assert!(o.contains("No per-connection cost"), "{o}");
+        assert!(o.contains("| 8 | 7 | n/a | n/a | n/a |"), "{o}");
+    }
+
+    #[test]
+    fn checkpoint_goal_uses_the_largest_size_per_run_ratios() {
+        let mut s = Samples::default();
+        let g = ckpt_group();
+        for (c, w, t) in [
+            (300.0, 100.0, 100.0),
+            (200.0, 50.0, 50.0),
+            (900.0, 100.0, 200.0),
+        ] {
+            s.add(&g, "ckpt_ms", 64 * MIB, c);
+            s.add(&g, "ckpt_write_fsync_ms", 64 * MIB, w);
+            s.add(&g, "ckpt_transfer_ms", 64 * MIB, t);
+            s.add(&g, "ckpt_baseline_ms", 64 * MIB, w + t);
+            s.add(&g, "ckpt_ratio", 64 * MIB, c / (w + t));
+        }
+        let goals = goals_section(&s, false);
+        let row = goals
+            .lines()
+            .find(|l| l.contains("issue 7"))
+            .expect("a checkpoint goal row");
+        // Ratios 1.5, 2.0, 3.0: median 2.0.
+        assert!(row.contains("64 MiB per rank at 4 ranks"), "{row}");
+        assert!(row.contains(": 2.00 (1.50..3.00) x"), "{row}");
+        assert!(row.ends_with("| **not met** |"), "{row}");
+        let quick = goals_section(&s, true);
+        let row = quick.lines().find(|l| l.contains("issue 7")).unwrap_or("");
+        assert!(row.contains("16 MiB per rank"), "{row}");
+        assert!(row.ends_with("| n/a (not measured) |"), "{row}");
+        let mut o = String::new();
+        ckpt_section(&mut o, &s, false);
+        assert!(o.contains("| 64 MiB | 300 (200..900) | 100 (50.0..100) | 100 (50.0..200) | 200 (100..300) | 2.00 (1.50..3.00) |"), "{o}");
+        assert!(o.contains("| 1 MiB | n/a | n/a | n/a | n/a | n/a |"), "{o}");
+    }
 }
