@@ -67,8 +67,9 @@ struct RunArgs {
     /// More refused host names, one per line (an unreadable file stops the launcher).
     #[arg(long)]
     deny_hosts: Option<PathBuf>,
-    /// The silence limit the ranks use, in milliseconds.
-    #[arg(long, default_value_t = 5000)]
+    /// The silence limit the ranks use, in milliseconds (at least 1500: a
+    /// quiet peer sends a heartbeat every 1000 ms).
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1500..))]
     silence_ms: u64,
     /// End the job after this many seconds (exit status 124).
     #[arg(long)]

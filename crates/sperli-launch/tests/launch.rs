@@ -114,6 +114,24 @@ fn refused_hosts_are_refused_before_anything_starts() {
 }
 
 #[test]
+fn a_silence_limit_below_the_heartbeat_margin_is_a_usage_error() {
+    let out = sperli(&[
+        "run",
+        "-n",
+        "2",
+        "--silence-ms",
+        "1000",
+        "--",
+        "EXAMPLE",
+        "hello",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--silence-ms"), "{err}");
+    assert!(out.stdout.is_empty(), "a rank ran");
+}
+
+#[test]
 fn an_unreadable_deny_file_stops_the_launcher() {
     let out = sperli(&[
         "run",

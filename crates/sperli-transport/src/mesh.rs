@@ -43,6 +43,11 @@ use crate::Settings;
 const WAKER: Token = Token(0);
 const LISTENER: Token = Token(1);
 const READ_BUF: usize = 256 * 1024;
+/// How many bytes one socket may deliver before the loop moves on (and
+/// comes back to it at once): a peer that streams without pause must not
+/// keep this thread from its timers, or this rank stops sending heartbeats
+/// to everyone else and is declared silent.
+const READ_BUDGET: usize = 4 * 1024 * 1024;
 
 /// How much data rustls may buffer before its writer takes no more: big
 /// enough for few, large socket writes, small enough to stay in cache.
@@ -342,6 +347,9 @@ pub(crate) struct Mesh {
     raw: Vec<u8>,
     incoming: Vec<Incoming>,
     done_seqs: Vec<u64>,
+    /// Sockets that used up their read budget with bytes still waiting
+    /// (edge-triggered: no new event will come for those).
+    unfinished: Vec<Token>,
 }
 
 /// What went wrong on one socket.
@@ -414,6 +422,7 @@ impl Mesh {
             raw: vec![0; READ_BUF],
             incoming: Vec::new(),
             done_seqs: Vec::new(),
+            unfinished: Vec::new(),
             ctx,
         })
     }
@@ -445,8 +454,10 @@ impl Mesh {
             }
             let now = Instant::now();
             let mut timeout = self.next_timer.saturating_duration_since(now);
-            if now.saturating_duration_since(last_activity) < self.settings.spin {
-                timeout = Duration::ZERO; // poll without sleeping for a moment
+            if now.saturating_duration_since(last_activity) < self.settings.spin
+                || !self.unfinished.is_empty()
+            {
+                timeout = Duration::ZERO; // poll without sleeping
             }
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -463,6 +474,13 @@ impl Mesh {
                 // A long batch (many handshakes at set-up) must not keep
                 // heartbeats from going out; silence is judged only at the
                 // top of the loop, after reading.
+                let now = Instant::now();
+                if now >= self.next_timer {
+                    self.timers(now, false);
+                }
+            }
+            for t in std::mem::take(&mut self.unfinished) {
+                self.dispatch(t);
                 let now = Instant::now();
                 if now >= self.next_timer {
                     self.timers(now, false);
@@ -727,7 +745,14 @@ impl Mesh {
     ) -> Result<(), SockError> {
         let now = Instant::now();
         let now_ms = unix_ms(SystemTime::now());
+        let mut budget = READ_BUDGET;
         loop {
+            if budget == 0 {
+                if !self.unfinished.contains(&t) {
+                    self.unfinished.push(t);
+                }
+                return Ok(());
+            }
             let n = match l.tcp.read(raw) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
@@ -736,6 +761,7 @@ impl Mesh {
                     return Err(self.sock_error(t, l, loss_cause(&e), Some(TlsFailure::Broken)));
                 }
             };
+            budget = budget.saturating_sub(n);
             if n > 0 {
                 if let Some(c) = l.conn.as_mut() {
                     c.touch(now);

@@ -146,10 +146,16 @@ fn fast_path_send_after_failure_returns_the_job_error() {
         let res = run_ranks(&plan, &[0, 1, 2], settings(), |ep: Endpoint| {
             let me = ep.rank();
             if me == 2 {
+                // Only once both others are up (on a loaded machine their
+                // set-up may end long after this rank's), then while they
+                // are busy.
+                ep.recv(0, 9)?;
+                ep.recv(1, 9)?;
                 thread::sleep(Duration::from_millis(300));
                 ep.abort(sperli_wire::abort::AbortReason::Application, 0, "stop");
                 return Ok(None);
             }
+            ep.send(2, 9, b"up")?;
             let other = 1 - me;
             let e = if me == 0 {
                 // Sending big messages when the failure comes: returns.
@@ -178,8 +184,9 @@ fn fast_path_send_after_failure_returns_the_job_error() {
             assert_eq!(ep.error(), Some(e.clone()));
             Ok(Some(e))
         });
+        let all = format!("{res:?}");
         for (r, x) in res.into_iter().enumerate() {
-            let x = x.unwrap_or_else(|e| panic!("rank {r}: {e}"));
+            let x = x.unwrap_or_else(|e| panic!("rank {r}: {e}; all: {all}"));
             if r == 2 {
                 continue;
             }

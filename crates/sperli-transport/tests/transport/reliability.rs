@@ -650,3 +650,38 @@ fn rss_probe() {
         assert!(grew <= bound, "{name}: VmRSS grew {grew} KiB");
     }
 }
+
+/// A rank that receives a stream without pause keeps sending heartbeats to
+/// everyone else: rank 0 streams 16 MiB messages to rank 1 for three
+/// seconds (1.5 silence limits) while rank 2 only waits for rank 1; nobody may be
+/// declared silent (the I/O thread reads at most a budget per socket
+/// before it turns to its timers).
+#[test]
+fn a_receiver_under_a_stream_is_not_silent_to_others() {
+    with_deadline(Duration::from_secs(120), || {
+        let plan = JobPlan::localhost(3).unwrap();
+        let s = Settings {
+            silence: Duration::from_millis(2000),
+            ..settings()
+        };
+        let res = run_ranks(&plan, &[0, 1, 2], s, |ep: Endpoint| {
+            let msg = vec![7u8; 16 << 20];
+            match ep.rank() {
+                0 => {
+                    let t = Instant::now();
+                    while t.elapsed() < Duration::from_millis(3000) {
+                        ep.send(1, 1, &msg)?;
+                    }
+                    ep.send(1, 1, b"")?; // the end
+                }
+                1 => {
+                    while !ep.recv(0, 1)?.is_empty() {}
+                    ep.send(2, 3, b"done")?;
+                }
+                _ => assert_eq!(ep.recv(1, 3)?, b"done"),
+            }
+            ep.finish()
+        });
+        assert!(res.iter().all(Result::is_ok), "{res:?}");
+    });
+}
