@@ -27,6 +27,9 @@ trait Duplex: Read + Write + Send {}
 impl<T: Read + Write + Send> Duplex for T {}
 
 fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
 }
@@ -107,6 +110,11 @@ fn bench_settings() -> Settings {
     }
 }
 
+/// `PINGPONG_ONLY=bw`: the Endpoint's bandwidth part alone (for a profiler).
+fn bw_only() -> bool {
+    std::env::var("PINGPONG_ONLY").is_ok_and(|v| v == "bw")
+}
+
 fn endpoints(plan: &JobPlan) -> (f64, f64) {
     let d0 = plan.description(0);
     let d1 = plan.description(1);
@@ -115,7 +123,7 @@ fn endpoints(plan: &JobPlan) -> (f64, f64) {
     let peer = thread::spawn(move || {
         let ep = Endpoint::start(&d1, bench_settings()).unwrap();
         g1.wait();
-        for _ in 0..RUNS {
+        for _ in 0..if bw_only() { 0 } else { RUNS } {
             for _ in 0..ROUNDS + 200 {
                 let m = ep.recv(0, 1).unwrap();
                 ep.send(0, 1, &m).unwrap();
@@ -134,7 +142,7 @@ fn endpoints(plan: &JobPlan) -> (f64, f64) {
     go.wait();
     let mut lat = Vec::new();
     let m = [7u8; 8];
-    for _ in 0..RUNS {
+    for _ in 0..if bw_only() { 0 } else { RUNS } {
         for _ in 0..200 {
             ep.send(1, 1, &m).unwrap();
             ep.recv(1, 1).unwrap();

@@ -395,6 +395,39 @@ impl Endpoint {
     /// [`mesh::send_now`]): no I/O-thread wake-up unless the socket would
     /// block or failed. True when the frame is whole in TLS.
     fn push(&self, to: u32, frame: Outgoing) -> Result<bool, Error> {
+        let link = self.link_to(to)?;
+        let mut done = Vec::new();
+        let r = mesh::send_now(&link, &self.shared, frame, &mut done);
+        drop(link);
+        self.shared.mark_done(&mut done);
+        self.after_send(to, r)
+    }
+
+    /// As [`Endpoint::push`] with a borrowed payload written straight into
+    /// TLS ([`mesh::send_direct`]); `Ok(None)` when frames are queued to
+    /// `to` ahead of it (the caller queues a copy).
+    fn push_direct(
+        &self,
+        to: u32,
+        header: FrameHeader,
+        payload: &[u8],
+        seq: u64,
+    ) -> Result<Option<bool>, Error> {
+        let link = self.link_to(to)?;
+        let mut done = Vec::new();
+        let r = mesh::send_direct(&link, &self.shared, header, payload, seq, &mut done);
+        drop(link);
+        self.shared.mark_done(&mut done);
+        match r {
+            Ok(None) => Ok(None),
+            Ok(Some(sent)) => self.after_send(to, Ok(sent)).map(Some),
+            Err(refused) => self.after_send(to, Err(refused)).map(Some),
+        }
+    }
+
+    /// The link to `to`, or the error when the peer said BYE or the job
+    /// step is over.
+    fn link_to(&self, to: u32) -> Result<Arc<Mutex<mesh::Link>>, Error> {
         if self.st.borrow().bye[to as usize] {
             return Err(Self::peer_left(to));
         }
@@ -402,15 +435,19 @@ impl Endpoint {
             .links
             .get(to as usize)
             .and_then(|l| l.as_ref()?.upgrade());
-        let Some(link) = link else {
-            // The I/O thread dropped the socket: the job step is over.
-            self.check()?;
-            return Err(self.gone());
-        };
-        let mut done = Vec::new();
-        let r = mesh::send_now(&link, &self.shared, frame, &mut done);
-        drop(link);
-        self.shared.mark_done(&mut done);
+        match link {
+            Some(link) => Ok(link),
+            None => {
+                // The I/O thread dropped the socket: the job step is over.
+                self.check()?;
+                Err(self.gone())
+            }
+        }
+    }
+
+    /// What a send fast path's outcome means for the caller: kicks the I/O
+    /// thread when bytes are left; `Ok(true)` when the frame is written.
+    fn after_send(&self, to: u32, r: Result<mesh::SendNow, mesh::Refused>) -> Result<bool, Error> {
         match r {
             Ok(sent) => {
                 if sent.kick {
@@ -483,6 +520,16 @@ impl Endpoint {
             }
             .into());
         }
+        if let (Bytes::Borrowed(b), false) = (&data, to == self.ctx.rank) {
+            if b.len() > EAGER_LIMIT && seq != 0 {
+                // The caller waits until the frame is written: lend the
+                // slice to TLS instead of queueing a copy of it.
+                let h = self.ctx.header(FrameType::Data, to).with_tag(tag);
+                if let Some(written) = self.push_direct(to, h, b, seq)? {
+                    return Ok(written);
+                }
+            }
+        }
         let payload = data.into_vec(&self.shared.pool);
         if to == self.ctx.rank {
             self.st
@@ -518,7 +565,11 @@ impl Endpoint {
     /// that nothing queued can satisfy. At most 16777216
     /// bytes (see [`Endpoint::send_large`]); empty messages are valid; a
     /// send to this rank itself is queued locally. Up to 64 KiB it returns
-    /// once the message is queued; bigger messages wait until written.
+    /// once the message is queued; bigger messages wait until written:
+    /// when nothing is queued to `to` ahead of it, the slice goes straight
+    /// into TLS (no copy) and the call returns once its last record is on
+    /// the socket, so a sender never runs more than one message ahead of a
+    /// slow receiver.
     pub fn send(&self, to: u32, tag: u32, data: &[u8]) -> Result<(), Error> {
         self.send_bytes(to, tag, Bytes::Borrowed(data))
     }

@@ -20,7 +20,7 @@
 //! close, and the error is published to the user's thread.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{self, Read};
+use std::io::{self, BufRead};
 use std::net::{Shutdown, SocketAddr};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant, SystemTime};
@@ -33,6 +33,7 @@ use sperli_tls::config::{check_peer, server_name_for_host, tls_failure};
 use sperli_tls::pki::peer_identity;
 use sperli_wire::abort::AbortReason;
 use sperli_wire::error::{AuthError, DecodeError, FrameError, LossCause, TlsFailure};
+use sperli_wire::header::FrameHeader;
 use sperli_wire::Error;
 
 use crate::connection::{ConnState, Connection, Incoming, JobContext, Outgoing};
@@ -42,7 +43,6 @@ use crate::Settings;
 
 const WAKER: Token = Token(0);
 const LISTENER: Token = Token(1);
-const READ_BUF: usize = 256 * 1024;
 /// How many bytes one socket may deliver before the loop moves on (and
 /// comes back to it at once): a peer that streams without pause must not
 /// keep this thread from its timers, or this rank stops sending heartbeats
@@ -169,6 +169,10 @@ pub(crate) struct Link {
     /// A socket write error met by the user's thread, for the I/O thread
     /// to report (it alone ends the job step).
     write_error: Option<io::ErrorKind>,
+    /// Sequence numbers of frames handed to rustls whole by
+    /// [`send_direct`]: their senders wait until rustls has written every
+    /// record to the socket (so a sender cannot run ahead of the peer).
+    drain_seqs: Vec<u64>,
 }
 
 impl std::fmt::Debug for Link {
@@ -195,6 +199,7 @@ impl Link {
             write_shut: false,
             dead: false,
             write_error: None,
+            drain_seqs: Vec::new(),
         }
     }
 
@@ -227,6 +232,11 @@ impl Link {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
+            }
+        }
+        if !self.tls.wants_write() {
+            for s in self.drain_seqs.drain(..) {
+                done(s);
             }
         }
         if self.close_notify_sent && !self.write_shut && !self.tls.wants_write() {
@@ -307,6 +317,70 @@ pub(crate) fn send_now(
     })
 }
 
+/// As [`send_now`] for a frame whose payload the caller lends (a large
+/// blocking `send` of a borrowed slice): when nothing is queued to the
+/// peer, the frame goes straight into rustls, whose buffer limit is lifted
+/// for it, and as much as the socket takes is written; no copy of the
+/// payload is queued. `Ok(None)`: frames wait in the queue; the caller
+/// queues a copy instead. The frame counts as written (`seq` done) once
+/// rustls has put its last record on the socket: the sender waits for
+/// that, so the ciphertext in rustls stays bounded by one message.
+pub(crate) fn send_direct(
+    link: &Mutex<Link>,
+    shared: &Shared,
+    header: FrameHeader,
+    payload: &[u8],
+    seq: u64,
+    done: &mut Vec<u64>,
+) -> Result<Option<SendNow>, Refused> {
+    let mut g = lock(link);
+    let l = &mut *g;
+    if shared.error.get().is_some() || l.closing {
+        return Err(Refused::Ended);
+    }
+    let Some(c) = l.conn.as_mut() else {
+        return Err(Refused::PeerLeft);
+    };
+    if l.dead || c.state() != ConnState::Open || c.bye_sent() {
+        return Err(Refused::PeerLeft);
+    }
+    if c.has_output() || l.tls.is_handshaking() {
+        return Ok(None);
+    }
+    l.tls.set_buffer_limit(None);
+    let taken = c.write_direct(&mut l.tls.writer(), header, payload, Instant::now());
+    l.tls.set_buffer_limit(tls_buffer_limit());
+    match taken {
+        Ok(true) => l.drain_seqs.push(seq),
+        Ok(false) => return Ok(None),
+        Err(e) => {
+            l.write_error = Some(e.kind());
+            return Ok(Some(SendNow {
+                written: false,
+                kick: true,
+            }));
+        }
+    }
+    let mut written = false;
+    if let Err(e) = l.flush(&mut |s| {
+        if s == seq {
+            written = true;
+        } else {
+            done.push(s);
+        }
+    }) {
+        l.write_error = Some(e.kind());
+        return Ok(Some(SendNow {
+            written: false,
+            kick: true,
+        }));
+    }
+    Ok(Some(SendNow {
+        written,
+        kick: l.backlog(),
+    }))
+}
+
 struct Sock {
     link: Arc<Mutex<Link>>,
     /// For a dialled socket: the rank dialled.
@@ -342,9 +416,6 @@ pub(crate) struct Mesh {
     finishing: bool,
     failed: bool,
     next_timer: Instant,
-    buf: Vec<u8>,
-    /// TLS records read from a socket, before rustls takes them.
-    raw: Vec<u8>,
     incoming: Vec<Incoming>,
     done_seqs: Vec<u64>,
     /// Sockets that used up their read budget with bytes still waiting
@@ -418,8 +489,6 @@ impl Mesh {
             finishing: false,
             failed: false,
             next_timer: now,
-            buf: vec![0; READ_BUF],
-            raw: vec![0; READ_BUF],
             incoming: Vec::new(),
             done_seqs: Vec::new(),
             unfinished: Vec::new(),
@@ -723,26 +792,10 @@ impl Mesh {
         }
     }
 
+    /// Reads the socket until it would block (or the read budget is spent):
+    /// rustls reads TLS records from the socket itself, and the decrypted
+    /// plaintext goes from rustls's buffer straight to the frame reader.
     fn read(&mut self, t: Token, l: &mut Link) -> Result<(), SockError> {
-        let mut buf = std::mem::take(&mut self.buf);
-        let mut raw = std::mem::take(&mut self.raw);
-        let r = self.read_with(t, l, &mut raw, &mut buf);
-        self.buf = buf;
-        self.raw = raw;
-        r
-    }
-
-    /// Reads the socket until it would block: one `read` syscall of up to
-    /// 256 KiB of TLS records into `raw` (rustls's own `read_tls` reads at
-    /// most one record per syscall, often 4 KiB), handed to rustls from
-    /// there; decrypted plaintext goes through `buf` to the frame reader.
-    fn read_with(
-        &mut self,
-        t: Token,
-        l: &mut Link,
-        raw: &mut [u8],
-        buf: &mut [u8],
-    ) -> Result<(), SockError> {
         let now = Instant::now();
         let now_ms = unix_ms(SystemTime::now());
         let mut budget = READ_BUDGET;
@@ -753,7 +806,7 @@ impl Mesh {
                 }
                 return Ok(());
             }
-            let n = match l.tcp.read(raw) {
+            let n = match l.tls.read_tls(&mut l.tcp) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -767,59 +820,46 @@ impl Mesh {
                     c.touch(now);
                 }
             }
-            // n == 0 (EOF) still goes through rustls once: it notes the EOF.
-            let mut src = &raw[..n];
+            let handshaking = l.tls.is_handshaking();
+            if let Err(e) = l.tls.process_new_packets() {
+                // Send the alert, then drop.
+                let _ = l.tls.write_tls(&mut l.tcp);
+                let f = tls_failure(&e);
+                return Err(self.sock_error(t, l, LossCause::Reset, Some(f)));
+            }
+            if handshaking && !l.tls.is_handshaking() && l.conn.is_none() {
+                self.handshake_done(t, l)?;
+            }
+            // Plaintext, fed to the frame reader straight from rustls's
+            // buffer (no copy in between).
+            let mut clean_eof = false;
+            let Link { tls, conn, .. } = &mut *l;
             loop {
-                let k = match l.tls.read_tls(&mut src) {
-                    Ok(k) => k,
-                    Err(e) => {
-                        return Err(self.sock_error(
-                            t,
-                            l,
-                            loss_cause(&e),
-                            Some(TlsFailure::Broken),
-                        ));
+                let mut reader = tls.reader();
+                match reader.fill_buf() {
+                    Ok([]) => {
+                        clean_eof = true;
+                        break;
                     }
-                };
-                let handshaking = l.tls.is_handshaking();
-                if let Err(e) = l.tls.process_new_packets() {
-                    // Send the alert, then drop.
-                    let _ = l.tls.write_tls(&mut l.tcp);
-                    let f = tls_failure(&e);
-                    return Err(self.sock_error(t, l, LossCause::Reset, Some(f)));
-                }
-                if handshaking && !l.tls.is_handshaking() && l.conn.is_none() {
-                    self.handshake_done(t, l)?;
-                }
-                // Plaintext.
-                let mut clean_eof = false;
-                loop {
-                    match l.tls.reader().read(buf) {
-                        Ok(0) => {
-                            clean_eof = true;
-                            break;
+                    Ok(chunk) => {
+                        let k = chunk.len();
+                        // After a failure the bytes are only drained.
+                        if !self.failed {
+                            self.feed(t, conn, chunk, now, now_ms)?;
                         }
-                        Ok(k) => {
-                            if self.failed {
-                                continue; // draining after a failure
-                            }
-                            self.feed(t, l, &buf[..k], now, now_ms)?;
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                        Err(_) => {
-                            // Peer closed TCP without close_notify.
-                            clean_eof = true;
-                            break;
-                        }
+                        reader.consume(k);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        // Peer closed TCP without close_notify.
+                        clean_eof = true;
+                        break;
                     }
                 }
-                // k == 0 with bytes left: rustls takes nothing after close_notify.
-                if n == 0 || clean_eof || k == 0 {
-                    return self.closed(t, l);
-                }
-                if src.is_empty() {
-                    break;
-                }
+            }
+            // n == 0: TCP EOF, or rustls takes nothing after close_notify.
+            if n == 0 || clean_eof {
+                return self.closed(t, l);
             }
         }
     }
@@ -827,12 +867,12 @@ impl Mesh {
     fn feed(
         &mut self,
         t: Token,
-        l: &mut Link,
+        conn: &mut Option<Connection>,
         bytes: &[u8],
         now: Instant,
         now_ms: u64,
     ) -> Result<(), SockError> {
-        let Some(c) = l.conn.as_mut() else {
+        let Some(c) = conn.as_mut() else {
             return Err(SockError::Unauthenticated(None));
         };
         let mut incoming = std::mem::take(&mut self.incoming);
@@ -879,7 +919,8 @@ impl Mesh {
                 Ok(()) => {
                     // Frames still queued to it can never be written: their
                     // senders must not wait for them.
-                    let seqs = c.take_queued_seqs();
+                    let mut seqs = c.take_queued_seqs();
+                    seqs.append(&mut l.drain_seqs);
                     if let Some(p) = peer {
                         self.shared.mark_undelivered(seqs, p);
                     }

@@ -289,6 +289,30 @@ impl Connection {
         self.out.push_back(frame);
     }
 
+    /// Writes a frame with `header` (its length set here) and a borrowed
+    /// `payload` straight into `w` (the rustls plaintext writer), without
+    /// queueing a copy, when nothing is queued ahead of it. Returns
+    /// `Ok(false)`, having written nothing, when frames wait in the queue
+    /// (order first) or BYE went out. `w` must take every byte: the caller
+    /// lifts rustls's buffer limit for the call, so the ciphertext waits in
+    /// rustls instead of the plaintext in this queue.
+    pub fn write_direct(
+        &mut self,
+        w: &mut dyn Write,
+        mut header: FrameHeader,
+        payload: &[u8],
+        now: Instant,
+    ) -> io::Result<bool> {
+        if self.bye_sent || !self.out.is_empty() {
+            return Ok(false);
+        }
+        header.length = payload.len() as u32;
+        w.write_all(&header.to_bytes())?;
+        w.write_all(payload)?;
+        self.last_sent = now;
+        Ok(true)
+    }
+
     /// Queues ABORT.
     pub fn queue_abort(&mut self, reason: AbortReason, code: u32, message: &str, now: Instant) {
         let a = Abort {

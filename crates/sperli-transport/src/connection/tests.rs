@@ -228,6 +228,39 @@ fn heartbeat_counter_must_count_from_one() {
 }
 
 #[test]
+fn write_direct_only_when_nothing_is_queued_ahead() {
+    let plan = plan();
+    let t0 = Instant::now();
+    let mut c = Connection::new(ctx_of(&plan, 1), 0, Duration::from_secs(5), t0);
+    c.state = ConnState::Open;
+    let h = c.ctx.header(FrameType::Data, 0).with_tag(9);
+    let payload = vec![5u8; 1000];
+    // Queued frames go first: nothing is written.
+    c.queue(FrameType::Data, vec![1], t0);
+    let mut out = Vec::new();
+    assert!(!c.write_direct(&mut out, h, &payload, t0).unwrap());
+    assert!(out.is_empty());
+    c.write_to(&mut out, &mut |_| {}).unwrap();
+    out.clear();
+    // Then the frame goes out whole, header with its length, and counts
+    // as sent for the heartbeat clock.
+    let later = t0 + Duration::from_millis(900);
+    assert!(c.write_direct(&mut out, h, &payload, later).unwrap());
+    let mut want = h;
+    want.length = 1000;
+    assert_eq!(&out[..52], &want.to_bytes());
+    assert_eq!(&out[52..], &payload[..]);
+    c.poll(t0 + Duration::from_millis(1500)).unwrap();
+    assert!(!c.has_output(), "no heartbeat 600 ms after a frame");
+    // Nothing after BYE.
+    c.queue_bye(later);
+    c.write_to(&mut Vec::new(), &mut |_| {}).unwrap();
+    out.clear();
+    assert!(!c.write_direct(&mut out, h, &payload, later).unwrap());
+    assert!(out.is_empty());
+}
+
+#[test]
 fn heartbeat_due_after_one_second_of_send_silence() {
     let plan = plan();
     let t0 = Instant::now();
