@@ -199,18 +199,20 @@ impl<L: Link> Comm<L> {
         }
     }
 
-    /// Sends `payload` to every rank in `to`: a copy to each but the last,
-    /// which gets the buffer itself.
+    /// Sends `payload` to every rank in `to` (the link may overlap the
+    /// sends: [`Link::send_collective_each`]), then recycles it.
     fn send_all(&mut self, to: impl Iterator<Item = u32>, payload: Vec<u8>) -> Result<(), Error> {
-        let mut to = to.peekable();
-        while let Some(r) = to.next() {
-            if to.peek().is_none() {
-                return self.send_vec(r, payload);
-            }
-            self.send(r, &payload)?;
-        }
+        let to: Vec<u32> = to.collect();
+        self.send_each(&to, &payload)?;
         self.link.recycle(payload);
         Ok(())
+    }
+
+    fn send_each(&mut self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
+        match self.link.send_collective_each(to, payload) {
+            Ok(()) => Ok(()),
+            Err(e) => self.link_failed(e),
+        }
     }
 
     /// Header and bytes `range` of `data` in one buffer from the link.
@@ -523,9 +525,8 @@ impl<L: Link> Comm<L> {
         let mut acc = acc.expect("size >= 1");
         acc[..H].copy_from_slice(&call.header(Phase::FromRoot));
         if allreduce {
-            for r in 1..self.size {
-                self.send(r, &acc)?;
-            }
+            let to: Vec<u32> = (1..self.size).collect();
+            self.send_each(&to, &acc)?;
         }
         Ok(Some(acc))
     }

@@ -2,8 +2,11 @@
 //! slices become little-endian bytes and back (layouts §5 "Element types";
 //! protocol §8.3).
 //!
-//! No `unsafe`: every conversion is a `to_le_bytes` / `from_le_bytes` copy,
-//! so the wire is little-endian on every host.
+//! No `unsafe`: on a little-endian host the bytes of a slice are already
+//! its wire form, so a conversion is one copy through `bytemuck`'s checked
+//! casts (the seven types are plain old data); on a big-endian host every
+//! element goes through `to_le_bytes` / `from_le_bytes`. Either way the
+//! wire is little-endian.
 
 use sperli_wire::element::ElementType;
 
@@ -66,29 +69,35 @@ macro_rules! element {
             const WIDTH: usize = std::mem::size_of::<$t>();
 
             fn extend_le(src: &[Self], out: &mut Vec<u8>) {
-                out.reserve(src.len() * Self::WIDTH);
-                for x in src {
-                    out.extend_from_slice(&x.to_le_bytes());
+                if cfg!(target_endian = "little") {
+                    out.extend_from_slice(bytemuck::cast_slice(src));
+                } else {
+                    out.reserve(src.len() * Self::WIDTH);
+                    for x in src {
+                        out.extend_from_slice(&x.to_le_bytes());
+                    }
                 }
             }
 
             fn read_le(bytes: &[u8], out: &mut [Self]) {
                 assert_eq!(bytes.len(), out.len() * Self::WIDTH, "element byte length");
-                for (o, c) in out.iter_mut().zip(bytes.chunks_exact(Self::WIDTH)) {
-                    let mut a = [0u8; std::mem::size_of::<$t>()];
-                    a.copy_from_slice(c);
-                    *o = <$t>::from_le_bytes(a);
+                if cfg!(target_endian = "little") {
+                    // `out` is aligned; `bytes` need not be.
+                    bytemuck::cast_slice_mut::<Self, u8>(out).copy_from_slice(bytes);
+                } else {
+                    for (o, c) in out.iter_mut().zip(bytes.chunks_exact(Self::WIDTH)) {
+                        let mut a = [0u8; std::mem::size_of::<$t>()];
+                        a.copy_from_slice(c);
+                        *o = <$t>::from_le_bytes(a);
+                    }
                 }
             }
 
             fn extend_from_le(bytes: &[u8], out: &mut Vec<Self>) {
                 assert!(bytes.chunks_exact(Self::WIDTH).remainder().is_empty(), "whole elements");
-                out.reserve(bytes.len() / Self::WIDTH);
-                out.extend(bytes.chunks_exact(Self::WIDTH).map(|c| {
-                    let mut a = [0u8; std::mem::size_of::<$t>()];
-                    a.copy_from_slice(c);
-                    <$t>::from_le_bytes(a)
-                }));
+                let start = out.len();
+                out.resize(start + bytes.len() / Self::WIDTH, <$t>::default());
+                Self::read_le(bytes, &mut out[start..]);
             }
         }
     )*};
@@ -109,6 +118,51 @@ mod tests {
         assert_eq!(u64::WIDTH, ElementType::U64.width());
         assert_eq!(f32::WIDTH, ElementType::F32.width());
         assert_eq!(f64::WIDTH, ElementType::F64.width());
+    }
+
+    fn per_element<T: Element>(xs: &[T], le: impl Fn(&T) -> Vec<u8>) {
+        let mut bytes = Vec::new();
+        T::extend_le(xs, &mut bytes);
+        let want: Vec<u8> = xs.iter().flat_map(le).collect();
+        assert_eq!(bytes, want);
+        // Back from an unaligned copy of the bytes.
+        let mut shifted = vec![0u8];
+        shifted.extend_from_slice(&want);
+        let mut back = vec![T::default(); xs.len()];
+        T::read_le(&shifted[1..], &mut back);
+        assert!(back == xs);
+        let mut ext = vec![T::default()];
+        T::extend_from_le(&shifted[1..], &mut ext);
+        assert!(ext[1..] == *xs);
+    }
+
+    #[test]
+    fn bulk_conversions_equal_the_per_element_wire_form() {
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let v: Vec<u64> = (0..1001).map(|_| next()).collect();
+        per_element(&v, |x| x.to_le_bytes().to_vec());
+        let v: Vec<i64> = v.iter().map(|&x| x as i64).collect();
+        per_element(&v, |x| x.to_le_bytes().to_vec());
+        let v: Vec<u32> = v.iter().map(|&x| x as u32).collect();
+        per_element(&v, |x| x.to_le_bytes().to_vec());
+        let v: Vec<i32> = v.iter().map(|&x| x as i32).collect();
+        per_element(&v, |x| x.to_le_bytes().to_vec());
+        let v: Vec<u8> = v.iter().map(|&x| x as u8).collect();
+        per_element(&v, |x| vec![*x]);
+        let v: Vec<f32> = (0..1001)
+            .map(|_| f32::from_bits(next() as u32 & 0x7f7f_ffff))
+            .collect();
+        per_element(&v, |x| x.to_le_bytes().to_vec());
+        let v: Vec<f64> = (0..1001)
+            .map(|_| f64::from_bits(next() & 0x7fef_ffff_ffff_ffff))
+            .collect();
+        per_element(&v, |x| x.to_le_bytes().to_vec());
     }
 
     #[test]

@@ -39,6 +39,9 @@ impl Link for Endpoint {
     fn recycle(&self, buf: Vec<u8>) {
         Endpoint::recycle(self, buf)
     }
+    fn send_collective_each(&self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
+        Endpoint::send_collective_each(self, to, payload)
+    }
 }
 
 /// The longest job description line accepted on stdin (4096 ranks with

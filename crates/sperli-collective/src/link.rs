@@ -77,6 +77,18 @@ pub trait Link {
     fn recycle(&self, buf: Vec<u8>) {
         drop(buf);
     }
+
+    /// Sends the same COLLECTIVE payload to every rank in `to` (a root's
+    /// result or broadcast), returning once each is sent as
+    /// [`Link::send_collective`] would. A link may overlap the sends (the
+    /// transport encrypts for the next peer while the previous one
+    /// reads); the default sends one after another, in the order given.
+    fn send_collective_each(&self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
+        for &r in to {
+            self.send_collective(r, payload)?;
+        }
+        Ok(())
+    }
 }
 
 impl<L: Link + ?Sized> Link for &L {
@@ -103,5 +115,8 @@ impl<L: Link + ?Sized> Link for &L {
     }
     fn recycle(&self, buf: Vec<u8>) {
         (**self).recycle(buf)
+    }
+    fn send_collective_each(&self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
+        (**self).send_collective_each(to, payload)
     }
 }

@@ -780,6 +780,17 @@ impl Endpoint {
             .into());
         }
         let big = payload.len() > EAGER_LIMIT;
+        if let (Bytes::Borrowed(b), true, false) = (&payload, big, to == self.ctx.rank) {
+            // Straight into TLS, no copy (as a large `send`).
+            let h = self.ctx.header(FrameType::Collective, to);
+            let seq = self.seq();
+            if let Some(written) = self.push_direct(to, h, b, seq)? {
+                if !written {
+                    self.wait_written(seq)?;
+                }
+                return Ok(());
+            }
+        }
         let payload = payload.into_vec(&self.shared.pool);
         if to == self.ctx.rank {
             self.st
@@ -791,6 +802,46 @@ impl Endpoint {
         let seq = if big { self.seq() } else { 0 };
         let written = self.push(to, Outgoing::new(h, payload, seq))?;
         if big && !written {
+            self.wait_written(seq)?;
+        }
+        Ok(())
+    }
+
+    /// Sends the same COLLECTIVE payload to every rank in `to` and returns
+    /// once each frame is written, as [`Endpoint::send_collective`] would
+    /// one after another; but a large payload goes into TLS for every peer
+    /// first (no copy) and is waited for afterwards, so the next peer's
+    /// records are encrypted while the previous peer reads. Peak memory:
+    /// the ciphertext of one payload per peer in `to`.
+    pub fn send_collective_each(&self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
+        if payload.len() <= EAGER_LIMIT || payload.len() > MAX_PAYLOAD as usize {
+            for &r in to {
+                self.send_collective(r, payload)?;
+            }
+            return Ok(());
+        }
+        let mut pending = Vec::new();
+        for &r in to {
+            self.check()?;
+            self.check_rank(r)?;
+            if r == self.ctx.rank {
+                self.send_collective(r, payload)?;
+                continue;
+            }
+            let h = self.ctx.header(FrameType::Collective, r);
+            let seq = self.seq();
+            let written = match self.push_direct(r, h, payload, seq)? {
+                Some(written) => written,
+                None => {
+                    let copy = Bytes::Borrowed(payload).into_vec(&self.shared.pool);
+                    self.push(r, Outgoing::new(h, copy, seq))?
+                }
+            };
+            if !written {
+                pending.push(seq);
+            }
+        }
+        for seq in pending {
             self.wait_written(seq)?;
         }
         Ok(())
