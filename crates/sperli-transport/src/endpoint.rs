@@ -403,26 +403,35 @@ impl Endpoint {
         self.after_send(to, r)
     }
 
-    /// As [`Endpoint::push`] with a borrowed payload written straight into
-    /// TLS ([`mesh::send_direct`]); `Ok(None)` when frames are queued to
-    /// `to` ahead of it (the caller queues a copy).
-    fn push_direct(
+    /// Starts a frame of `header` and `payload` to peer `to` (not this
+    /// rank). A large borrowed payload whose sender will wait for it
+    /// (`seq` != 0) goes straight into TLS when nothing is queued to `to`
+    /// ahead of it ([`mesh::send_direct`]: no copy); otherwise the payload
+    /// (a pooled copy of a borrowed one) is queued ([`Endpoint::push`]).
+    /// True when the frame is written.
+    fn push_bytes(
         &self,
         to: u32,
         header: FrameHeader,
-        payload: &[u8],
+        payload: Bytes<'_>,
         seq: u64,
-    ) -> Result<Option<bool>, Error> {
-        let link = self.link_to(to)?;
-        let mut done = Vec::new();
-        let r = mesh::send_direct(&link, &self.shared, header, payload, seq, &mut done);
-        drop(link);
-        self.shared.mark_done(&mut done);
-        match r {
-            Ok(None) => Ok(None),
-            Ok(Some(sent)) => self.after_send(to, Ok(sent)).map(Some),
-            Err(refused) => self.after_send(to, Err(refused)).map(Some),
+    ) -> Result<bool, Error> {
+        if let Bytes::Borrowed(b) = payload {
+            if seq != 0 && b.len() > EAGER_LIMIT {
+                let link = self.link_to(to)?;
+                let mut done = Vec::new();
+                let r = mesh::send_direct(&link, &self.shared, header, b, seq, &mut done);
+                drop(link);
+                self.shared.mark_done(&mut done);
+                match r {
+                    Ok(None) => {} // frames queued ahead: queue a copy
+                    Ok(Some(sent)) => return self.after_send(to, Ok(sent)),
+                    Err(refused) => return self.after_send(to, Err(refused)),
+                }
+            }
         }
+        let payload = payload.into_vec(&self.shared.pool);
+        self.push(to, Outgoing::new(header, payload, seq))
     }
 
     /// The link to `to`, or the error when the peer said BYE or the job
@@ -520,25 +529,15 @@ impl Endpoint {
             }
             .into());
         }
-        if let (Bytes::Borrowed(b), false) = (&data, to == self.ctx.rank) {
-            if b.len() > EAGER_LIMIT && seq != 0 {
-                // The caller waits until the frame is written: lend the
-                // slice to TLS instead of queueing a copy of it.
-                let h = self.ctx.header(FrameType::Data, to).with_tag(tag);
-                if let Some(written) = self.push_direct(to, h, b, seq)? {
-                    return Ok(written);
-                }
-            }
-        }
-        let payload = data.into_vec(&self.shared.pool);
         if to == self.ctx.rank {
+            let payload = data.into_vec(&self.shared.pool);
             self.st
                 .borrow_mut()
                 .deliver(to, Incoming::Data { tag, payload });
             return Ok(true);
         }
         let h = self.ctx.header(FrameType::Data, to).with_tag(tag);
-        self.push(to, Outgoing::new(h, payload, seq))
+        self.push_bytes(to, h, data, seq)
     }
 
     /// An empty buffer with room for `len` bytes, from this rank's pool of
@@ -763,6 +762,15 @@ impl Endpoint {
     }
 
     fn send_collective_bytes(&self, to: u32, payload: Bytes<'_>) -> Result<(), Error> {
+        match self.start_collective(to, payload)? {
+            Some(seq) => self.wait_written(seq),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks and starts one COLLECTIVE frame to `to`; `Some(seq)` when the
+    /// caller must still wait for it to be written (a large payload).
+    fn start_collective(&self, to: u32, payload: Bytes<'_>) -> Result<Option<u64>, Error> {
         self.check()?;
         self.check_rank(to)?;
         if payload.len() < COLLECTIVE_HEADER_LEN {
@@ -779,65 +787,30 @@ impl Endpoint {
             }
             .into());
         }
-        let big = payload.len() > EAGER_LIMIT;
-        if let (Bytes::Borrowed(b), true, false) = (&payload, big, to == self.ctx.rank) {
-            // Straight into TLS, no copy (as a large `send`).
-            let h = self.ctx.header(FrameType::Collective, to);
-            let seq = self.seq();
-            if let Some(written) = self.push_direct(to, h, b, seq)? {
-                if !written {
-                    self.wait_written(seq)?;
-                }
-                return Ok(());
-            }
-        }
-        let payload = payload.into_vec(&self.shared.pool);
         if to == self.ctx.rank {
+            let payload = payload.into_vec(&self.shared.pool);
             self.st
                 .borrow_mut()
                 .deliver(to, Incoming::Collective(payload));
-            return Ok(());
+            return Ok(None);
         }
+        let big = payload.len() > EAGER_LIMIT;
         let h = self.ctx.header(FrameType::Collective, to);
         let seq = if big { self.seq() } else { 0 };
-        let written = self.push(to, Outgoing::new(h, payload, seq))?;
-        if big && !written {
-            self.wait_written(seq)?;
-        }
-        Ok(())
+        let written = self.push_bytes(to, h, payload, seq)?;
+        Ok((big && !written).then_some(seq))
     }
 
     /// Sends the same COLLECTIVE payload to every rank in `to` and returns
     /// once each frame is written, as [`Endpoint::send_collective`] would
-    /// one after another; but a large payload goes into TLS for every peer
-    /// first (no copy) and is waited for afterwards, so the next peer's
-    /// records are encrypted while the previous peer reads. Peak memory:
-    /// the ciphertext of one payload per peer in `to`.
+    /// one after another; but every frame is started before any is waited
+    /// for, so a large payload's records for the next peer are encrypted
+    /// while the previous peer reads. Peak memory: the ciphertext of one
+    /// payload per peer in `to`.
     pub fn send_collective_each(&self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
-        if payload.len() <= EAGER_LIMIT || payload.len() > MAX_PAYLOAD as usize {
-            for &r in to {
-                self.send_collective(r, payload)?;
-            }
-            return Ok(());
-        }
         let mut pending = Vec::new();
         for &r in to {
-            self.check()?;
-            self.check_rank(r)?;
-            if r == self.ctx.rank {
-                self.send_collective(r, payload)?;
-                continue;
-            }
-            let h = self.ctx.header(FrameType::Collective, r);
-            let seq = self.seq();
-            let written = match self.push_direct(r, h, payload, seq)? {
-                Some(written) => written,
-                None => {
-                    let copy = Bytes::Borrowed(payload).into_vec(&self.shared.pool);
-                    self.push(r, Outgoing::new(h, copy, seq))?
-                }
-            };
-            if !written {
+            if let Some(seq) = self.start_collective(r, Bytes::Borrowed(payload))? {
                 pending.push(seq);
             }
         }

@@ -282,20 +282,32 @@ pub(crate) fn send_now(
 ) -> Result<SendNow, Refused> {
     let mut g = lock(link);
     let l = &mut *g;
-    // Checked under the lock: `Mesh::fail` publishes the error before it
-    // takes this lock to queue ABORT, so no frame follows an ABORT.
+    let c = open_connection(l, shared)?;
+    let seq = frame.seq;
+    c.queue_frame(frame, Instant::now());
+    Ok(flush_for(l, seq, done))
+}
+
+/// The connection a user's-thread send may use, checked under the link's
+/// lock: `Mesh::fail` publishes the error before it takes this lock to
+/// queue ABORT, so no frame follows an ABORT; nothing goes to a closing,
+/// dead or departed peer.
+fn open_connection<'a>(l: &'a mut Link, shared: &Shared) -> Result<&'a mut Connection, Refused> {
     if shared.error.get().is_some() || l.closing {
         return Err(Refused::Ended);
     }
-    let Some(c) = l.conn.as_mut() else {
-        return Err(Refused::PeerLeft);
-    };
-    if l.dead || c.state() != ConnState::Open || c.bye_sent() {
-        return Err(Refused::PeerLeft);
+    let dead = l.dead;
+    match l.conn.as_mut() {
+        Some(c) if !dead && c.state() == ConnState::Open && !c.bye_sent() => Ok(c),
+        _ => Err(Refused::PeerLeft),
     }
-    let seq = frame.seq;
+}
+
+/// Writes what the link holds to the socket after a send of frame `seq`
+/// (0: none to report) and says whether that frame is written and whether
+/// the I/O thread must take over; a socket error is left for it.
+fn flush_for(l: &mut Link, seq: u64, done: &mut Vec<u64>) -> SendNow {
     let mut written = false;
-    c.queue_frame(frame, Instant::now());
     let r = l.flush(&mut |s| {
         if s == seq && seq != 0 {
             written = true;
@@ -303,18 +315,23 @@ pub(crate) fn send_now(
             done.push(s);
         }
     });
-    if let Err(e) = r {
-        l.write_error = Some(e.kind());
-        return Ok(SendNow {
-            written: false,
-            kick: true,
-        });
+    match r {
+        Ok(()) => SendNow {
+            written,
+            kick: l.backlog(),
+        },
+        Err(e) => write_failed(l, &e),
     }
-    let backlog = l.backlog();
-    Ok(SendNow {
-        written,
-        kick: backlog,
-    })
+}
+
+/// A socket write error met on the user's thread: left for the I/O thread
+/// to report (it alone ends the job step), which the caller kicks.
+fn write_failed(l: &mut Link, e: &io::Error) -> SendNow {
+    l.write_error = Some(e.kind());
+    SendNow {
+        written: false,
+        kick: true,
+    }
 }
 
 /// As [`send_now`] for a frame whose payload the caller lends (a large
@@ -335,50 +352,23 @@ pub(crate) fn send_direct(
 ) -> Result<Option<SendNow>, Refused> {
     let mut g = lock(link);
     let l = &mut *g;
-    if shared.error.get().is_some() || l.closing {
-        return Err(Refused::Ended);
-    }
-    let Some(c) = l.conn.as_mut() else {
+    open_connection(l, shared)?;
+    let Link { tls, conn, .. } = &mut *l;
+    let Some(c) = conn.as_mut() else {
         return Err(Refused::PeerLeft);
     };
-    if l.dead || c.state() != ConnState::Open || c.bye_sent() {
-        return Err(Refused::PeerLeft);
-    }
-    if c.has_output() || l.tls.is_handshaking() {
+    if c.has_output() || tls.is_handshaking() {
         return Ok(None);
     }
-    l.tls.set_buffer_limit(None);
-    let taken = c.write_direct(&mut l.tls.writer(), header, payload, Instant::now());
-    l.tls.set_buffer_limit(tls_buffer_limit());
+    tls.set_buffer_limit(None);
+    let taken = c.write_direct(&mut tls.writer(), header, payload, Instant::now());
+    tls.set_buffer_limit(tls_buffer_limit());
     match taken {
         Ok(true) => l.drain_seqs.push(seq),
         Ok(false) => return Ok(None),
-        Err(e) => {
-            l.write_error = Some(e.kind());
-            return Ok(Some(SendNow {
-                written: false,
-                kick: true,
-            }));
-        }
+        Err(e) => return Ok(Some(write_failed(l, &e))),
     }
-    let mut written = false;
-    if let Err(e) = l.flush(&mut |s| {
-        if s == seq {
-            written = true;
-        } else {
-            done.push(s);
-        }
-    }) {
-        l.write_error = Some(e.kind());
-        return Ok(Some(SendNow {
-            written: false,
-            kick: true,
-        }));
-    }
-    Ok(Some(SendNow {
-        written,
-        kick: l.backlog(),
-    }))
+    Ok(Some(flush_for(l, seq, done)))
 }
 
 struct Sock {
@@ -539,21 +529,10 @@ impl Mesh {
                 last_activity = Instant::now();
             }
             for ev in events.iter() {
-                self.dispatch(ev.token());
-                // A long batch (many handshakes at set-up) must not keep
-                // heartbeats from going out; silence is judged only at the
-                // top of the loop, after reading.
-                let now = Instant::now();
-                if now >= self.next_timer {
-                    self.timers(now, false);
-                }
+                self.dispatch_then_heartbeats(ev.token());
             }
             for t in std::mem::take(&mut self.unfinished) {
-                self.dispatch(t);
-                let now = Instant::now();
-                if now >= self.next_timer {
-                    self.timers(now, false);
-                }
+                self.dispatch_then_heartbeats(t);
             }
         }
         // Dropping the sockets closes them.
@@ -1061,6 +1040,18 @@ impl Mesh {
         match l.flush(&mut |seq| done.push(seq)) {
             Ok(()) => Ok(()),
             Err(e) => Err(self.sock_error(t, l, loss_cause(&e), Some(TlsFailure::Broken))),
+        }
+    }
+
+    /// [`Mesh::dispatch`], then the heartbeats that fell due meanwhile: a
+    /// long batch (many handshakes at set-up, sockets with more than their
+    /// read budget) must not keep heartbeats from going out. Silence is
+    /// judged only at the top of the loop, after reading.
+    fn dispatch_then_heartbeats(&mut self, t: Token) {
+        self.dispatch(t);
+        let now = Instant::now();
+        if now >= self.next_timer {
+            self.timers(now, false);
         }
     }
 
