@@ -3,7 +3,7 @@
 //! ```text
 //! sperli-bench limits [--quick]          the machine's limits, in this process
 //! sperli-bench rank MODE [--quick]       a SPERLI rank (started by `sperli run`)
-//!     MODE: pingpong | coll | startup | rss | ckpt
+//!     MODE: pingpong | coll | startup | rss | ckpt | pipe
 //! ```
 //!
 //! The `ckpt` mode needs `sperli run --checkpoint-dir DIR` (on a real disk,
@@ -17,6 +17,7 @@
 
 mod ckpt;
 mod limits;
+mod pipelined;
 mod rank;
 
 /// Prints one figure in the format the xtask parses.
@@ -49,7 +50,7 @@ fn main() {
         ["rank", mode] => rank::run(mode, quick),
         _ => {
             eprintln!(
-                "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss|ckpt [--quick]"
+                "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss|ckpt|pipe [--quick]"
             );
             std::process::exit(2);
         }

@@ -15,7 +15,9 @@
 //! | [`ERROR_FILE`] | launcher | rank | where the rank writes its failure record |
 //!
 //! Variables of the test and benchmark harnesses, never set by the
-//! launcher for a user's job, are listed at the end of this module.
+//! launcher for a user's job, are listed at the end of this module:
+//! [`SLOW_TESTS`], [`TEST_CKPT_KILL`] and [`FEATURES`] (the HELLO feature
+//! bits a rank announces, e.g. `1` for a v1-only rank).
 
 /// Host names (and IPv4 addresses) that never run a rank, separated by
 /// commas and whitespace (protocol §2.3).
@@ -43,6 +45,12 @@ pub const SLOW_TESTS: &str = "SPERLI_SLOW_TESTS";
 /// Test harness: kill this rank at a named checkpoint step (the
 /// fault-injection hook of the checkpoint tests).
 pub const TEST_CKPT_KILL: &str = "SPERLI_TEST_CKPT_KILL";
+/// Test and benchmark harness: the HELLO feature bits this rank announces
+/// (protocol §7.1.1), decimal; bit 0 is always sent. Unset: every extension
+/// the implementation has. `1` makes the rank, and so the whole job, v1
+/// only: every collective then runs the v1 star (the star side of the
+/// pipelined-collective benchmark, and the mixed-job tests). Not a secret.
+pub const FEATURES: &str = "SPERLI_FEATURES";
 
 #[cfg(test)]
 mod tests {
@@ -59,6 +67,7 @@ mod tests {
             super::ERROR_FILE,
             super::SLOW_TESTS,
             super::TEST_CKPT_KILL,
+            super::FEATURES,
         ];
         let set: std::collections::BTreeSet<_> = all.iter().collect();
         assert_eq!(set.len(), all.len());

@@ -33,6 +33,39 @@ pub const MAX_CHUNK_DATA: usize = MAX_PAYLOAD as usize - COLLECTIVE_HEADER_LEN -
 /// bytes, so a chunk never splits an element of any width (protocol §14.2).
 pub const CHUNK_ALIGN: usize = 8;
 
+/// T of protocol §14.5: a reduce-type call or an allgather of at least this
+/// many bytes per rank (allgather: in all) runs pipelined in a job with
+/// feature bit 1.
+pub const PIPELINE_MIN_BYTES: u64 = 262_144;
+
+/// Protocol §14.5: whether a call of `op` with `len` bytes at `size` ranks
+/// runs pipelined in a job with feature bit 1 (`len` is the rank's
+/// contribution for reduce, allreduce and reduce_scatter, the total `size ·
+/// block` for allgather, the root's data for bcast). Every rank of a
+/// reduce-type call and of an allgather must apply exactly this rule; for
+/// bcast it is the root's choice (its OPEN announces it), and this is the
+/// rule this implementation's roots use. Barrier, gather and scatter never
+/// run pipelined.
+///
+/// ```
+/// use sperli_wire::collective::Operation;
+/// use sperli_wire::pipeline::runs_pipelined;
+/// assert!(!runs_pipelined(Operation::Allreduce, 4, 65_536)); // small: the star
+/// assert!(runs_pipelined(Operation::Allreduce, 2, 16 << 20));
+/// assert!(!runs_pipelined(Operation::Reduce, 2, 8 << 20)); // the star either way
+/// assert!(runs_pipelined(Operation::Reduce, 2, 64 << 20)); // more than one frame
+/// assert!(!runs_pipelined(Operation::Gather, 8, 64 << 20));
+/// ```
+pub fn runs_pipelined(op: Operation, size: u32, len: u64) -> bool {
+    let big = len >= PIPELINE_MIN_BYTES;
+    let beyond_a_frame = len > crate::limits::MAX_COLLECTIVE_DATA as u64;
+    match op {
+        Operation::Allreduce | Operation::ReduceScatter | Operation::Allgather => size >= 2 && big,
+        Operation::Reduce | Operation::Bcast => (size >= 3 && big) || (size >= 2 && beyond_a_frame),
+        Operation::Barrier | Operation::Gather | Operation::Scatter => false,
+    }
+}
+
 /// The body of an OPEN frame (phase 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Open {

@@ -174,13 +174,13 @@ fn frame(e: Entry) -> Result<Entry, String> {
         }
         return Ok(e.with("verdict", format!("reject H1610 {}", check_name(&err))));
     }
-    // Protocol §12, §14.8: a receiver with `features=` judges COLLECTIVE
-    // payloads with those features (absent: 1, v1 only).
+    // Protocol §12, §14.8: a receiver judges a COLLECTIVE payload with the
+    // job's features, `features=` (absent: 1, v1 only).
     let features = match field(rx_line, "features") {
         Ok(_) => num(rx_line, "features")?,
         Err(_) => sperli_wire::limits::FEATURE_V1_CORE,
     };
-    if head[4] == FrameType::Collective.code() && features != sperli_wire::limits::FEATURE_V1_CORE {
+    if head[4] == FrameType::Collective.code() {
         if let sperli_wire::header::Verdict::Accept(h) = sperli_wire::header::check(head, &rx) {
             if b.len() != HEADER_LEN + h.length as usize {
                 return Err("bytes do not hold the header's length of payload".into());

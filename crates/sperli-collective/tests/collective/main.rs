@@ -8,4 +8,5 @@
 
 mod common;
 mod fake;
+mod pipelined_fake;
 mod tls;
