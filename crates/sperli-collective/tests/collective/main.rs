@@ -9,4 +9,5 @@
 mod common;
 mod fake;
 mod pipelined_fake;
+mod pipelined_tls;
 mod tls;
