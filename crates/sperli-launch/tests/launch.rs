@@ -4,6 +4,7 @@
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+mod pipelined;
 mod reliability;
 
 fn sperli(args: &[&str]) -> Output {
