@@ -54,6 +54,12 @@ fn chunk_override() -> Option<usize> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// `SPERLI_BENCH_PIPE_OPS=allreduce` (or `bcast`): only that operation
+/// (for profiling one; the xtask never sets it).
+fn op_wanted(op: &str) -> bool {
+    std::env::var("SPERLI_BENCH_PIPE_OPS").map_or(true, |v| v.split(',').any(|o| o.trim() == op))
+}
+
 /// Runs the mode on this rank.
 pub fn run(comm: &mut Comm<Endpoint>, quick: bool) -> Result<(), Error> {
     let side = if comm.features() & FEATURE_PIPELINED != 0 {
@@ -70,12 +76,16 @@ pub fn run(comm: &mut Comm<Endpoint>, quick: bool) -> Result<(), Error> {
         let c = count(bytes, quick);
         let data: Vec<f64> = (0..n).map(|i| (i % 1000) as f64 + 0.25).collect();
         let mut out = vec![0f64; n];
-        timed(comm, &format!("{side}_allreduce"), bytes, c, |cm| {
-            cm.allreduce_large_into(&data, &mut out, Reduction::Sum)
-        })?;
-        timed(comm, &format!("{side}_bcast"), bytes, c, |cm| {
-            cm.bcast_large_into(0, &mut out)
-        })?;
+        if op_wanted("allreduce") {
+            timed(comm, &format!("{side}_allreduce"), bytes, c, |cm| {
+                cm.allreduce_large_into(&data, &mut out, Reduction::Sum)
+            })?;
+        }
+        if op_wanted("bcast") {
+            timed(comm, &format!("{side}_bcast"), bytes, c, |cm| {
+                cm.bcast_large_into(0, &mut out)
+            })?;
+        }
     }
     Ok(())
 }
