@@ -1,8 +1,11 @@
 //! The vectors of HELLO feature bit 1 (protocol §14): whole COLLECTIVE
-//! frames of the pipelined phases and operations, judged with and without
-//! the bit, and `collective-stream` entries, the frames one receiver takes
-//! from one sender in a pipelined call, judged by the checks of protocol
-//! §14.4 (with the sperli-wire decoders and stream rules).
+//! frames of the pipelined phases and operations with a `features=3`
+//! receiver (accepted, or rejected by a rule of §14.2 that holds whatever
+//! the features), and `collective-stream` entries, the frames one receiver
+//! takes from one sender in a pipelined call, judged by the checks of
+//! protocol §14.4 with the job's features (the sperli-wire decoders and
+//! stream rules); those with `features=1` are the frames of bit 1 in a job
+//! that did not negotiate it.
 
 use sperli_wire::collective::{CollectiveHeader, Operation, Phase};
 use sperli_wire::error::DecodeError;
@@ -25,7 +28,10 @@ pub const BOTH: u64 = FEATURE_V1_CORE | FEATURE_PIPELINED;
 const JOB: JobId = JobId([
     0x5b, 0x1e, 0x4c, 0x0d, 0x2a, 0x77, 0x40, 0x19, 0x8e, 0x3f, 0x61, 0xd2, 0x09, 0xa4, 0xc3, 0x5e,
 ]);
-const SIZE: u32 = 4;
+/// The job size of the frame entries (as the v1 frame entries).
+const SIZE: u32 = 3;
+/// The job size of the `collective-stream` entries.
+const STREAM_SIZE: u32 = 4;
 const INC: u32 = 2;
 const SEQ: u64 = 7;
 
@@ -308,15 +314,15 @@ fn frames() -> Vec<Entry> {
         (
             "frame-collective-final-last-chunk",
             0,
-            3,
+            2,
             chunk(header(O::Allreduce, P::Final, 0), 32, 40, 8),
         ),
-        ("frame-collective-allgather-final", 3, 2, ag.clone()),
+        ("frame-collective-allgather-final", 2, 1, ag.clone()),
         (
             "frame-collective-reduce-scatter-partial",
             2,
             1,
-            chunk(header(O::ReduceScatter, P::Partial, 3), 8, 24, 16),
+            chunk(header(O::ReduceScatter, P::Partial, 2), 8, 24, 16),
         ),
         (
             "frame-collective-v1-star-with-bit-1",
@@ -329,22 +335,6 @@ fn frames() -> Vec<Entry> {
         let e = frame(name, own, peer, Some(BOTH), &p);
         assert_eq!(e.get("verdict"), Some("accept"), "{name}");
         v.push(e);
-    }
-    // The same frames in a job that did not negotiate bit 1: H1610.
-    for (name, own, peer, p) in [
-        ("reject-open-without-bit-1", 0, 1, open_ar),
-        ("reject-partial-without-bit-1", 1, 0, partial.clone()),
-        ("reject-allgather-without-bit-1", 3, 2, ag),
-    ] {
-        for features in [None, Some(FEATURE_V1_CORE)] {
-            let n = match features {
-                None => name.to_string(),
-                Some(_) => format!("{name}-features-1"),
-            };
-            let e = frame(&n, own, peer, features, &p);
-            assert_eq!(e.get("verdict"), Some("reject H1610 payload"), "{n}");
-            v.push(e);
-        }
     }
     // Payload rules of protocol §14.2, with the bit.
     let mut reserved = open(header(O::Allreduce, P::Open, 0), 40, 1);
@@ -408,7 +398,7 @@ fn stream(
     let (et, red) = if op.reduces() { (6, 1) } else { (0, 0) };
     let length = length.map_or("any".to_string(), |l| l.to_string());
     let e = Entry::new(name, "collective-stream")
-        .with("receiver", format!("size={SIZE} features={features}"))
+        .with("receiver", format!("size={STREAM_SIZE} features={features}"))
         .with(
             "call",
             format!(
@@ -563,6 +553,36 @@ fn streams() -> Vec<Entry> {
         0,
         std::slice::from_ref(&c0),
         "reject H1610 phase",
+    ));
+    v.push(stream(
+        "stream-open-without-bit-1",
+        FEATURE_V1_CORE,
+        O::Allreduce,
+        Some(40),
+        P::Open,
+        0,
+        &[open(ar(P::Open), 40, 1)],
+        "reject H1610 phase",
+    ));
+    v.push(stream(
+        "stream-final-without-bit-1",
+        FEATURE_V1_CORE,
+        O::Allreduce,
+        Some(40),
+        P::Final,
+        0,
+        &[chunk(ar(P::Final), 0, 40, 40)],
+        "reject H1610 phase",
+    ));
+    v.push(stream(
+        "stream-reduce-scatter-without-bit-1",
+        FEATURE_V1_CORE,
+        O::ReduceScatter,
+        Some(16),
+        P::Partial,
+        3,
+        &[chunk(header(O::ReduceScatter, P::Partial, 3), 0, 16, 16)],
+        "reject H1610 operation",
     ));
     v.push(stream(
         "stream-allgather-without-bit-1",

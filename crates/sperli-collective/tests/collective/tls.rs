@@ -203,6 +203,9 @@ impl Link for Rogue {
     fn abort(&self, reason: AbortReason, code: u32, message: &str) {
         self.ep.abort(reason, code, message)
     }
+    // `features()` stays the trait's default, v1 only: every call is the
+    // v1 star whose frames these tests forge (the pipelined frames are
+    // forged in pipelined_tls.rs).
 }
 
 /// Overwrites bytes `at..` of every payload with `value`.
