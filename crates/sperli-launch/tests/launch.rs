@@ -1,20 +1,37 @@
 //! End-to-end tests of the `sperli` launcher with real TLS ranks on
 //! 127.0.0.0/8 (the example program `sperli-example`).
+//!
+//! One test binary; slow cases (the 30 s set-up window, scale) run with
+//! `SPERLI_SLOW_TESTS=1`, the Slurm cluster with `SPERLI_SLURM_TESTS=1`
+//! (`.ci/run` sets both).
 
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+mod blame;
+mod habits;
+mod messages;
+mod orphans;
+mod procs;
 mod reliability;
+mod slurm;
 
-fn sperli(args: &[&str]) -> Output {
-    let example = env!("CARGO_BIN_EXE_sperli-example");
-    let mut full: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    if let Some(pos) = full.iter().position(|a| a == "EXAMPLE") {
-        full[pos] = example.to_string();
+/// Whether the slow tests run (`SPERLI_SLOW_TESTS=1`); says so when not.
+fn slow() -> bool {
+    if std::env::var("SPERLI_SLOW_TESTS").as_deref() == Ok("1") {
+        return true;
     }
+    eprintln!("skipped: set SPERLI_SLOW_TESTS=1 to run this slow test");
+    false
+}
+
+/// `sperli ARGS` to the end, `EXAMPLE` (also inside a word) replaced by
+/// the example program.
+fn sperli(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sperli"))
-        .args(&full)
+        .args(procs::with_example(args))
         .env_remove("SPERLI_REFUSED_HOSTS")
+        .stdin(std::process::Stdio::null())
         .output()
         .expect("run sperli")
 }
@@ -161,6 +178,8 @@ fn longest_hex_run(bytes: &[u8]) -> usize {
     best
 }
 
+/// The rank processes among the children of `pid` (they have
+/// `SPERLI_RANK` in their environment; the job's watchdog has not).
 fn children_of(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
@@ -172,7 +191,7 @@ fn children_of(pid: u32) -> Vec<u32> {
         };
         // Field 4 (after the parenthesised command) is the parent pid.
         let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
-        if after.split_whitespace().nth(1) == Some(&pid.to_string()) {
+        if after.split_whitespace().nth(1) == Some(&pid.to_string()) && rank_of(p).is_some() {
             out.push(p);
         }
     }

@@ -12,15 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use sperli_wire::ckpt_path::{buddy_file_name, rank_file_name};
 use sperli_wire::ids::Sha256Digest;
 
-use super::{children_of, port_race, result_line, wait_for_ranks};
-
-fn slow() -> bool {
-    if std::env::var("SPERLI_SLOW_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    eprintln!("skipped: set SPERLI_SLOW_TESTS=1 to run this slow test");
-    false
-}
+use super::{children_of, port_race, result_line, slow, wait_for_ranks};
 
 /// `sperli ARGS -- sperli-example EXAMPLE...` with `env`, killed after
 /// `limit` (a watchdog over the launcher's own --timeout); None after a
