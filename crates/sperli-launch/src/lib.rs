@@ -10,7 +10,9 @@
 
 pub mod example;
 pub mod hosts;
+pub mod launch_hosts;
 pub mod os;
+pub mod outcome;
 pub mod output;
 pub mod procfs;
 pub mod root_cause;

@@ -25,10 +25,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use sperli_launch::hosts::{
-    parse_deny_file, parse_host_list, parse_hostfile, place, HostSpec, MapBy,
-};
-use sperli_launch::slurm::Allocation;
+use sperli_launch::hosts::{parse_deny_file, place, HostSpec, MapBy};
+use sperli_launch::launch_hosts::{hosts_of, HostChoice, Hosts};
 use sperli_launch::spawn::{RankLaunch, Via, DEFAULT_RSH};
 use sperli_launch::supervise::{run_job, Options, Outcome, EXIT_USAGE, SETUP_MARGIN};
 use sperli_transport::job::JobPlan;
@@ -207,66 +205,6 @@ fn assign(
     Ok((entries, placed))
 }
 
-/// Where a job may run: the hosts, how ranks reach each, and the rank
-/// count the allocation gives (Slurm).
-struct Hosts {
-    specs: Vec<HostSpec>,
-    vias: Vec<Via>,
-    allocation_n: Option<u32>,
-}
-
-/// The hosts: the Slurm allocation (inside one, without
-/// -H/--hostfile/--no-slurm) or the list.
-fn hosts_of(args: &RunArgs, policy: &RefusedHosts) -> Result<Hosts, String> {
-    let alloc = if args.hosts.is_none() && args.hostfile.is_none() && !args.no_slurm {
-        Allocation::from_env(|k| std::env::var(k).ok()).map_err(|e| e.to_string())?
-    } else {
-        None
-    };
-    if let Some(a) = alloc {
-        let addrs = sperli_launch::slurm::node_addrs(&a.nodes);
-        let list = addrs.join(",");
-        let mut hosts = parse_host_list(&list, policy).map_err(|e| e.to_string())?;
-        for (h, slots) in hosts.iter_mut().zip(&a.tasks_per_node) {
-            h.slots = *slots;
-        }
-        let vias = a
-            .nodes
-            .iter()
-            .map(|node| Via::Srun { node: node.clone() })
-            .collect();
-        return Ok(Hosts {
-            specs: hosts,
-            vias,
-            allocation_n: Some(a.ntasks),
-        });
-    }
-    let hosts = match (&args.hosts, &args.hostfile) {
-        (Some(list), _) => parse_host_list(list, policy),
-        (None, Some(file)) => match std::fs::read_to_string(file) {
-            Ok(text) => parse_hostfile(&text, policy),
-            Err(e) => return Err(format!("cannot read hostfile {}: {e}", file.display())),
-        },
-        (None, None) => parse_host_list("localhost", policy),
-    }
-    .map_err(|e| e.to_string())?;
-    let vias = hosts
-        .iter()
-        .map(|h| {
-            if sperli_launch::supervise::is_local(&h.host) && !args.rsh_local {
-                Via::Direct
-            } else {
-                Via::Rsh
-            }
-        })
-        .collect();
-    Ok(Hosts {
-        specs: hosts,
-        vias,
-        allocation_n: None,
-    })
-}
-
 /// Ends the job on SIGINT, SIGTERM and SIGHUP: the signal's number.
 fn interrupt_flag() -> Result<Arc<AtomicI32>, String> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -291,7 +229,15 @@ fn run(args: RunArgs) -> ExitCode {
         specs: hosts,
         vias,
         allocation_n,
-    } = match hosts_of(&args, &policy) {
+    } = match hosts_of(
+        &HostChoice {
+            hosts: args.hosts.as_deref(),
+            hostfile: args.hostfile.as_deref(),
+            no_slurm: args.no_slurm,
+            rsh_local: args.rsh_local,
+        },
+        &policy,
+    ) {
         Ok(h) => h,
         Err(e) => return fail(e),
     };

@@ -28,17 +28,13 @@ use nix::unistd::Pid;
 use sperli_transport::failure_record::{self, FailureRecord};
 
 use crate::os::{is_subreaper, signal_group};
+pub use crate::outcome::{Blame, Outcome, RankExit, EXIT_TIMEOUT, EXIT_USAGE};
 use crate::output::{open_output_file, pump, PumpEvent, PumpTarget, Sink, Stream};
 use crate::procfs::{proc_state, ProcState};
 use crate::root_cause::{root_cause, Cause, Failure, Liveness, RecordDir, Verdict};
-use crate::spawn::{command_for, os_error_text, Control, RankLaunch, SpawnFailure, Via};
+pub use crate::spawn::RankLaunch;
+use crate::spawn::{command_for, os_error_text, Control, SpawnFailure, Via};
 use crate::watchdog::Watchdog;
-
-/// Exit code of the launcher when `--timeout` ends a job (as `timeout(1)`).
-pub const EXIT_TIMEOUT: i32 = 124;
-/// Exit code of the launcher for a usage or set-up error before any rank
-/// ran, and for a rank that could not be started.
-pub const EXIT_USAGE: i32 = 2;
 
 /// How long after its spawn a rank must have started (for a wrapped rank:
 /// its wrapper said so) before the launcher gives up on it: the ranks'
@@ -83,135 +79,6 @@ impl Default for Options {
             timeout: None,
             start_deadline: Duration::from_millis(sperli_wire::limits::SETUP_WINDOW_MS)
                 + SETUP_MARGIN,
-        }
-    }
-}
-
-/// How a rank ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RankExit {
-    /// Exited with this code.
-    Code(i32),
-    /// Killed by this signal.
-    Signal(i32),
-}
-
-impl RankExit {
-    /// Whether this is a clean exit.
-    pub fn success(self) -> bool {
-        self == RankExit::Code(0)
-    }
-
-    /// The launcher's exit code for it: the code, or 128 + signal.
-    pub fn exit_code(self) -> i32 {
-        match self {
-            RankExit::Code(c) => c,
-            RankExit::Signal(s) => 128 + s,
-        }
-    }
-}
-
-impl std::fmt::Display for RankExit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RankExit::Code(c) => write!(f, "exit code {c}"),
-            RankExit::Signal(s) => match Signal::try_from(*s) {
-                Ok(sig) => write!(f, "signal {s} ({})", sig.as_str()),
-                Err(_) => write!(f, "signal {s}"),
-            },
-        }
-    }
-}
-
-/// A failed job's root cause with the host it ran on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Blame {
-    /// The verdict ([`crate::root_cause::root_cause`]).
-    pub verdict: Verdict,
-    /// The root-cause rank's host.
-    pub host: String,
-}
-
-impl std::fmt::Display for Blame {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let v = &self.verdict;
-        write!(f, "rank {} on {} ", v.rank, self.host)?;
-        match &v.cause {
-            Cause::Exited(e, Some(code)) if *code != 0 => write!(f, "failed ({e}, H{code})")?,
-            Cause::Exited(e, _) => write!(f, "failed ({e})")?,
-            Cause::Stopped => f.write_str("failed: it is stopped (SIGSTOP or a debugger) and its peers lost it")?,
-            Cause::Unresponsive => {
-                f.write_str("failed: its peers lost it, but it did not exit (hung, or its host is unreachable)")?
-            }
-            Cause::NeverJoined => {
-                f.write_str("never joined the job: its peers' set-up ended without it (H1616)")?
-            }
-            Cause::NotStarted => write!(
-                f,
-                "never started within the set-up window ({} s): the remote shell or srun did not run it",
-                sperli_wire::limits::SETUP_WINDOW_MS / 1000
-            )?,
-            Cause::StartFailed(e) => write!(
-                f,
-                "was not started: the remote shell or srun ended ({e}) before the rank ran (its message is above)"
-            )?,
-        }
-        if !v.also.is_empty() {
-            let also: Vec<String> = v.also.iter().map(u32::to_string).collect();
-            write!(f, " (so did ranks {})", also.join(", "))?;
-        }
-        if let Some((from, a)) = &v.abort {
-            let reason = sperli_wire::abort::AbortReason::from_code(a.reason);
-            write!(
-                f,
-                "; the job was aborted by rank {from}: reason {reason}, code {}",
-                a.code
-            )?;
-            if !a.message.is_empty() {
-                write!(f, ": {}", a.message)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// How a job run ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// Every rank exited 0.
-    Success,
-    /// A rank failed; the root cause ([`crate::root_cause::root_cause`]).
-    Failed(Blame),
-    /// `--timeout` passed.
-    TimedOut,
-    /// The launcher got SIGINT or SIGTERM (the signal number).
-    Interrupted(i32),
-    /// A rank could not be started.
-    SpawnFailed(SpawnFailure),
-}
-
-impl Outcome {
-    /// The launcher's exit status for this outcome.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            Outcome::Success => 0,
-            Outcome::Failed(b) => b.verdict.exit_code,
-            Outcome::TimedOut => EXIT_TIMEOUT,
-            Outcome::Interrupted(sig) => 128 + sig,
-            Outcome::SpawnFailed { .. } => EXIT_USAGE,
-        }
-    }
-
-    /// Whether a restart may help (a rank failed; not a timeout or Ctrl-C).
-    pub fn restartable(&self) -> bool {
-        matches!(self, Outcome::Failed(_))
-    }
-
-    /// The root-cause rank, if a rank failed.
-    pub fn failed_rank(&self) -> Option<u32> {
-        match self {
-            Outcome::Failed(b) => Some(b.verdict.rank),
-            _ => None,
         }
     }
 }
@@ -785,6 +652,38 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_rank_that_never_starts_fails_the_job_at_the_deadline() {
+        use std::os::unix::fs::PermissionsExt;
+        let none = AtomicI32::new(0);
+        let hang = std::env::temp_dir().join(format!("sperli-hang-rsh-{}", std::process::id()));
+        std::fs::write(&hang, "#!/bin/sh\nexec sleep 600\n").unwrap();
+        std::fs::set_permissions(&hang, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut r = sh(1, "true");
+        r.via = Via::Rsh;
+        r.host = "127.0.0.2".into();
+        let opts = Options {
+            rsh: format!("{} {{host}}", hang.display()),
+            start_deadline: Duration::from_millis(500),
+            ..quick()
+        };
+        let t = Instant::now();
+        let o = run_job(vec![sh(0, "sleep 30"), r], &opts, &none);
+        match &o {
+            Outcome::Failed(b) => {
+                assert_eq!((b.verdict.rank, &b.verdict.cause), (1, &Cause::NotStarted));
+                assert!(
+                    b.to_string()
+                        .starts_with("rank 1 on 127.0.0.2 never started"),
+                    "{b}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(t.elapsed() < Duration::from_secs(10));
+        let _ = std::fs::remove_file(&hang);
     }
 
     #[test]

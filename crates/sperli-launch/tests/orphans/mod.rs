@@ -63,7 +63,7 @@ fn assert_nothing_left(l: &Launched, name: &str, limit: Duration) {
 #[test]
 fn timeout_sigint_and_sigterm_leave_no_process_of_the_job() {
     let cases: [(&str, &[&str], Option<&str>, i32); 3] = [
-        ("timeout", &["--timeout", "4"], None, 124),
+        ("timeout", &["--timeout", "10"], None, 124),
         ("sigint", &[], Some("INT"), 130),
         ("sigterm", &[], Some("TERM"), 143),
     ];
@@ -176,8 +176,21 @@ fn remote_ranks_run_and_end_with_the_launcher() {
     );
     // The "remote" processes are in sessions of their own, not children
     // of the launcher's ranks.
-    let remote: Vec<_> = job(&mark).into_iter().filter(|p| p.is_example()).collect();
+    let procs = job(&mark);
+    let remote: Vec<_> = procs.iter().filter(|p| p.is_example()).collect();
     assert_eq!(remote.len(), 2);
+    // The wrapper holds the job description in memory only: no process of
+    // the job has it in its arguments or environment.
+    for p in &procs {
+        for what in ["cmdline", "environ"] {
+            let bytes = std::fs::read(format!("/proc/{}/{what}", p.pid)).unwrap_or_default();
+            assert!(
+                super::longest_hex_run(&bytes) < 200,
+                "{} {what}: a long hex run",
+                p.pid
+            );
+        }
+    }
     kill("KILL", l.child.id());
     let _ = l.child.wait();
     assert_nothing_left(&l, "rsh-kill", Duration::from_millis(2000 + 2000));
