@@ -29,7 +29,8 @@ use sperli_launch::hosts::{parse_deny_file, place, HostSpec, MapBy};
 use sperli_launch::launch_hosts::{hosts_of, HostChoice, Hosts};
 use sperli_launch::spawn::{RankLaunch, Via, DEFAULT_RSH};
 use sperli_launch::supervise::{run_job, Options, Outcome, EXIT_USAGE, SETUP_MARGIN};
-use sperli_transport::job::JobPlan;
+use sperli_tls::job_plan::JobPlan;
+use sperli_wire::env;
 use sperli_wire::job_description::HostEntry;
 use sperli_wire::refused_hosts::{RefusedHosts, ENV_VAR};
 
@@ -185,7 +186,7 @@ fn assign(
                     port
                 }
                 None if sperli_launch::supervise::is_local(&spec.host) => {
-                    sperli_transport::job::free_port(&spec.host).map_err(|e| e.to_string())?
+                    sperli_tls::job_plan::free_port(&spec.host).map_err(|e| e.to_string())?
                 }
                 None => {
                     // A remote host without a port: consecutive ports from
@@ -302,13 +303,14 @@ fn run(args: RunArgs) -> ExitCode {
                 let host = &entries[r as usize].host;
                 let lr = local_rank.entry(host).or_insert(0);
                 let ls = local_size[host.as_str()];
+                // SPERLI's names, and torchrun's for programs written for it.
                 let env = vec![
-                    ("SPERLI_RANK".into(), r.to_string()),
-                    ("SPERLI_SIZE".into(), n.to_string()),
-                    ("SPERLI_LOCAL_RANK".into(), lr.to_string()),
-                    ("SPERLI_LOCAL_SIZE".into(), ls.to_string()),
-                    ("SPERLI_SILENCE_MS".into(), args.silence_ms.to_string()),
-                    ("SPERLI_INCARNATION".into(), incarnation.to_string()),
+                    (env::RANK.into(), r.to_string()),
+                    (env::SIZE.into(), n.to_string()),
+                    (env::LOCAL_RANK.into(), lr.to_string()),
+                    (env::LOCAL_SIZE.into(), ls.to_string()),
+                    (env::SILENCE_MS.into(), args.silence_ms.to_string()),
+                    (env::INCARNATION.into(), incarnation.to_string()),
                     ("RANK".into(), r.to_string()),
                     ("WORLD_SIZE".into(), n.to_string()),
                     ("LOCAL_RANK".into(), lr.to_string()),
@@ -321,7 +323,7 @@ fn run(args: RunArgs) -> ExitCode {
                     // on one host never share one.
                     let own = dir.join(format!("rank-{r}"));
                     env.push((
-                        "SPERLI_CHECKPOINT_DIR".into(),
+                        env::CHECKPOINT_DIR.into(),
                         own.to_string_lossy().into_owned(),
                     ));
                 }
@@ -351,7 +353,7 @@ fn run(args: RunArgs) -> ExitCode {
                         let port = match spare.port {
                             Some(p) => p,
                             None if sperli_launch::supervise::is_local(&spare.host) => {
-                                match sperli_transport::job::free_port(&spare.host) {
+                                match sperli_tls::job_plan::free_port(&spare.host) {
                                     Ok(p) => p,
                                     Err(e) => return fail(format!("no free port: {e}")),
                                 }

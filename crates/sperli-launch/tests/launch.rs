@@ -18,7 +18,7 @@ mod slurm;
 
 /// Whether the slow tests run (`SPERLI_SLOW_TESTS=1`); says so when not.
 fn slow() -> bool {
-    if std::env::var("SPERLI_SLOW_TESTS").as_deref() == Ok("1") {
+    if std::env::var(sperli_wire::env::SLOW_TESTS).as_deref() == Ok("1") {
         return true;
     }
     eprintln!("skipped: set SPERLI_SLOW_TESTS=1 to run this slow test");

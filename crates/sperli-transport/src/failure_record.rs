@@ -37,7 +37,7 @@ use sperli_wire::limits::MAX_ABORT_MESSAGE;
 use sperli_wire::Error;
 
 /// The environment variable that names the file of the record.
-pub const ENV_VAR: &str = "SPERLI_ERROR_FILE";
+pub const ENV_VAR: &str = sperli_wire::env::ERROR_FILE;
 
 /// The most bytes of a record file that are read (4096 missing ranks and a
 /// full ABORT message fit).

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 
 /// The environment variable that marks a test's job.
-pub const MARK: &str = "SPERLI_TEST_JOB";
+pub const MARK: &str = sperli_wire::env::TEST_JOB;
 
 /// A unique marker for one launcher run.
 pub fn marker(name: &str) -> String {
@@ -105,8 +105,8 @@ pub fn job(mark: &str) -> Vec<Proc> {
 pub fn rank_process(mark: &str, rank: u32, incarnation: u32) -> Option<Proc> {
     job(mark).into_iter().find(|p| {
         p.is_example()
-            && p.var("SPERLI_RANK") == Some(&rank.to_string())
-            && p.var("SPERLI_INCARNATION") == Some(&incarnation.to_string())
+            && p.var(sperli_wire::env::RANK) == Some(&rank.to_string())
+            && p.var(sperli_wire::env::INCARNATION) == Some(&incarnation.to_string())
     })
 }
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::procs::{job, kill, marker, wait_none_left, Launched};
 
 fn enabled() -> bool {
-    if std::env::var("SPERLI_SLURM_TESTS").as_deref() == Ok("1") {
+    if std::env::var(sperli_wire::env::SLURM_TESTS).as_deref() == Ok("1") {
         return true;
     }
     eprintln!(
