@@ -385,15 +385,19 @@ pub(crate) mod tests {
 
     #[test]
     fn the_wrapper_kills_its_group_when_its_stdin_ends() {
-        let (mut child, rx) = wrapper("read l; sleep 30 & sleep 30; echo never");
+        let (mut child, rx) = wrapper("read l; sleep 30 & echo ready; sleep 30; echo never");
         let mut stdin = child.stdin.take().unwrap();
         stdin.write_all(b"00ff\n").unwrap();
         assert_eq!(
             rx.recv_timeout(Duration::from_secs(10)).ok().as_deref(),
             Some("\u{1e}sperli:started")
         );
+        // The program runs, with a child of its own.
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n");
         let pgid = child.id();
-        std::thread::sleep(Duration::from_millis(200));
         drop(stdin);
         let t = Instant::now();
         let status = child.wait().unwrap();
