@@ -165,32 +165,57 @@ fn output_files(
     Ok((Some(open(Stream::Stdout)?), Some(open(Stream::Stderr)?)))
 }
 
-/// Starts rank `r` as job index `idx`.
-fn start_rank(
-    idx: usize,
+/// A rank whose process runs, before its helper threads do.
+struct Spawned {
+    launch: RankLaunch,
+    child: Child,
+    files: (Option<std::fs::File>, Option<std::fs::File>),
+    at: Instant,
+}
+
+/// Starts the process of rank `r`. Every rank is spawned before any
+/// helper thread starts: a fork is cheaper while the launcher has few
+/// threads (the death signal needs `pre_exec`, so `fork` it is).
+fn spawn_rank(
     r: RankLaunch,
     opts: &Options,
     records: Option<&RecordDir>,
-    lock: &Sink,
-    tx: &Sender<Event>,
-) -> Result<Slot, SpawnFailure> {
+) -> Result<Spawned, SpawnFailure> {
     let fail = |what: String| SpawnFailure {
         rank: r.rank,
         host: r.host.clone(),
         what,
     };
     let mut cmd = command_for(&r, &opts.rsh).map_err(|e| fail(e.to_string()))?;
-    let (out_file, err_file) = output_files(opts, r.rank).map_err(fail)?;
+    let files = output_files(opts, r.rank).map_err(fail)?;
     if let (Some(d), Via::Direct) = (records, &r.via) {
         cmd.env(failure_record::ENV_VAR, d.file(r.rank));
     }
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| {
+    let child = cmd.spawn().map_err(|e| {
         let what = cmd.get_program().to_string_lossy().into_owned();
         fail(format!("{what}: {}", os_error_text(&e)))
     })?;
+    Ok(Spawned {
+        launch: r,
+        child,
+        files,
+        at: Instant::now(),
+    })
+}
+
+/// Starts the helper threads of a spawned rank (job index `idx`): its
+/// output pumps, the hand-over of its job description, the waiter of its
+/// process group.
+fn attach_rank(idx: usize, s: Spawned, opts: &Options, lock: &Sink, tx: &Sender<Event>) -> Slot {
+    let Spawned {
+        launch: r,
+        mut child,
+        files: (out_file, err_file),
+        at,
+    } = s;
     let prefix = (!opts.raw_output).then(|| format!("[{}] ", r.rank));
     let report = |tx: Sender<Event>| move |e| drop(tx.send(Event::Pump(idx, e)));
     if let Some(out) = child.stdout.take() {
@@ -229,21 +254,21 @@ fn start_rank(
     let pgid = child.id();
     let waiter = tx.clone();
     thread::spawn(move || reap_group(idx, pgid, waiter));
-    Ok(Slot {
+    Slot {
         rank: r.rank,
         host: r.host,
         started: !r.via.wrapped(),
         via: r.via,
         child,
         pgid,
-        spawned_at: Instant::now(),
+        spawned_at: at,
         exit: None,
         finalized: false,
         record: None,
         open_streams: 2,
         group_empty: false,
         _stdin_hold: hold,
-    })
+    }
 }
 
 /// How long after the first failure other failures still count when the
@@ -506,13 +531,14 @@ pub fn run_job(ranks: Vec<RankLaunch>, opts: &Options, interrupt: &AtomicI32) ->
         killed: false,
         reaper: is_subreaper(),
     };
-    for (idx, r) in ranks.into_iter().enumerate() {
-        match start_rank(idx, r, opts, job.records.as_ref(), &lock, &tx) {
-            Ok(slot) => {
+    let mut spawned = Vec::with_capacity(ranks.len());
+    for r in ranks {
+        match spawn_rank(r, opts, job.records.as_ref()) {
+            Ok(s) => {
                 if let Some(w) = &mut job.watchdog {
-                    w.watch(slot.pgid);
+                    w.watch(s.child.id());
                 }
-                job.slots.push(slot);
+                spawned.push(s);
             }
             Err(f) => {
                 job.outcome = Some(Outcome::SpawnFailed(f));
@@ -520,6 +546,9 @@ pub fn run_job(ranks: Vec<RankLaunch>, opts: &Options, interrupt: &AtomicI32) ->
                 break;
             }
         }
+    }
+    for (idx, s) in spawned.into_iter().enumerate() {
+        job.slots.push(attach_rank(idx, s, opts, &lock, &tx));
     }
     drop(tx);
     let start = Instant::now();
