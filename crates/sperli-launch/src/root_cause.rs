@@ -124,7 +124,8 @@ impl Verdict {
 /// The end of the blame chain that starts at `f`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Terminal {
-    /// A failure (its index) that blames nobody, or a cycle's start.
+    /// A failure (its index) that blames nobody, or the first reported
+    /// member of a blame cycle.
     Failed(usize),
     /// A rank without a failure of its own, as the launcher sees it.
     Alive(u32, Liveness),
@@ -139,8 +140,11 @@ fn terminal(failures: &[Failure], start: usize, live: &dyn Fn(u32) -> Liveness) 
             return Terminal::Failed(cur);
         };
         if let Some(i) = failures.iter().position(|f| f.rank == next) {
-            if seen.contains(&i) {
-                return Terminal::Failed(start);
+            if let Some(at) = seen.iter().position(|s| *s == i) {
+                // A cycle (ranks that lost each other): its first reported
+                // member stands for it, so that every chain into the same
+                // cycle ends at the same rank.
+                return Terminal::Failed(seen[at..].iter().copied().min().unwrap_or(i));
             }
             seen.push(i);
             cur = i;
@@ -160,7 +164,8 @@ fn terminal(failures: &[Failure], start: usize, live: &dyn Fn(u32) -> Liveness) 
 ///    with an error, it is not killed).
 /// 2. Else the end of the blame chains (see the module docs) that most
 ///    failures lead to: a failed rank that blames nobody, or a rank that
-///    has not ended.
+///    has not ended; a chain that runs in a circle ends at the circle's
+///    first reported rank.
 /// 3. Ties (e.g. no records at all) go to the exit status fewest of the
 ///    tied ranks share, then to the first reported.
 pub fn root_cause(failures: &[Failure], live: &dyn Fn(u32) -> Liveness) -> Option<Verdict> {
@@ -432,12 +437,23 @@ mod tests {
     }
 
     #[test]
-    fn a_blame_cycle_does_not_loop() {
+    fn a_blame_cycle_does_not_loop_and_counts_as_one() {
         let v = [
             f(0, RankExit::Code(1), Some(Some(1))),
             f(1, RankExit::Code(2), Some(Some(0))),
         ];
         assert_eq!(root_cause(&v, &running).unwrap().rank, 0);
+        // Ranks 5 and 3 lost each other (reported second and fourth); the
+        // others' chains all run into that cycle: its first reported
+        // member wins over rank 9, which blames nobody.
+        let v = [
+            f(2, RankExit::Code(1), Some(Some(5))),
+            f(5, RankExit::Code(1), Some(Some(3))),
+            f(9, RankExit::Code(1), Some(None)),
+            f(3, RankExit::Code(1), Some(Some(5))),
+            f(4, RankExit::Code(1), Some(Some(3))),
+        ];
+        assert_eq!(root_cause(&v, &running).unwrap().rank, 5);
     }
 
     #[test]
