@@ -68,6 +68,9 @@ pub enum FileProblem {
     /// Not a regular file.
     #[error("not a regular file")]
     NotRegular,
+    /// A symbolic link (never followed).
+    #[error("a symbolic link (never followed)")]
+    Symlink,
     /// Owned by another user.
     #[error("owned by uid {got}, not by this user (uid {expected})")]
     Owner {

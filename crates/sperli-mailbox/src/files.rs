@@ -130,6 +130,12 @@ impl MailboxFile {
             .open(&path)
             .map_err(|e| match e.kind() {
                 std::io::ErrorKind::NotFound => MailboxError::NotFound { path: path.clone() },
+                _ if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+                    MailboxError::File {
+                        path: path.clone(),
+                        problem: FileProblem::Symlink,
+                    }
+                }
                 kind => MailboxError::Io {
                     op: "opening the mailbox",
                     path: path.clone(),
@@ -160,6 +166,14 @@ impl MailboxFile {
         }
         let map = Mapping::map(&file).map_err(io("mapping the mailbox", &path))?;
         Ok(Self { path, file, map })
+    }
+
+    /// Rank 0's attach (docs/mailbox.md §2.3): [`MailboxFile::open`], then
+    /// a fresh version-1 header for `world_size` ([`Header::check_fresh`]).
+    pub fn attach_rank0(name: &str, world_size: u32) -> Result<Self, MailboxError> {
+        let f = Self::open(name)?;
+        f.header()?.check_fresh(world_size)?;
+        Ok(f)
     }
 
     /// A copy of the header, decoded and checked (H1640 on any refusal).

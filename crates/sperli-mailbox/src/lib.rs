@@ -42,7 +42,7 @@ mod lane_model;
 pub mod layout;
 pub mod records;
 mod server;
-mod shm;
+pub mod shm;
 
 pub use client::{HandlerId, Mailbox, Replies, CLIENT_TICK, DEFAULT_TIMEOUT};
 pub use error::{MailboxCode, MailboxError};

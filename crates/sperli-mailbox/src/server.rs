@@ -261,10 +261,7 @@ impl MailboxServer {
         let Some(name) = name else {
             return Err(MailboxError::NoMailboxEnv);
         };
-        let file = match MailboxFile::open(name).and_then(|f| {
-            f.header()?.check_fresh(comm.size())?;
-            Ok(f)
-        }) {
+        let file = match MailboxFile::attach_rank0(name, comm.size()) {
             Ok(f) => f,
             Err(e) => {
                 comm.link().abort(

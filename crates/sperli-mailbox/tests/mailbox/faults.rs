@@ -1,0 +1,194 @@
+//! Faults (docs/mailbox.md §3.4, §7.4): a rank SIGKILLed mid-task and
+//! while idle, a client killed mid-request (shell and library), and no
+//! process left afterwards.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sperli_mailbox::files::{self, MailboxFile, Manifest};
+use sperli_mailbox::{GroupState, MailboxError, RequestState, Target, TerminalReason};
+
+use crate::common::*;
+
+/// The silence limit of the fault jobs.
+const SILENCE_MS: u64 = 2000;
+
+/// docs/mailbox.md §7.4: a rank lost mid-task reaches the client within
+/// the silence limit plus 2 s (the launcher ends the survivors) plus the
+/// ticks; the margin covers a loaded 2-core machine.
+const LOST_RANK_BOUND: Duration = Duration::from_millis(SILENCE_MS + 4000);
+
+fn pid(j: &mut TestJob, rank: u32) -> u32 {
+    let r = j.mb.submit("pid", Target::Rank(rank), &[b""]).unwrap();
+    u32::from_le_bytes(r.ok(rank).unwrap().try_into().unwrap())
+}
+
+#[test]
+fn a_rank_sigkilled_mid_task_fails_the_request_within_the_bound_and_leaves_no_process() {
+    let mut j = job("kill-mid", 4, Some(SILENCE_MS));
+    let victim = pid(&mut j, 2);
+    let killed_at = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        kill9(victim);
+        Instant::now()
+    });
+    // Every rank sleeps 20 s in its handler: no collective notices the
+    // loss before the launcher does.
+    let r = j.mb.submit("sleep", Target::Group, &[&le64(20_000)]);
+    let got_at = Instant::now();
+    let killed_at = killed_at.join().unwrap();
+    let e = r.unwrap_err();
+    let took = got_at - killed_at;
+    assert!(
+        matches!(e, MailboxError::Terminal { .. }),
+        "expected TERMINAL, got {e}"
+    );
+    assert!(took <= LOST_RANK_BOUND, "error after {took:?}: {e}");
+    assert!(matches!(j.mb.ping(), Err(MailboxError::Terminal { .. })));
+    let label = j.label.clone();
+    let name = j.mb.name().to_string();
+    drop(j);
+    let left = gone_within(&label, Duration::from_secs(10));
+    assert!(left.is_ok(), "processes left: {left:?}");
+    assert!(!files::mailbox_path(&name).exists());
+    assert!(!files::manifest_path(&name).exists());
+}
+
+#[test]
+fn a_rank_sigkilled_between_requests_makes_the_next_request_fail_at_once() {
+    let mut j = job("kill-idle", 4, Some(SILENCE_MS));
+    let victim = pid(&mut j, 2);
+    kill9(victim);
+    let t = Instant::now();
+    // Rank 0's timed wake sees the lost rank (the kernel closed its
+    // sockets) and makes the group TERMINAL, naming it.
+    let e = loop {
+        match j.mb.ping() {
+            Ok(_) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => break e,
+        }
+        assert!(t.elapsed() < LOST_RANK_BOUND, "still serving");
+    };
+    match &e {
+        MailboxError::Terminal {
+            reason: TerminalReason::Collective | TerminalReason::LauncherExit,
+            ..
+        } => {}
+        other => panic!("{other}"),
+    }
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    let h = j.mb.header().unwrap();
+    assert_eq!(h.group, GroupState::Terminal);
+    let label = j.label.clone();
+    drop(j);
+    assert!(gone_within(&label, Duration::from_secs(10)).is_ok());
+}
+
+fn wait_state(name: &str, want: RequestState, limit: Duration) {
+    let f = MailboxFile::open(name).unwrap();
+    let t = Instant::now();
+    while f.header().unwrap().request != want {
+        assert!(t.elapsed() < limit, "never {want}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// docs/mailbox.md §7.4: a client lost with a request in flight ends the
+/// job within the rest of the task + rank 0's tick (100 ms) + ABORT and
+/// the launcher's end (about 1 s); the margin covers a loaded machine.
+const CLIENT_LOST_BOUND: Duration = Duration::from_secs(5);
+
+#[test]
+fn a_shell_client_killed_mid_request_ends_the_job_within_the_bound() {
+    let name = unique("client-kill");
+    let label = format!("label-{name}");
+    let mut run = Command::new(sperli())
+        .args(["run", "-n", "4", "-H", &spread(4), "--timeout", "120", "--mailbox", &name, "--"])
+        .args([server(), "--label", &label])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(if verbose() { Stdio::inherit() } else { Stdio::null() })
+        .spawn()
+        .expect("sperli run");
+    let mut mb = {
+        let t = Instant::now();
+        loop {
+            if Manifest::read(&name).unwrap().is_some() {
+                break sperli_mailbox::Mailbox::attach(&name).unwrap();
+            }
+            assert!(t.elapsed() < Duration::from_secs(30));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    mb.wait_ready(Duration::from_secs(30)).unwrap();
+    drop(mb); // not a client any more: `sperli submit` is
+    let dir = std::env::temp_dir().join(format!("{name}.payload"));
+    std::fs::write(&dir, le64(1000)).unwrap();
+    let mut client = Command::new(sperli())
+        .args(["submit", "--mailbox", &name, "--task", "sleep", "--data-file"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_state(&name, RequestState::TaskAccepted, Duration::from_secs(10));
+    client.kill().unwrap();
+    let killed = Instant::now();
+    let _ = client.wait();
+    let _ = std::fs::remove_file(&dir);
+    let st = loop {
+        if let Some(st) = run.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            killed.elapsed() < CLIENT_LOST_BOUND,
+            "the job still runs {:?} after the client died",
+            killed.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(!st.success(), "a job that lost its client fails: {st}");
+    assert!(gone_within(&label, Duration::from_secs(2)).is_ok());
+    assert!(!files::mailbox_path(&name).exists(), "the launcher removed the mailbox");
+}
+
+#[test]
+fn a_client_that_started_the_job_and_is_killed_takes_the_job_with_it() {
+    let name = unique("owner-kill");
+    let job_name = format!("{name}-4");
+    let mut client = Command::new(client())
+        .args(["demo", "--tasks", "100000000", "--sperli"])
+        .arg(sperli())
+        .args(["--server", server(), "--name", &name])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(if verbose() { Stdio::inherit() } else { Stdio::null() })
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let launcher = loop {
+        if let Some(m) = Manifest::read(&job_name).unwrap() {
+            break m.launcher_pid;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "no manifest");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let f = MailboxFile::open(&job_name).unwrap();
+    while f.header().unwrap().sequence < 20 {
+        assert!(t.elapsed() < Duration::from_secs(60), "the demo does not run");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    client.kill().unwrap();
+    let killed = Instant::now();
+    let _ = client.wait();
+    // The launcher's stdin (held by the client alone) closed: it ends
+    // every rank at once (docs/mailbox.md §7.3).
+    assert!(
+        pid_gone_within(launcher, CLIENT_LOST_BOUND),
+        "launcher {launcher} still there {:?} after its client died",
+        killed.elapsed()
+    );
+    let left = gone_within(&job_name, Duration::from_secs(5));
+    assert!(left.is_ok(), "processes left: {left:?}");
+    assert!(!files::mailbox_path(&job_name).exists());
+}
