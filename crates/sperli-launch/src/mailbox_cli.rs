@@ -267,7 +267,10 @@ pub fn submit(args: &SubmitArgs) -> ExitCode {
         }
         Err(MailboxError::TaskFailed(r)) => {
             show(&r, args.raw);
-            eprintln!("sperli submit: H1642 task {} failed on some rank", r.sequence);
+            eprintln!(
+                "sperli submit: H1642 task {} failed on some rank",
+                r.sequence
+            );
             ExitCode::from(EXIT_TASK_FAILED)
         }
         Err(e) => {

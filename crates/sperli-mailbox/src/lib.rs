@@ -40,6 +40,8 @@ pub mod lane;
 #[cfg(test)]
 mod lane_model;
 pub mod layout;
+#[cfg(test)]
+mod layout_vectors;
 pub mod records;
 mod server;
 pub mod shm;

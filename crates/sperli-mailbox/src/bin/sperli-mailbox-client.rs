@@ -93,7 +93,11 @@ fn start(o: &Opts, ranks: u32, hosts: Option<String>) -> Result<Mailbox, Mailbox
     let mut spec = JobSpec::new(
         &o.sperli,
         ranks,
-        vec![o.server.display().to_string(), "--label".into(), name.clone()],
+        vec![
+            o.server.display().to_string(),
+            "--label".into(),
+            name.clone(),
+        ],
     );
     spec.hosts = hosts;
     spec.inherit_output = true;
@@ -205,14 +209,18 @@ fn tcp_rtt(rounds: u32) -> Result<f64, String> {
     BufReader::new(peer.stdout.take().ok_or("no stdout")?)
         .read_line(&mut line)
         .map_err(|e| e.to_string())?;
-    let port: u16 = line.trim().parse().map_err(|_| format!("bad port {line:?}"))?;
+    let port: u16 = line
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad port {line:?}"))?;
     let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
     s.set_nodelay(true).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     let mut buf = [0u8; 8];
     for k in 0..=rounds {
         let t = Instant::now();
-        s.write_all(&u64::from(k).to_le_bytes()).map_err(|e| e.to_string())?;
+        s.write_all(&u64::from(k).to_le_bytes())
+            .map_err(|e| e.to_string())?;
         s.read_exact(&mut buf).map_err(|e| e.to_string())?;
         if k > 0 {
             out.push(us(t.elapsed()));
@@ -250,12 +258,18 @@ fn ping_rtt(mb: &mut Mailbox, rounds: u32) -> Result<f64, String> {
     Ok(median(v))
 }
 
-fn throughput(mb: &mut Mailbox, size: usize, min_tasks: u32, min_time: Duration) -> Result<f64, String> {
+fn throughput(
+    mb: &mut Mailbox,
+    size: usize,
+    min_tasks: u32,
+    min_time: Duration,
+) -> Result<f64, String> {
     let v: Vec<u64> = (0..size as u64 / 8).collect();
     let want = v.iter().fold(0u64, |a, &x| a.wrapping_add(x)).to_le_bytes();
     let payload = le(&v);
     for _ in 0..3 {
-        mb.submit("sum", Target::Group, &[&payload]).map_err(|e| e.to_string())?;
+        mb.submit("sum", Target::Group, &[&payload])
+            .map_err(|e| e.to_string())?;
     }
     let t = Instant::now();
     let mut n = 0u32;
@@ -301,7 +315,11 @@ fn bench(o: &Opts) -> Result<(), String> {
     for n in [1u32, 4] {
         let hosts = (n > 1).then(|| spread(n));
         let mut mb = start(o, n, hosts).map_err(|e| e.to_string())?;
-        r("ping_rtt_us", u64::from(n), ping_rtt(&mut mb, if q { 100 } else { 1000 })?);
+        r(
+            "ping_rtt_us",
+            u64::from(n),
+            ping_rtt(&mut mb, if q { 100 } else { 1000 })?,
+        );
         if n == 4 {
             // The same work as one `--oneshot` job, through the mailbox.
             let v: Vec<u64> = (1..=1000).collect();
@@ -309,7 +327,8 @@ fn bench(o: &Opts) -> Result<(), String> {
             let mut t = Vec::new();
             for _ in 0..if q { 20 } else { 200 } {
                 let s = Instant::now();
-                mb.submit("sum", Target::Group, &[&payload]).map_err(|e| e.to_string())?;
+                mb.submit("sum", Target::Group, &[&payload])
+                    .map_err(|e| e.to_string())?;
                 t.push(us(s.elapsed()));
             }
             r("mailbox_task_us", 4, median(t));

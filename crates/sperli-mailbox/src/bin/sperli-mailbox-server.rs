@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use sperli_collective::Comm;
-use sperli_mailbox::{MailboxServer, Task, TaskError};
 use sperli_collective::Reduction;
+use sperli_mailbox::{MailboxServer, Task, TaskError};
 
 fn u64s(p: &[u8]) -> Result<Vec<u64>, TaskError> {
     if p.len() % 8 != 0 {

@@ -29,7 +29,8 @@ impl Fresh {
             .write(true)
             .open(mailbox_path(&self.0))
             .expect("open for the mutation");
-        f.write_all_at(bytes, at as u64).expect("write the mutation");
+        f.write_all_at(bytes, at as u64)
+            .expect("write the mutation");
     }
 }
 
@@ -67,7 +68,12 @@ fn one_mutation_per_header_field_is_refused_at_rank_0_attach() {
     let u64s = |v: u64| v.to_le_bytes().to_vec();
     // (field, offset, bytes, the error rank 0 must report)
     let cases: Vec<(&str, usize, Vec<u8>, LayoutError)> = vec![
-        ("version", off::VERSION, u32s(2), LayoutError::Version { got: 2 }),
+        (
+            "version",
+            off::VERSION,
+            u32s(2),
+            LayoutError::Version { got: 2 },
+        ),
         (
             "world size (other job)",
             off::WORLD_SIZE,
@@ -284,7 +290,10 @@ fn one_mutation_per_header_field_is_refused_at_rank_0_attach() {
         let e = layout_error(rank0(&f.0));
         assert_eq!(e, want, "{what}");
         let text = MailboxError::from(e).to_string();
-        assert!(text.starts_with("H1640 mailbox refused: "), "{what}: {text}");
+        assert!(
+            text.starts_with("H1640 mailbox refused: "),
+            "{what}: {text}"
+        );
     }
     for i in 0..8 {
         let f = Fresh::new("magic");

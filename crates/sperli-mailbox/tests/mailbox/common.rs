@@ -151,7 +151,9 @@ pub fn pid_gone_within(pid: u32, limit: Duration) -> bool {
     let t = Instant::now();
     while t.elapsed() < limit {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next());
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().next());
         if stat.is_empty() || state == Some("Z") {
             return true;
         }

@@ -43,6 +43,7 @@ fn a_rank_sigkilled_mid_task_fails_the_request_within_the_bound_and_leaves_no_pr
         matches!(e, MailboxError::Terminal { .. }),
         "expected TERMINAL, got {e}"
     );
+    eprintln!("rank killed mid-task: the client got {e} after {took:?}");
     assert!(took <= LOST_RANK_BOUND, "error after {took:?}: {e}");
     assert!(matches!(j.mb.ping(), Err(MailboxError::Terminal { .. })));
     let label = j.label.clone();
@@ -103,11 +104,26 @@ fn a_shell_client_killed_mid_request_ends_the_job_within_the_bound() {
     let name = unique("client-kill");
     let label = format!("label-{name}");
     let mut run = Command::new(sperli())
-        .args(["run", "-n", "4", "-H", &spread(4), "--timeout", "120", "--mailbox", &name, "--"])
+        .args([
+            "run",
+            "-n",
+            "4",
+            "-H",
+            &spread(4),
+            "--timeout",
+            "120",
+            "--mailbox",
+            &name,
+            "--",
+        ])
         .args([server(), "--label", &label])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(if verbose() { Stdio::inherit() } else { Stdio::null() })
+        .stderr(if verbose() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
         .spawn()
         .expect("sperli run");
     let mut mb = {
@@ -125,7 +141,14 @@ fn a_shell_client_killed_mid_request_ends_the_job_within_the_bound() {
     let dir = std::env::temp_dir().join(format!("{name}.payload"));
     std::fs::write(&dir, le64(1000)).unwrap();
     let mut client = Command::new(sperli())
-        .args(["submit", "--mailbox", &name, "--task", "sleep", "--data-file"])
+        .args([
+            "submit",
+            "--mailbox",
+            &name,
+            "--task",
+            "sleep",
+            "--data-file",
+        ])
         .arg(&dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -149,7 +172,10 @@ fn a_shell_client_killed_mid_request_ends_the_job_within_the_bound() {
     };
     assert!(!st.success(), "a job that lost its client fails: {st}");
     assert!(gone_within(&label, Duration::from_secs(2)).is_ok());
-    assert!(!files::mailbox_path(&name).exists(), "the launcher removed the mailbox");
+    assert!(
+        !files::mailbox_path(&name).exists(),
+        "the launcher removed the mailbox"
+    );
 }
 
 #[test]
@@ -162,7 +188,11 @@ fn a_client_that_started_the_job_and_is_killed_takes_the_job_with_it() {
         .args(["--server", server(), "--name", &name])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(if verbose() { Stdio::inherit() } else { Stdio::null() })
+        .stderr(if verbose() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
         .spawn()
         .unwrap();
     let t = Instant::now();
@@ -175,7 +205,10 @@ fn a_client_that_started_the_job_and_is_killed_takes_the_job_with_it() {
     };
     let f = MailboxFile::open(&job_name).unwrap();
     while f.header().unwrap().sequence < 20 {
-        assert!(t.elapsed() < Duration::from_secs(60), "the demo does not run");
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the demo does not run"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     client.kill().unwrap();

@@ -25,9 +25,8 @@ fn copy_before_accept_the_client_overwrites_its_region_at_once() {
     let want = digest_reply(&payload);
     for target in [Target::Group, Target::Rank(3)] {
         let mut hooked = false;
-        let r = j
-            .mb
-            .submit_with_accept_hook("digest", target, &[&payload], &mut |mb| {
+        let r =
+            j.mb.submit_with_accept_hook("digest", target, &[&payload], &mut |mb| {
                 // TASK_ACCEPTED: the request region is the client's again.
                 mb.overwrite_request_region(payload.len(), 0xff);
                 hooked = true;
@@ -116,11 +115,18 @@ fn terminal_is_absorbing() {
     assert!(lane::set_terminal(&f.map, TerminalReason::Collective));
     let h = f.header().unwrap();
     assert_eq!(h.group, GroupState::Terminal);
-    assert_eq!(h.terminal, Some(TerminalReason::Timeout), "the first reason stays");
+    assert_eq!(
+        h.terminal,
+        Some(TerminalReason::Timeout),
+        "the first reason stays"
+    );
     // Rank 0 sees it at its next timed wake and ends the job.
     let left = gone_within(&j.label, Duration::from_secs(10));
     assert!(left.is_ok(), "processes left {left:?}");
-    for r in [j.mb.ping().map(drop), j.mb.submit("echo", Target::Group, &[b"x"]).map(drop)] {
+    for r in [
+        j.mb.ping().map(drop),
+        j.mb.submit("echo", Target::Group, &[b"x"]).map(drop),
+    ] {
         let e = r.unwrap_err();
         assert_eq!(e.code().map(|c| c.number()), Some(1643), "{e}");
     }
@@ -129,7 +135,10 @@ fn terminal_is_absorbing() {
     // mailbox of the ended job already).
     let e = sperli_mailbox::Mailbox::attach(&name).unwrap_err();
     assert!(
-        matches!(e, MailboxError::Terminal { .. } | MailboxError::NotFound { .. }),
+        matches!(
+            e,
+            MailboxError::Terminal { .. } | MailboxError::NotFound { .. }
+        ),
         "{e}"
     );
 }

@@ -9,7 +9,9 @@ use sha2::{Digest, Sha256};
 use sperli_mailbox::files::{self, Manifest};
 use sperli_mailbox::layout::REGION_LEN;
 use sperli_mailbox::records::RequestError;
-use sperli_mailbox::{MailboxError, Target, INVALID_REQUEST, PANIC, REPLY_TOO_LARGE, UNKNOWN_HANDLER};
+use sperli_mailbox::{
+    MailboxError, Target, INVALID_REQUEST, PANIC, REPLY_TOO_LARGE, UNKNOWN_HANDLER,
+};
 
 use crate::common::*;
 
@@ -153,7 +155,11 @@ fn payloads_of_0_bytes_16_mib_and_16_mib_plus_1() {
     // PER_RANK: the table counts; empty payloads are payloads.
     let quarter = vec![7u8; (REGION_LEN - 16) / 4];
     let r = mb
-        .submit("digest", Target::PerRank, &[&quarter, empty, &quarter, empty])
+        .submit(
+            "digest",
+            Target::PerRank,
+            &[&quarter, empty, &quarter, empty],
+        )
         .unwrap();
     assert_eq!(r.ok(0), Some(&digest(&quarter)[..]));
     assert_eq!(r.ok(1), Some(&digest(empty)[..]));
@@ -166,7 +172,12 @@ fn payloads_of_0_bytes_16_mib_and_16_mib_plus_1() {
         (Target::Rank(1), vec![&over[..]]),
         (
             Target::PerRank,
-            vec![&quarter[..], &quarter[..], &quarter[..], &quarter_plus_1[..]],
+            vec![
+                &quarter[..],
+                &quarter[..],
+                &quarter[..],
+                &quarter_plus_1[..],
+            ],
         ),
     ] {
         let e = mb.submit("digest", target, &payloads).unwrap_err();
@@ -176,7 +187,11 @@ fn payloads_of_0_bytes_16_mib_and_16_mib_plus_1() {
         );
         assert_eq!(e.code().map(|c| c.number()), Some(1641));
     }
-    assert_eq!(mb.header().unwrap().sequence, before, "nothing was published");
+    assert_eq!(
+        mb.header().unwrap().sequence,
+        before,
+        "nothing was published"
+    );
     // Wrong payload counts and a rank outside the job: refused too.
     assert!(matches!(
         mb.submit("digest", Target::PerRank, &[empty]),
@@ -216,7 +231,10 @@ fn rank_0_refuses_a_malformed_request_without_running_it() {
     .unwrap();
     f.map.wake(off::REQUEST_STATE);
     let t = Instant::now();
-    while !matches!(lane::client_look(&f.map), ClientLook::Answered { failed: true }) {
+    while !matches!(
+        lane::client_look(&f.map),
+        ClientLook::Answered { failed: true }
+    ) {
         assert!(t.elapsed() < Duration::from_secs(10), "no answer");
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -227,7 +245,10 @@ fn rank_0_refuses_a_malformed_request_without_running_it() {
     let r = sperli_mailbox::RankReply::decode_all(&b, 1).unwrap();
     let e = r[0].outcome.as_ref().unwrap_err();
     assert_eq!(e.error_type, INVALID_REQUEST);
-    assert!(e.message.contains("PER_RANK needs 4 payloads, got 3"), "{e}");
+    assert!(
+        e.message.contains("PER_RANK needs 4 payloads, got 3"),
+        "{e}"
+    );
     lane::client_ack(&f.map).unwrap();
     assert_eq!(j.mb.ping().unwrap().sequence, seq + 1);
     j.mb.shutdown().unwrap();
@@ -247,11 +268,26 @@ fn sperli_run_mailbox_and_sperli_submit_from_the_shell() {
     let name = unique("shell");
     let label = format!("label-{name}");
     let mut run = Command::new(sperli())
-        .args(["run", "-n", "4", "-H", &spread(4), "--timeout", "120", "--mailbox", &name, "--"])
+        .args([
+            "run",
+            "-n",
+            "4",
+            "-H",
+            &spread(4),
+            "--timeout",
+            "120",
+            "--mailbox",
+            &name,
+            "--",
+        ])
         .args([server(), "--label", &label])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(if verbose() { Stdio::inherit() } else { Stdio::null() })
+        .stderr(if verbose() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
         .spawn()
         .expect("sperli run");
     // The manifest: name, version, size, world size; mode 0600.
@@ -267,11 +303,20 @@ fn sperli_run_mailbox_and_sperli_submit_from_the_shell() {
     assert_eq!(m.launcher_pid, run.id());
     for p in [files::mailbox_path(&name), files::manifest_path(&name)] {
         use std::os::unix::fs::MetadataExt;
-        assert_eq!(std::fs::metadata(&p).unwrap().mode() & 0o777, 0o600, "{}", p.display());
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().mode() & 0o777,
+            0o600,
+            "{}",
+            p.display()
+        );
     }
     // Only rank 0 has the name in its environment, as SPERLI_MAILBOX.
     let out = submit(&["--mailbox", &name, "--ping"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 4);
     let ranks: Vec<u32> = processes_with(&label)
         .into_iter()
@@ -291,19 +336,59 @@ fn sperli_run_mailbox_and_sperli_submit_from_the_shell() {
         })
         .collect();
     assert_eq!(with_env.len(), 1, "exactly one rank has SPERLI_MAILBOX");
-    let out = submit(&["--mailbox", &name, "--task", "echo", "--rank", "2", "--data", "hi there"]);
+    let out = submit(&[
+        "--mailbox",
+        &name,
+        "--task",
+        "echo",
+        "--rank",
+        "2",
+        "--data",
+        "hi there",
+    ]);
     assert!(out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "rank 2: ok (8 bytes): hi there\n");
-    let out = submit(&["--mailbox", &name, "--task", "echo", "--raw", "--data", "ab"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "rank 2: ok (8 bytes): hi there\n"
+    );
+    let out = submit(&[
+        "--mailbox",
+        &name,
+        "--task",
+        "echo",
+        "--raw",
+        "--data",
+        "ab",
+    ]);
     assert_eq!(out.stdout, b"abababab");
-    let out = submit(&["--mailbox", &name, "--task", "fail", "--data-file", "/dev/null", "--rank", "1"]);
+    let out = submit(&[
+        "--mailbox",
+        &name,
+        "--task",
+        "fail",
+        "--data-file",
+        "/dev/null",
+        "--rank",
+        "1",
+    ]);
     assert_eq!(out.status.code(), Some(0), "rank 1 got no rank list: ok");
     let out = submit(&["--mailbox", &name, "--task", "sum", "--data", "abc"]);
     assert_eq!(out.status.code(), Some(1), "a task error is exit 1");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("rank 0: ValueError: 3 bytes are not a whole number of u64"), "{err}");
+    assert!(
+        err.contains("rank 0: ValueError: 3 bytes are not a whole number of u64"),
+        "{err}"
+    );
     assert!(err.contains("H1642"), "{err}");
-    let out = submit(&["--mailbox", &name, "--task", "echo", "--per-rank", "--data", "a"]);
+    let out = submit(&[
+        "--mailbox",
+        &name,
+        "--task",
+        "echo",
+        "--per-rank",
+        "--data",
+        "a",
+    ]);
     assert_eq!(out.status.code(), Some(3), "refused request");
     assert!(String::from_utf8_lossy(&out.stderr).contains("H1641"));
     let out = submit(&["--mailbox", &unique("none"), "--ping"]);
@@ -313,13 +398,20 @@ fn sperli_run_mailbox_and_sperli_submit_from_the_shell() {
     assert_eq!(out.status.code(), Some(2), "no operation is a usage error");
     // SHUTDOWN: the launcher exits 0 and removes the mailbox and manifest.
     let out = submit(&["--mailbox", &name, "--shutdown"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let t = Instant::now();
     let st = loop {
         if let Some(st) = run.try_wait().unwrap() {
             break st;
         }
-        assert!(t.elapsed() < Duration::from_secs(20), "launcher still running");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "launcher still running"
+        );
         std::thread::sleep(Duration::from_millis(10));
     };
     assert!(st.success(), "{st}");
@@ -331,7 +423,17 @@ fn sperli_run_mailbox_and_sperli_submit_from_the_shell() {
 fn sperli_run_mailbox_refuses_restarts_and_taken_names() {
     let name = unique("refuse");
     let out = Command::new(sperli())
-        .args(["run", "-n", "2", "--restart-max", "1", "--mailbox", &name, "--", server()])
+        .args([
+            "run",
+            "-n",
+            "2",
+            "--restart-max",
+            "1",
+            "--mailbox",
+            &name,
+            "--",
+            server(),
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
