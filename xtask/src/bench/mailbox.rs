@@ -182,7 +182,10 @@ mod tests {
         let row = |needle: &str| o.lines().find(|l| l.contains(needle)).unwrap().to_string();
         assert!(row("1 rank: the lane").ends_with("| **met** |"), "{o}");
         // 40 + 2 x 200 + 100 = 540 < 900.
-        assert!(row("PING through the mailbox, 4 ranks").contains("= 540 µs"), "{o}");
+        assert!(
+            row("PING through the mailbox, 4 ranks").contains("= 540 µs"),
+            "{o}"
+        );
         assert!(row("PING through the mailbox, 4 ranks").ends_with("| **not met** |"));
         assert!(row("| a new `sperli run").contains(": 220 x"), "{o}");
         assert!(row("1 KiB payload").ends_with("| **met** |"));

@@ -11,6 +11,7 @@
 //! `bench` prints `RESULT name size value` lines for `cargo xtask bench`.
 //! `sperli` and `sperli-mailbox-server` default to the files next to this
 //! program.
+#![forbid(unsafe_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

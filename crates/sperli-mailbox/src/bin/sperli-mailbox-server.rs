@@ -19,6 +19,7 @@
 //! | `big` | any | n: u64 | n zero bytes |
 //! | `panic` | any | nothing | the handler panics (a `panic` error) |
 //! | `hello` (CONTROL) | any | nothing | `rank R of N` |
+#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 use std::time::Duration;

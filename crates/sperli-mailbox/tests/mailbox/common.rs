@@ -175,3 +175,68 @@ pub fn kill9(pid: u32) {
 pub fn le64(v: u64) -> [u8; 8] {
     v.to_le_bytes()
 }
+
+/// `stderr` for a child: inherited with `SPERLI_TEST_VERBOSE`, else discarded.
+pub fn child_stderr() -> std::process::Stdio {
+    if verbose() {
+        std::process::Stdio::inherit()
+    } else {
+        std::process::Stdio::null()
+    }
+}
+
+/// A job started from "the shell": `sperli run -n 4 --mailbox NAME --
+/// sperli-mailbox-server --label LABEL`, the test as its owner.
+pub struct ShellJob {
+    pub run: std::process::Child,
+    pub name: String,
+    pub label: String,
+}
+
+/// Starts a [`ShellJob`] and waits for its manifest.
+pub fn shell_job(tag: &str) -> (ShellJob, sperli_mailbox::files::Manifest) {
+    let name = unique(tag);
+    let label = format!("label-{name}");
+    let run = Command::new(sperli())
+        .args(["run", "-n", "4", "-H", &spread(4), "--timeout", "120"])
+        .args(["--mailbox", &name, "--", server(), "--label", &label])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(child_stderr())
+        .spawn()
+        .expect("sperli run");
+    let m = wait_manifest(&name, Duration::from_secs(30));
+    (ShellJob { run, name, label }, m)
+}
+
+/// Waits for `name`'s manifest.
+pub fn wait_manifest(name: &str, limit: Duration) -> sperli_mailbox::files::Manifest {
+    let t = Instant::now();
+    loop {
+        if let Some(m) = sperli_mailbox::files::Manifest::read(name).unwrap() {
+            return m;
+        }
+        assert!(t.elapsed() < limit, "no manifest of {name}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits for the child to exit, at most `limit` after `since`.
+pub fn wait_exit(
+    child: &mut std::process::Child,
+    since: Instant,
+    limit: Duration,
+) -> std::process::ExitStatus {
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        assert!(
+            since.elapsed() < limit,
+            "{} still running {:?} later",
+            child.id(),
+            since.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

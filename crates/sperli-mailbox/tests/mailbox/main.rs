@@ -6,6 +6,7 @@
 //!
 //! One test binary (modules below). `SPERLI_TEST_VERBOSE=1` shows the
 //! launchers' and ranks' output.
+#![forbid(unsafe_code)]
 
 mod attach;
 mod common;

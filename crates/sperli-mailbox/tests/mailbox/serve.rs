@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use sperli_mailbox::files::{self, Manifest};
+use sperli_mailbox::files;
 use sperli_mailbox::layout::REGION_LEN;
 use sperli_mailbox::records::RequestError;
 use sperli_mailbox::{
@@ -265,40 +265,8 @@ fn submit(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn sperli_run_mailbox_and_sperli_submit_from_the_shell() {
-    let name = unique("shell");
-    let label = format!("label-{name}");
-    let mut run = Command::new(sperli())
-        .args([
-            "run",
-            "-n",
-            "4",
-            "-H",
-            &spread(4),
-            "--timeout",
-            "120",
-            "--mailbox",
-            &name,
-            "--",
-        ])
-        .args([server(), "--label", &label])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(if verbose() {
-            Stdio::inherit()
-        } else {
-            Stdio::null()
-        })
-        .spawn()
-        .expect("sperli run");
-    // The manifest: name, version, size, world size; mode 0600.
-    let t = Instant::now();
-    let m = loop {
-        if let Some(m) = Manifest::read(&name).unwrap() {
-            break m;
-        }
-        assert!(t.elapsed() < Duration::from_secs(30), "no manifest");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let (job, m) = shell_job("shell");
+    let (mut run, name, label) = (job.run, job.name, job.label);
     assert_eq!((m.version, m.layout_size, m.world_size), (1, 33_554_688, 4));
     assert_eq!(m.launcher_pid, run.id());
     for p in [files::mailbox_path(&name), files::manifest_path(&name)] {
