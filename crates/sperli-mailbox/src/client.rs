@@ -94,6 +94,9 @@ pub struct Mailbox {
     leased: bool,
     timeout: Duration,
     pub(crate) job: Option<JobWatch>,
+    /// The launcher's pid from the manifest (for a client that did not
+    /// start the job: a launcher that is gone makes the group TERMINAL).
+    launcher_pid: Option<u32>,
     /// Whether this side made the group TERMINAL (then there is no
     /// record of rank 0 to read).
     set_terminal: bool,
@@ -132,6 +135,7 @@ impl Mailbox {
             leased: false,
             timeout: DEFAULT_TIMEOUT,
             job: None,
+            launcher_pid: None,
             set_terminal: false,
         }
     }
@@ -171,7 +175,9 @@ impl Mailbox {
             GroupState::Closed => return Err(MailboxError::NotServing { group: h.group }),
             GroupState::Initializing | GroupState::Ready => {}
         }
-        Ok(Self::new(name, file, manifest.world_size))
+        let mut mb = Self::new(name, file, manifest.world_size);
+        mb.launcher_pid = Some(manifest.launcher_pid);
+        Ok(mb)
     }
 
     /// The mailbox name.
@@ -220,16 +226,29 @@ impl Mailbox {
         self.file.map.wake(off::GROUP_STATE);
     }
 
-    /// The launcher this client started has exited: the group is TERMINAL.
+    /// Whether the launcher is gone: the child this client started has
+    /// exited, or the process the manifest names no longer exists.
+    fn launcher_gone(&mut self) -> bool {
+        match (&mut self.job, self.launcher_pid) {
+            (Some(job), _) => job.exited(),
+            (None, Some(pid)) => i32::try_from(pid)
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+                .is_some_and(|p| {
+                    rustix::process::test_kill_process(p) == Err(rustix::io::Errno::SRCH)
+                }),
+            (None, None) => false,
+        }
+    }
+
+    /// The launcher has exited: the group is TERMINAL (docs/mailbox.md §3.4).
     fn check_launcher(&mut self) -> Result<(), MailboxError> {
-        if let Some(job) = &mut self.job {
-            if job.exited() {
-                self.make_terminal(TerminalReason::LauncherExit);
-                return Err(MailboxError::Terminal {
-                    reason: lane::terminal_reason(&self.file.map),
-                    detail: None,
-                });
-            }
+        if self.launcher_gone() {
+            self.make_terminal(TerminalReason::LauncherExit);
+            return Err(MailboxError::Terminal {
+                reason: lane::terminal_reason(&self.file.map),
+                detail: None,
+            });
         }
         Ok(())
     }
@@ -314,6 +333,10 @@ impl Mailbox {
                 // Under a fresh lease the lane is not IDLE: a client died
                 // with a request in flight. Fail closed (docs/mailbox.md §3.4).
                 self.make_terminal(TerminalReason::ClientLost);
+                return Err(MailboxError::Terminal {
+                    reason: lane::terminal_reason(&self.file.map),
+                    detail: None,
+                });
             }
             return Err(not_now(e));
         }
@@ -323,7 +346,14 @@ impl Mailbox {
             map.write(REQUEST_REGION + at, p);
         }
         let (kind, target_rank) = target.kind();
-        let sequence = map.load64(off::SEQUENCE) + 1;
+        let Some(sequence) = map.load64(off::SEQUENCE).checked_add(1) else {
+            self.make_terminal(TerminalReason::Protocol);
+            return Err(MailboxError::Terminal {
+                reason: TerminalReason::Protocol,
+                detail: None,
+            });
+        };
+        let map = &self.file.map;
         lane::client_publish(
             map,
             &Publish {
@@ -537,17 +567,18 @@ impl Mailbox {
         )
     }
 
-    /// Overwrites the first `len` bytes of the request region with `fill`.
-    /// Only while the region is the client's (after TASK_ACCEPTED): a
-    /// test of the copy-before-accept rule, or staging the next request.
-    pub fn overwrite_request_region(&self, len: usize, fill: u8) {
+    /// Overwrites the first `len` bytes of the request region with `fill`,
+    /// only while the region is the client's (IDLE, or TASK_ACCEPTED: a
+    /// test of the copy-before-accept rule, or staging the next request).
+    /// Returns whether it did.
+    pub fn overwrite_request_region(&self, len: usize, fill: u8) -> bool {
         let state = lane::request(&self.file.map);
-        assert!(
-            matches!(state, Some(RequestState::TaskAccepted | RequestState::Idle)),
-            "the request region is rank 0's in {state:?}"
-        );
+        if !matches!(state, Some(RequestState::TaskAccepted | RequestState::Idle)) {
+            return false;
+        }
         let len = len.min(crate::layout::REGION_LEN);
         self.file.map.write(REQUEST_REGION, &vec![fill; len]);
+        true
     }
 
     fn request(

@@ -182,3 +182,31 @@ fn a_client_that_started_the_job_and_is_killed_takes_the_job_with_it() {
     assert!(left.is_ok(), "processes left: {left:?}");
     assert!(!files::mailbox_path(&job_name).exists());
 }
+
+#[test]
+fn a_killed_launcher_makes_the_group_terminal_for_a_shell_client() {
+    let (mut job, m) = shell_job("launcher-kill");
+    let name = job.name.clone();
+    let mut mb = sperli_mailbox::Mailbox::attach(&name).unwrap();
+    mb.wait_ready(Duration::from_secs(30)).unwrap();
+    mb.ping().unwrap();
+    kill9(m.launcher_pid);
+    let _ = job.run.wait();
+    let t = Instant::now();
+    let e = mb.ping().unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MailboxError::Terminal {
+                reason: TerminalReason::LauncherExit,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    // Rank 0 sees the TERMINAL lane and ends the job (ABORT), launcher or not.
+    let left = gone_within(&job.label, Duration::from_secs(5));
+    files::remove(&name);
+    assert!(left.is_ok(), "ranks left: {left:?}");
+}

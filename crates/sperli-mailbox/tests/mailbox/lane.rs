@@ -28,8 +28,7 @@ fn copy_before_accept_the_client_overwrites_its_region_at_once() {
         let r =
             j.mb.submit_with_accept_hook("digest", target, &[&payload], &mut |mb| {
                 // TASK_ACCEPTED: the request region is the client's again.
-                mb.overwrite_request_region(payload.len(), 0xff);
-                hooked = true;
+                hooked = mb.overwrite_request_region(payload.len(), 0xff);
             })
             .expect("digest");
         assert!(hooked, "the hook ran after TASK_ACCEPTED");
