@@ -12,7 +12,7 @@ use std::time::Instant;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM, AES_256_GCM};
 use sperli_tls::composite_sig::{generate, sign, verify};
 use sperli_tls::config::{accept, client_config_from_pem, connect, server_config_from_pem};
-use sperli_transport::JobPlan;
+use sperli_tls::job_plan::JobPlan;
 use sperli_wire::element::{ElementType, Reduction};
 use sperli_wire::limits::CONTEXT_JOIN;
 use sperli_wire::reduce::combine_into;

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use sperli_ckpt::{Checkpointer, JobKeys};
 use sperli_collective::Comm;
-use sperli_transport::job::JobPlan;
+use sperli_tls::job_plan::JobPlan;
 use sperli_transport::{Endpoint, Settings};
 
 const RANKS: u32 = 4;

@@ -36,7 +36,7 @@ use crate::state::{decode_state, encode_state_into, Checkpointable};
 /// checkpoint directory (`sperli run --checkpoint-dir DIR` passes
 /// `DIR/rank-<r>`; layouts §7 "`<dir>` is the rank's own checkpoint
 /// directory").
-pub const ENV_CHECKPOINT_DIR: &str = "SPERLI_CHECKPOINT_DIR";
+pub const ENV_CHECKPOINT_DIR: &str = sperli_wire::env::CHECKPOINT_DIR;
 
 /// A rank's checkpoint and resume engine (docs/sperli-protocol.md §9.4,
 /// §10.2). It owns the rank's [`Comm`] (reach it with [`Checkpointer::comm`])
@@ -193,7 +193,7 @@ fn chunk_error(e: ChunkError) -> Error {
 /// `POINT` (`step0` .. `step5`, `step4-commit-written`, `resume`). Unset,
 /// it costs one environment lookup per step; nothing else reads it.
 fn test_kill_point(point: &str, rank: u32, incarnation: u32, epoch: u64) {
-    let Some(v) = std::env::var_os("SPERLI_TEST_CKPT_KILL") else {
+    let Some(v) = std::env::var_os(sperli_wire::env::TEST_CKPT_KILL) else {
         return;
     };
     let want = format!("{point},{rank},{incarnation},{epoch}");

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use sperli_ckpt::{Checkpointer, JobKeys};
 use sperli_collective::Comm;
-use sperli_transport::job::{local_hosts, JobPlan};
+use sperli_tls::job_plan::{local_hosts, JobPlan};
 use sperli_transport::{Endpoint, Settings};
 use sperli_wire::ckpt_path::{buddy_file_name, epoch_dir, rank_file_name, temp_name};
 use sperli_wire::rank_file::{verify_rank_file, RankFileExpect};

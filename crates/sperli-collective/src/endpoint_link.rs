@@ -87,7 +87,7 @@ impl Comm<Endpoint> {
         line.fill(0);
         let desc = desc?;
         let mut settings = Settings::default();
-        if let Some(ms) = std::env::var("SPERLI_SILENCE_MS")
+        if let Some(ms) = std::env::var(sperli_wire::env::SILENCE_MS)
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
         {

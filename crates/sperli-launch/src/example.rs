@@ -321,7 +321,7 @@ pub fn run(args: &[String]) -> ExitCode {
         }
         Some(mode @ ("exit" | "exit-once")) => {
             // `exit-once` fails only in the first incarnation, so a restart succeeds.
-            let first = std::env::var("SPERLI_INCARNATION").map_or(true, |v| v == "1");
+            let first = std::env::var(sperli_wire::env::INCARNATION).map_or(true, |v| v == "1");
             let fail_now = mode == "exit" || first;
             let code: u8 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3);
             let who: u32 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0);

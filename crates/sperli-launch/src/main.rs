@@ -21,7 +21,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use sperli_launch::hosts::{parse_host_list, parse_hostfile, place, HostSpec};
 use sperli_launch::supervise::{run_job, Options, Outcome, RankLaunch, EXIT_USAGE};
-use sperli_transport::job::JobPlan;
+use sperli_tls::job_plan::JobPlan;
 use sperli_wire::job_description::HostEntry;
 use sperli_wire::refused_hosts::{RefusedHosts, ENV_VAR};
 
@@ -133,7 +133,7 @@ fn assign(n: u32, hosts: &[HostSpec]) -> Result<Vec<HostEntry>, String> {
                     port
                 }
                 None if sperli_launch::supervise::is_local(&spec.host) => {
-                    sperli_transport::job::free_port(&spec.host).map_err(|e| e.to_string())?
+                    sperli_tls::job_plan::free_port(&spec.host).map_err(|e| e.to_string())?
                 }
                 None => {
                     // A remote host without a port: consecutive ports from
@@ -275,7 +275,7 @@ fn run(args: RunArgs) -> ExitCode {
                     if policy.check(&spare.host).is_ok() {
                         let port = match spare.port {
                             Some(p) => p,
-                            None => match sperli_transport::job::free_port(&spare.host) {
+                            None => match sperli_tls::job_plan::free_port(&spare.host) {
                                 Ok(p) => p,
                                 Err(e) => return fail(format!("no free port: {e}")),
                             },

@@ -122,13 +122,11 @@ pub enum ManifestError {
 }
 
 /// Every error of the mailbox (docs/mailbox.md §8).
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone)]
 pub enum MailboxError {
     /// The header is refused at attach (H1640).
-    #[error("H1640 mailbox refused: {0}")]
-    Layout(#[from] LayoutError),
+    Layout(LayoutError),
     /// The file is refused at attach (H1640).
-    #[error("H1640 mailbox {path} refused: {problem}")]
     File {
         /// The file.
         path: PathBuf,
@@ -136,7 +134,6 @@ pub enum MailboxError {
         problem: FileProblem,
     },
     /// The manifest is refused (H1640).
-    #[error("H1640 manifest {path} refused: {error}")]
     Manifest {
         /// The file.
         path: PathBuf,
@@ -144,7 +141,6 @@ pub enum MailboxError {
         error: ManifestError,
     },
     /// The manifest and the mailbox header disagree (H1640).
-    #[error("H1640 manifest says {field} {manifest}, the mailbox header {header}")]
     ManifestMismatch {
         /// The field.
         field: &'static str,
@@ -154,30 +150,22 @@ pub enum MailboxError {
         header: u64,
     },
     /// A mailbox name is refused (H1640).
-    #[error("H1640 {0}")]
-    Name(#[from] NameError),
+    Name(NameError),
     /// No such mailbox (H1640).
-    #[error("H1640 no mailbox {path} (is the job started with `sperli run --mailbox NAME`?)")]
     NotFound {
         /// The file looked for.
         path: PathBuf,
     },
     /// A mailbox of that name exists already (H1640).
-    #[error(
-        "H1640 mailbox {path} exists already (another job uses the name, or remove a stale one)"
-    )]
     Exists {
         /// The file.
         path: PathBuf,
     },
     /// A request refused before it is published (H1641).
-    #[error("H1641 request refused: {0}")]
-    Request(#[from] RequestError),
+    Request(RequestError),
     /// Some target rank failed (H1642); the replies of the others are in it.
-    #[error("H1642 task {} failed: {}", .0.sequence, describe_failures(.0))]
     TaskFailed(Box<Replies>),
     /// The group is TERMINAL (H1643), for good.
-    #[error("H1643 mailbox group is TERMINAL: {reason}{}", detail.as_ref().map(|d| format!(" ({d})")).unwrap_or_default())]
     Terminal {
         /// Why.
         reason: TerminalReason,
@@ -185,13 +173,11 @@ pub enum MailboxError {
         detail: Option<RankError>,
     },
     /// The group is not serving requests (H1643): CLOSED, or not READY yet.
-    #[error("H1643 mailbox group is {group}, not READY")]
     NotServing {
         /// Its state.
         group: GroupState,
     },
     /// A wait passed its timeout (H1644).
-    #[error("H1644 {what}: no answer within {after_ms} ms (request state {state})")]
     Timeout {
         /// What waited.
         what: &'static str,
@@ -201,19 +187,15 @@ pub enum MailboxError {
         state: RequestState,
     },
     /// The reply region does not decode (H1645).
-    #[error("H1645 reply region malformed: {0}")]
-    Records(#[from] RecordError),
+    Records(RecordError),
     /// Another client holds the lease (H1645).
-    #[error("H1645 mailbox busy: another client (pid {pid}) holds its lease")]
     Busy {
         /// The pid the header names.
         pid: u32,
     },
     /// A collective or the transport failed (its own H-code).
-    #[error("{0}")]
-    Collective(#[from] sperli_wire::Error),
+    Collective(sperli_wire::Error),
     /// The launcher could not be started (no code: a local failure).
-    #[error("cannot start the launcher {program}: {kind}")]
     Launch {
         /// The program.
         program: PathBuf,
@@ -221,13 +203,11 @@ pub enum MailboxError {
         kind: std::io::ErrorKind,
     },
     /// The launcher ended before the mailbox was READY (no code).
-    #[error("the launcher exited ({status}) before the mailbox was READY")]
     LauncherEnded {
         /// Its exit status.
         status: String,
     },
     /// A local I/O failure (no code).
-    #[error("{op} {}: {kind}", path.display())]
     Io {
         /// What was done.
         op: &'static str,
@@ -237,10 +217,6 @@ pub enum MailboxError {
         kind: std::io::ErrorKind,
     },
     /// The rank program was not started with a mailbox (no code).
-    #[error(
-        "rank 0 has no {} in its environment: start the job with `sperli run --mailbox NAME`",
-        crate::MAILBOX_ENV
-    )]
     NoMailboxEnv,
 }
 
@@ -269,5 +245,127 @@ impl MailboxError {
             Records(_) | Busy { .. } => Some(MailboxCode::H1645),
             Collective(_) | Launch { .. } | LauncherEnded { .. } | Io { .. } | NoMailboxEnv => None,
         }
+    }
+}
+
+impl fmt::Display for MailboxError {
+    /// `H16xx ` from [`MailboxError::code`] (the one place codes are
+    /// written), then what happened.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use MailboxError::*;
+        if let Some(c) = self.code() {
+            write!(f, "{c} ")?;
+        }
+        match self {
+            Layout(e) => write!(f, "mailbox refused: {e}"),
+            File { path, problem } => write!(f, "mailbox {} refused: {problem}", path.display()),
+            Manifest { path, error } => write!(f, "manifest {} refused: {error}", path.display()),
+            ManifestMismatch {
+                field,
+                manifest,
+                header,
+            } => write!(
+                f,
+                "manifest says {field} {manifest}, the mailbox header {header}"
+            ),
+            Name(e) => write!(f, "{e}"),
+            NotFound { path } => write!(
+                f,
+                "no mailbox {} (is the job started with `sperli run --mailbox NAME`?)",
+                path.display()
+            ),
+            Exists { path } => write!(
+                f,
+                "mailbox {} exists already (another job uses the name, or remove a stale one)",
+                path.display()
+            ),
+            Request(e) => write!(f, "request refused: {e}"),
+            TaskFailed(r) => write!(f, "task {} failed: {}", r.sequence, describe_failures(r)),
+            Terminal { reason, detail } => {
+                write!(f, "mailbox group is TERMINAL: {reason}")?;
+                match detail {
+                    Some(d) => write!(f, " ({d})"),
+                    None => Ok(()),
+                }
+            }
+            NotServing { group } => write!(f, "mailbox group is {group}, not READY"),
+            Timeout {
+                what,
+                after_ms,
+                state,
+            } => write!(
+                f,
+                "{what}: no answer within {after_ms} ms (request state {state})"
+            ),
+            Records(e) => write!(f, "reply region malformed: {e}"),
+            Busy { pid } => write!(
+                f,
+                "mailbox busy: another client (pid {pid}) holds its lease"
+            ),
+            Collective(e) => write!(f, "{e}"),
+            Launch { program, kind } => write!(
+                f,
+                "cannot start the launcher {}: {kind}",
+                program.display()
+            ),
+            LauncherEnded { status } => write!(
+                f,
+                "the launcher exited ({status}) before the mailbox was READY"
+            ),
+            Io { op, path, kind } => write!(f, "{op} {}: {kind}", path.display()),
+            NoMailboxEnv => write!(
+                f,
+                "rank 0 has no {} in its environment: start the job with `sperli run --mailbox NAME`",
+                crate::MAILBOX_ENV
+            ),
+        }
+    }
+}
+
+impl std::error::Error for MailboxError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            MailboxError::Layout(e) => Some(e),
+            MailboxError::Name(e) => Some(e),
+            MailboxError::Request(e) => Some(e),
+            MailboxError::Records(e) => Some(e),
+            MailboxError::Collective(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+macro_rules! from {
+    ($($t:ty => $v:ident),+) => {
+        $(impl From<$t> for MailboxError {
+            fn from(e: $t) -> Self {
+                MailboxError::$v(e)
+            }
+        })+
+    };
+}
+
+from!(LayoutError => Layout, NameError => Name, RequestError => Request,
+      RecordError => Records, sperli_wire::Error => Collective);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_code_is_written_once_before_the_text() {
+        let e = MailboxError::from(LayoutError::Version { got: 2 });
+        assert_eq!(
+            e.to_string(),
+            "H1640 mailbox refused: version: expected 1, got 2"
+        );
+        let e = MailboxError::Busy { pid: 7 };
+        assert_eq!(
+            e.to_string(),
+            "H1645 mailbox busy: another client (pid 7) holds its lease"
+        );
+        let e = MailboxError::NoMailboxEnv;
+        assert!(e.code().is_none());
+        assert!(e.to_string().starts_with("rank 0 has no SPERLI_MAILBOX"));
     }
 }

@@ -15,7 +15,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use sperli_tls::config::{accept, client_config_from_pem, connect, server_config_from_pem};
-use sperli_transport::{Endpoint, JobPlan, Settings};
+use sperli_tls::job_plan::JobPlan;
+use sperli_transport::{Endpoint, Settings};
 
 const ROUNDS: usize = 2000;
 const BIG: usize = 16 * 1024 * 1024;

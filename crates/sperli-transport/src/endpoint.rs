@@ -10,10 +10,10 @@ use mio::{Poll, Waker};
 use sperli_tls::config::PrivatePemDir;
 use sperli_tls::pki::RankIdentity;
 use sperli_wire::abort::AbortReason;
-use sperli_wire::error::{ArgumentError, FrameError, LossCause, MismatchError};
+use sperli_wire::error::{ArgumentError, FrameError, LossCause, MismatchError, UsageError};
 use sperli_wire::header::FrameHeader;
 use sperli_wire::job_description::JobDescription;
-use sperli_wire::limits::{COLLECTIVE_HEADER_LEN, MAX_PAYLOAD, MAX_USER_TAG};
+use sperli_wire::limits::{COLLECTIVE_HEADER_LEN, FEATURE_V1_CORE, MAX_PAYLOAD, MAX_USER_TAG};
 use sperli_wire::payload::Payload;
 use sperli_wire::refused_hosts::RefusedHosts;
 use sperli_wire::{Error, FrameType};
@@ -129,7 +129,7 @@ impl UserState {
             Incoming::Collective(p) => self.collective[f].push_back(p),
             Incoming::Checkpoint(h, p) => self.ckpt[f].push_back((h, p)),
             Incoming::Bye => self.bye[f] = true,
-            Incoming::Authenticated => {}
+            Incoming::Authenticated { .. } => {}
         }
     }
 }
@@ -190,7 +190,7 @@ impl Endpoint {
     /// `SPERLI_REFUSED_HOSTS` (and the built-in names); see
     /// [`Endpoint::start_with_policy`].
     pub fn start(desc: &JobDescription, settings: Settings) -> Result<Self, Error> {
-        let var = std::env::var("SPERLI_REFUSED_HOSTS").ok();
+        let var = std::env::var(sperli_wire::env::REFUSED_HOSTS).ok();
         Self::start_with_policy(desc, settings, RefusedHosts::new(var.as_deref(), None))
     }
 
@@ -214,6 +214,7 @@ impl Endpoint {
             hosts: desc.hosts.clone(),
             job_public_key: desc.job_public_key.clone(),
             refused,
+            features: settings.features | FEATURE_V1_CORE,
         });
         let (server, client) = {
             let identity = RankIdentity::new(
@@ -232,7 +233,7 @@ impl Endpoint {
         let waker = Arc::new(mesh::waker(&poll).map_err(|e| Error::io("creating the waker", &e))?);
         let (cmd_tx, cmd_rx) = crossbeam_channel::unbounded();
         let (ev_tx, ev_rx) = crossbeam_channel::unbounded();
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared::new(ctx.features));
         warm_malloc();
         let spin = settings.spin;
         let m = Mesh::new(
@@ -293,6 +294,15 @@ impl Endpoint {
         self.ctx.size
     }
 
+    /// The HELLO feature bits every rank of the job announced, this one
+    /// included (protocol §7.1.1): an extension is used only when its bit
+    /// is set here. Fixed once [`Endpoint::start`] returns.
+    pub fn features(&self) -> u64 {
+        self.shared
+            .job_features
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The job's error, if it failed.
     pub fn error(&self) -> Option<Error> {
         self.shared.error.get().cloned()
@@ -301,10 +311,7 @@ impl Endpoint {
     fn check(&self) -> Result<(), Error> {
         match self.shared.error.get() {
             Some(e) => Err(e.clone()),
-            None if self.st.borrow().finished => Err(Error::Io {
-                op: "using an endpoint after finish",
-                kind: std::io::ErrorKind::NotConnected,
-            }),
+            None if self.st.borrow().finished => Err(UsageError::AfterFinish.into()),
             None => Ok(()),
         }
     }
@@ -368,9 +375,7 @@ impl Endpoint {
     fn peer_left(peer: u32) -> Error {
         Error::PeerLost {
             peer,
-            cause: LossCause::Socket {
-                kind: std::io::ErrorKind::NotConnected,
-            },
+            cause: LossCause::Departed,
         }
     }
 
@@ -559,8 +564,8 @@ impl Endpoint {
     /// Sends `data` to rank `to` with `tag` (0..=2147483647; a bigger tag is
     /// refused here with H1618 before anything is sent, as is a rank >= size
     /// (`ArgumentError::Tag`, `ArgumentError::Rank`); neither ends the job). A send to a peer
-    /// that already said BYE fails with H1613 (`LossCause::Socket` with
-    /// `NotConnected`) without ending the job; so does a receive from it
+    /// that already said BYE fails with H1613 (`LossCause::Departed`)
+    /// without ending the job; so does a receive from it
     /// that nothing queued can satisfy. At most 16777216
     /// bytes (see [`Endpoint::send_large`]); empty messages are valid; a
     /// send to this rank itself is queued locally. Up to 64 KiB it returns

@@ -24,7 +24,7 @@ use std::path::Path;
 use sperli_wire::Error;
 
 /// The environment variable that names the file of the record.
-pub const ENV_VAR: &str = "SPERLI_ERROR_FILE";
+pub const ENV_VAR: &str = sperli_wire::env::ERROR_FILE;
 
 /// What a failed rank reports about its failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

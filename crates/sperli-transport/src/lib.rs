@@ -41,7 +41,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use endpoint::{Endpoint, RecvHandle, SendHandle, Status};
-pub use job::JobPlan;
 
 /// Settings of a rank's transport (protocol text "Verbindungen").
 #[derive(Debug, Clone)]
@@ -66,6 +65,12 @@ pub struct Settings {
     /// of the error that ends the job step, before the program sees the
     /// error (the launcher's `SPERLI_ERROR_FILE`). Default none.
     pub error_file: Option<PathBuf>,
+    /// The HELLO feature bits this rank announces (protocol §7.1.1).
+    /// Default: every extension this implementation has
+    /// ([`sperli_wire::limits::FEATURES_IMPLEMENTED`]); bit 0 is always
+    /// sent. Clearing a bit makes this rank v1-only for that extension,
+    /// and so the whole job ([`Endpoint::features`]).
+    pub features: u64,
 }
 
 impl Default for Settings {
@@ -77,6 +82,7 @@ impl Default for Settings {
             linger: Duration::from_secs(1),
             spin: Duration::ZERO,
             error_file: None,
+            features: sperli_wire::limits::FEATURES_IMPLEMENTED,
         }
     }
 }

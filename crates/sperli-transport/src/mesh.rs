@@ -30,9 +30,9 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use rustls::{ClientConfig, ClientConnection, ServerConfig, ServerConnection};
 use sperli_tls::config::{check_peer, server_name_for_host, tls_failure};
-use sperli_tls::pki::peer_identity;
+use sperli_tls::pki::{peer_identity, rank_from_cn};
 use sperli_wire::abort::AbortReason;
-use sperli_wire::error::{AuthError, DecodeError, FrameError, LossCause, TlsFailure};
+use sperli_wire::error::{AuthError, FrameError, HCode, LossCause, TlsFailure};
 use sperli_wire::header::FrameHeader;
 use sperli_wire::Error;
 
@@ -86,7 +86,7 @@ pub(crate) enum Event {
 }
 
 /// State shared by both threads.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Shared {
     /// The job's error, set once.
     pub error: OnceLock<Error>,
@@ -103,9 +103,25 @@ pub(crate) struct Shared {
     pub links: Mutex<Vec<Option<Weak<Mutex<Link>>>>>,
     /// Large payload buffers for reuse (received frames, written frames).
     pub pool: Arc<BufPool>,
+    /// This rank's HELLO features ANDed with every authenticated peer's:
+    /// once set-up is done, the job's extensions (protocol §7.1.1).
+    pub job_features: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
+    /// The shared state of a rank that announces `features`.
+    pub(crate) fn new(features: u64) -> Self {
+        Self {
+            error: OnceLock::new(),
+            done: Mutex::default(),
+            undelivered: Mutex::default(),
+            cv: Condvar::new(),
+            links: Mutex::default(),
+            pool: Arc::default(),
+            job_features: std::sync::atomic::AtomicU64::new(features),
+        }
+    }
+
     pub(crate) fn mark_done(&self, seqs: &mut Vec<u64>) {
         if seqs.is_empty() {
             return;
@@ -684,19 +700,16 @@ impl Mesh {
             Some(e @ (Error::Authentication { .. } | Error::HostRefused { .. })) => {
                 self.last_auth_error = Some(e)
             }
+            Some(Error::FrameRejected(FrameError::Unexpected { frame_type, .. })) => {
+                self.last_auth_error = Some(Error::Authentication {
+                    peer: None,
+                    error: AuthError::NotHello { got: frame_type },
+                })
+            }
             Some(Error::FrameRejected(f)) => {
                 self.last_auth_error = Some(Error::Authentication {
                     peer: None,
-                    error: AuthError::Hello(DecodeError::Mismatch {
-                        field: "first frame (a valid HELLO)",
-                        expected: 1,
-                        got: match f {
-                            FrameError::Unexpected { frame_type, .. } => {
-                                u64::from(frame_type.code())
-                            }
-                            _ => 0,
-                        },
-                    }),
+                    error: AuthError::BadFirstFrame(f),
                 })
             }
             _ => {}
@@ -864,8 +877,8 @@ impl Mesh {
                 continue;
             }
             match inc {
-                Incoming::Authenticated => {
-                    if let Err(e) = self.authenticated(t, peer) {
+                Incoming::Authenticated { features } => {
+                    if let Err(e) = self.authenticated(t, peer, features) {
                         result = Err(e);
                     }
                 }
@@ -933,18 +946,17 @@ impl Mesh {
                     .and_then(|c| peer_identity(c).ok())
                     .map(|id| id.common_name)
                     .unwrap_or_default();
-                let prefix = format!("sperli-{}-", job.to_hex());
-                let r = cn
-                    .strip_prefix(&prefix)
-                    .and_then(|n| n.parse::<u32>().ok())
-                    .filter(|n| n.to_string() == cn[prefix.len()..]);
+                let r = rank_from_cn(&job, &cn);
                 match r {
                     Some(r) if r < self.ctx.rank && self.peers[r as usize].is_none() => r,
                     _ => {
                         return Err(SockError::Unauthenticated(Some(Error::Authentication {
                             peer: r,
                             error: AuthError::Subject {
-                                expected: format!("{prefix}<lower rank not yet connected>"),
+                                expected: format!(
+                                    "sperli-{}-<lower rank not yet connected>",
+                                    job.to_hex()
+                                ),
                                 got: cn,
                             },
                         })))
@@ -967,10 +979,15 @@ impl Mesh {
         Ok(())
     }
 
-    fn authenticated(&mut self, t: Token, rank: u32) -> Result<(), SockError> {
+    fn authenticated(&mut self, t: Token, rank: u32, features: u64) -> Result<(), SockError> {
         if self.peers[rank as usize].is_some() {
             return Err(SockError::Unauthenticated(None));
         }
+        // Every rank sees every peer's HELLO, so every rank decides the
+        // job's extensions alike (protocol §7.1.1).
+        self.shared
+            .job_features
+            .fetch_and(features, std::sync::atomic::Ordering::Relaxed);
         if let Some(s) = self.socks.get_mut(&t) {
             s.peer = Some(rank);
             if s.dialled.is_some() {
@@ -1221,7 +1238,11 @@ impl Mesh {
         }
         let abort = abort.or_else(|| match &error {
             Error::AbortedByPeer { .. } => None,
-            Error::FrameRejected(_) => Some((AbortReason::RejectedFrame, 1610, error.to_string())),
+            Error::FrameRejected(_) => Some((
+                AbortReason::RejectedFrame,
+                HCode::H1610.number(),
+                error.to_string(),
+            )),
             e => Some((
                 AbortReason::PeerLost,
                 e.h_code().map_or(0, |c| c.number()),

@@ -382,6 +382,17 @@ pub enum AuthError {
     /// The join token fails one check.
     #[error("join token: {0}")]
     Token(TokenError),
+    /// The first frame on the connection is not a HELLO (protocol §7.1:
+    /// nothing may come before HELLO).
+    #[error("first frame is {got}, not HELLO")]
+    NotHello {
+        /// The type of the frame that came first.
+        got: FrameType,
+    },
+    /// The first frame's header is rejected (protocol §6.2) before any
+    /// HELLO was accepted.
+    #[error("first frame rejected: {0}")]
+    BadFirstFrame(FrameError),
 }
 
 /// Why a TLS handshake failed, in our words (the TLS crate maps its errors here).
@@ -492,6 +503,11 @@ pub enum LossCause {
     /// The connection was reset.
     #[error("connection reset")]
     Reset,
+    /// The peer ended its job step normally: it sent BYE and closed
+    /// (protocol §7.6). Not a failure of the job; a send to it, or a
+    /// receive that nothing queued from it can satisfy, cannot complete.
+    #[error("left the job (BYE)")]
+    Departed,
     /// Another socket error.
     #[error("socket error {kind:?}")]
     Socket {
@@ -663,15 +679,15 @@ impl fmt::Display for HashSubject {
 }
 
 /// What the project's operations can fail with. Each variant maps to one
-/// H-code in [`Error::h_code`]; I/O failures of the local machine carry none.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// H-code in [`Error::h_code`]; failures of the local machine and misuse of
+/// the API carry none. `Display` writes the H-code (from `h_code`, the one
+/// place it is written) and then what happened: `H1610 frame rejected: ...`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
     /// H1610.
-    #[error("H1610 frame rejected: {0}")]
-    FrameRejected(#[from] FrameError),
+    FrameRejected(FrameError),
     /// H1611.
-    #[error("H1611 authentication of rank {peer:?} failed: {error}")]
     Authentication {
         /// The rank the peer claimed or was expected to be, if known.
         peer: Option<u32>,
@@ -679,7 +695,6 @@ pub enum Error {
         error: AuthError,
     },
     /// H1612.
-    #[error("H1612 job aborted by rank {from}: reason {reason}, code {code}: {message}")]
     AbortedByPeer {
         /// The rank that sent ABORT.
         from: u32,
@@ -691,7 +706,6 @@ pub enum Error {
         message: String,
     },
     /// H1613.
-    #[error("H1613 peer rank {peer} lost: {cause}")]
     PeerLost {
         /// The lost rank.
         peer: u32,
@@ -699,7 +713,6 @@ pub enum Error {
         cause: LossCause,
     },
     /// H1614.
-    #[error("H1614 host {host:?} refused: {rule}")]
     HostRefused {
         /// The host as given.
         host: String,
@@ -707,10 +720,8 @@ pub enum Error {
         rule: RefusalRule,
     },
     /// H1615.
-    #[error("H1615 invalid job description: {0}")]
     JobDescription(DecodeError),
     /// H1616.
-    #[error("H1616 connection set-up timed out after {after_ms} ms; missing ranks {missing:?}")]
     SetupTimeout {
         /// The set-up window.
         after_ms: u64,
@@ -718,13 +729,10 @@ pub enum Error {
         missing: Vec<u32>,
     },
     /// H1617.
-    #[error("H1617 collective mismatch: {0}")]
     CollectiveMismatch(MismatchError),
     /// H1618.
-    #[error("H1618 invalid collective arguments: {0}")]
-    InvalidArguments(#[from] ArgumentError),
+    InvalidArguments(ArgumentError),
     /// H1619.
-    #[error("H1619 not the expected {what}: {error}")]
     UnexpectedFile {
         /// "rank file", "buddy copy", ...
         what: &'static str,
@@ -732,7 +740,6 @@ pub enum Error {
         error: DecodeError,
     },
     /// H1620.
-    #[error("H1620 SHA-256 mismatch ({what}): expected {expected}, got {got}")]
     HashMismatch {
         /// What was hashed.
         what: HashSubject,
@@ -742,16 +749,13 @@ pub enum Error {
         got: Sha256Digest,
     },
     /// H1621.
-    #[error("H1621 bad COMMIT: {0}")]
     BadCommit(CommitError),
     /// H1622.
-    #[error("H1622 no epoch can be resumed: {reason}")]
     NoResumableEpoch {
         /// Why (the last failure).
         reason: Box<Error>,
     },
     /// H1623.
-    #[error("H1623 signed COMMIT for size {got}, this job has size {expected}")]
     CommitSizeMismatch {
         /// The job's size.
         expected: u32,
@@ -759,16 +763,17 @@ pub enum Error {
         got: u32,
     },
     /// H1624.
-    #[error("H1624 checkpoint with {sends} open send and {recvs} open receive handles")]
     OpenHandles {
         /// Open send handles (on this rank, or summed).
         sends: u64,
         /// Open receive handles.
         recvs: u64,
     },
+    /// The program used the API in a way it does not allow (no H-code:
+    /// not bad input from a peer, and nothing was sent).
+    Usage(UsageError),
     /// The open-file limit is too low for the job size (no H-code: a local
     /// setting). Raise it with `ulimit -n` (and the hard limit if needed).
-    #[error("the open-file limit (soft {soft}, hard {hard}) is below the {needed} this job needs; raise it with `ulimit -n {needed}`")]
     FdLimit {
         /// Descriptors the rank needs.
         needed: u64,
@@ -778,7 +783,6 @@ pub enum Error {
         hard: u64,
     },
     /// A local I/O failure (no H-code: not bad input).
-    #[error("I/O error during {op}: {kind:?}")]
     Io {
         /// What was being done.
         op: &'static str,
@@ -815,8 +819,117 @@ pub enum CommitError {
     BadSignature,
 }
 
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(code) = self.h_code() {
+            write!(f, "{code} ")?;
+        }
+        match self {
+            Error::FrameRejected(e) => write!(f, "frame rejected: {e}"),
+            Error::Authentication {
+                peer: Some(peer),
+                error,
+            } => write!(f, "authentication of rank {peer} failed: {error}"),
+            Error::Authentication { peer: None, error } => {
+                write!(f, "authentication of a peer failed: {error}")
+            }
+            Error::AbortedByPeer {
+                from,
+                reason,
+                code,
+                message,
+            } => write!(
+                f,
+                "job aborted by rank {from}: reason {reason}, code {code}: {message}"
+            ),
+            Error::PeerLost {
+                peer,
+                cause: LossCause::Departed,
+            } => write!(f, "peer rank {peer} left (BYE)"),
+            Error::PeerLost { peer, cause } => write!(f, "peer rank {peer} lost: {cause}"),
+            Error::HostRefused { host, rule } => write!(f, "host {host:?} refused: {rule}"),
+            Error::JobDescription(e) => write!(f, "invalid job description: {e}"),
+            Error::SetupTimeout { after_ms, missing } => write!(
+                f,
+                "connection set-up timed out after {after_ms} ms; missing ranks {missing:?}"
+            ),
+            Error::CollectiveMismatch(e) => write!(f, "collective mismatch: {e}"),
+            Error::InvalidArguments(e) => write!(f, "invalid collective arguments: {e}"),
+            Error::UnexpectedFile { what, error } => write!(f, "not the expected {what}: {error}"),
+            Error::HashMismatch {
+                what,
+                expected,
+                got,
+            } => write!(f, "SHA-256 mismatch ({what}): expected {expected}, got {got}"),
+            Error::BadCommit(e) => write!(f, "bad COMMIT: {e}"),
+            Error::NoResumableEpoch { reason } => write!(f, "no epoch can be resumed: {reason}"),
+            Error::CommitSizeMismatch { expected, got } => write!(
+                f,
+                "signed COMMIT for size {got}, this job has size {expected}"
+            ),
+            Error::OpenHandles { sends, recvs } => write!(
+                f,
+                "checkpoint with {sends} open send and {recvs} open receive handles"
+            ),
+            Error::Usage(e) => write!(f, "{e}"),
+            Error::FdLimit { needed, soft, hard } => write!(
+                f,
+                "the open-file limit (soft {soft}, hard {hard}) is below the {needed} this job needs; raise it with `ulimit -n {needed}`"
+            ),
+            Error::Io { op, kind } => write!(f, "I/O error during {op}: {kind:?}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::FrameRejected(e) => Some(e),
+            Error::Authentication { error, .. } => Some(error),
+            Error::PeerLost { cause, .. } => Some(cause),
+            Error::HostRefused { rule, .. } => Some(rule),
+            Error::JobDescription(e) | Error::UnexpectedFile { error: e, .. } => Some(e),
+            Error::CollectiveMismatch(e) => Some(e),
+            Error::InvalidArguments(e) => Some(e),
+            Error::BadCommit(e) => Some(e),
+            Error::NoResumableEpoch { reason } => Some(reason.as_ref()),
+            Error::Usage(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<FrameError> for Error {
+    fn from(e: FrameError) -> Self {
+        Error::FrameRejected(e)
+    }
+}
+
+impl From<ArgumentError> for Error {
+    fn from(e: ArgumentError) -> Self {
+        Error::InvalidArguments(e)
+    }
+}
+
+impl From<UsageError> for Error {
+    fn from(e: UsageError) -> Self {
+        Error::Usage(e)
+    }
+}
+
+/// A use of the API the library does not allow ([`Error::Usage`], no
+/// H-code): the program's mistake, found before anything is sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UsageError {
+    /// A call on an endpoint whose job step already ended normally.
+    #[error("the endpoint was used after its job step finished")]
+    AfterFinish,
+}
+
 impl Error {
-    /// The H-code of this error, or `None` for local I/O failures.
+    /// The H-code of this error, or `None` for failures of the local
+    /// machine and misuse of the API.
     /// This is the one place errors map to codes.
     pub fn h_code(&self) -> Option<HCode> {
         Some(match self {
@@ -835,7 +948,7 @@ impl Error {
             Error::NoResumableEpoch { .. } => HCode::H1622,
             Error::CommitSizeMismatch { .. } => HCode::H1623,
             Error::OpenHandles { .. } => HCode::H1624,
-            Error::Io { .. } | Error::FdLimit { .. } => return None,
+            Error::Io { .. } | Error::FdLimit { .. } | Error::Usage(_) => return None,
         })
     }
 
@@ -856,6 +969,38 @@ mod tests {
             assert!(c.to_string().starts_with('H'));
         }
         assert_eq!(HCode::from_number(1609), None);
+    }
+
+    #[test]
+    fn display_writes_the_code_once_from_h_code() {
+        let samples = [
+            Error::FrameRejected(FrameError::ReservedTag { got: 1 << 31 }),
+            Error::PeerLost {
+                peer: 1,
+                cause: LossCause::Departed,
+            },
+            Error::Authentication {
+                peer: None,
+                error: AuthError::NotHello {
+                    got: FrameType::Data,
+                },
+            },
+            Error::InvalidArguments(ArgumentError::Tag { tag: 1 << 31 }),
+        ];
+        for e in samples {
+            let text = e.to_string();
+            let code = e.h_code().unwrap().to_string();
+            assert!(text.starts_with(&format!("{code} ")), "{text}");
+            assert_eq!(text.matches("H16").count(), 1, "{text}");
+        }
+        let left = Error::PeerLost {
+            peer: 1,
+            cause: LossCause::Departed,
+        };
+        assert_eq!(left.to_string(), "H1613 peer rank 1 left (BYE)");
+        let usage = Error::Usage(UsageError::AfterFinish);
+        assert_eq!(usage.h_code(), None);
+        assert!(!usage.to_string().starts_with('H'));
     }
 
     #[test]

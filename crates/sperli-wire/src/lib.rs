@@ -22,6 +22,7 @@ pub mod collective;
 pub mod commit_file;
 pub mod data;
 pub mod element;
+pub mod env;
 pub mod error;
 pub mod frame;
 pub mod frame_type;

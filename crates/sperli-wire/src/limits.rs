@@ -26,8 +26,18 @@ pub const SIGNATURE_LEN: usize = 2484;
 pub const SECRET_KEY_LEN: usize = 64;
 /// Protocol version in HELLO, the job description, CKPT_BEGIN and files.
 pub const PROTOCOL_VERSION: u16 = 1;
-/// HELLO feature bit 0: the v1 core.
+/// HELLO feature bit 0: the v1 core (protocol §7.1.1).
 pub const FEATURE_V1_CORE: u64 = 1;
+/// HELLO feature bit 1: pipelined collectives (protocol §7.1.1, reserved
+/// for the extension).
+pub const FEATURE_PIPELINED: u64 = 1 << 1;
+/// HELLO feature bit 2: communicators (protocol §7.1.1, reserved for the
+/// extension).
+pub const FEATURE_COMMUNICATORS: u64 = 1 << 2;
+/// The feature bits this implementation announces in its HELLO by
+/// default: the extensions it implements. An extension is used only when
+/// every rank of the job announced it (protocol §7.1.1).
+pub const FEATURES_IMPLEMENTED: u64 = FEATURE_V1_CORE;
 /// Heartbeat interval: a connection that sent nothing for this long sends one.
 pub const HEARTBEAT_INTERVAL_MS: u64 = 1000;
 /// Default silence limit before a peer counts as lost.

@@ -14,7 +14,7 @@ use crate::host::parse_ipv4;
 pub const RESERVED: [&str; 2] = ["host-a.invalid", "host-b.invalid"];
 
 /// The environment variable that names refused hosts.
-pub const ENV_VAR: &str = "SPERLI_REFUSED_HOSTS";
+pub const ENV_VAR: &str = crate::env::REFUSED_HOSTS;
 
 /// A refused-host policy.
 ///

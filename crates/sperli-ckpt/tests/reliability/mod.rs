@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use sperli_ckpt::{Checkpointer, JobKeys};
 use sperli_collective::{Comm, Reduction};
-use sperli_transport::job::JobPlan;
+use sperli_tls::job_plan::JobPlan;
 use sperli_transport::{Endpoint, Settings};
 use sperli_wire::ckpt_ack::CkptAck;
 use sperli_wire::ckpt_begin::CkptBegin;

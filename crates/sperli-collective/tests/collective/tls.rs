@@ -17,7 +17,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use sperli_collective::{Comm, Endpoint, Link};
-use sperli_transport::{JobPlan, Settings};
+use sperli_tls::job_plan::JobPlan;
+use sperli_transport::Settings;
 use sperli_wire::abort::AbortReason;
 use sperli_wire::element::{ElementType, Reduction};
 use sperli_wire::error::{ArgumentError, FrameError, MismatchError};

@@ -9,7 +9,8 @@ use sperli_mailbox::error::FileProblem;
 use sperli_mailbox::files::{self, mailbox_path, MailboxFile, Manifest};
 use sperli_mailbox::layout::{off, LayoutError, LAYOUT_SIZE, REGION_LEN, RESERVED_START};
 use sperli_mailbox::{Mailbox, MailboxError, MailboxServer};
-use sperli_transport::{Endpoint, JobPlan, Settings};
+use sperli_tls::job_plan::JobPlan;
+use sperli_transport::{Endpoint, Settings};
 
 use crate::common::unique;
 

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use sperli_transport::connection::{ConnState, Connection, Incoming, JobContext};
-use sperli_transport::job::JobPlan;
+use sperli_tls::job_plan::JobPlan;
 use sperli_wire::codec::Codec;
 use sperli_wire::frame::{encode_frame, encode_frame_bytes};
 use sperli_wire::header::FrameHeader;
@@ -53,6 +53,7 @@ fn fixture() -> &'static Fixture {
             hosts: plan.hosts.clone(),
             job_public_key: desc.job_public_key.clone(),
             refused: sperli_wire::refused_hosts::RefusedHosts::builtin(),
+            features: sperli_wire::limits::FEATURE_V1_CORE,
         };
         let h = FrameHeader::new(FrameType::Hello, plan.job_id, 2, 1, plan.incarnation);
         let hello = Hello {
@@ -224,7 +225,7 @@ fuzz_target!(|data: &[u8]| {
         };
         for e in &events {
             match e {
-                Incoming::Authenticated => {
+                Incoming::Authenticated { .. } => {
                     assert!(!authenticated, "authenticated twice");
                     authenticated = true;
                 }

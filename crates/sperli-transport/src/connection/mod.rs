@@ -50,6 +50,9 @@ pub struct JobContext {
     pub job_public_key: Vec<u8>,
     /// The refused-host policy (a token naming a refused host is H1614).
     pub refused: RefusedHosts,
+    /// The feature bits this rank announces in its HELLO (bit 0 always
+    /// set; protocol §7.1.1).
+    pub features: u64,
 }
 
 impl JobContext {
@@ -107,8 +110,12 @@ pub enum ConnState {
 /// What an accepted frame means for the rank.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Incoming {
-    /// The peer's HELLO verified.
-    Authenticated,
+    /// The peer's HELLO verified; `features` are the bits it announced
+    /// (protocol §7.1.1).
+    Authenticated {
+        /// The peer's HELLO feature bits.
+        features: u64,
+    },
     /// DATA with its tag.
     Data {
         /// The tag.
@@ -267,7 +274,7 @@ impl Connection {
             error: AuthError::Token(TokenError::Malformed(e)),
         })?;
         let hello = Hello {
-            features: FEATURE_V1_CORE,
+            features: self.ctx.features | FEATURE_V1_CORE,
             token,
         };
         self.queue(FrameType::Hello, hello.to_vec(), now);
@@ -472,7 +479,9 @@ impl Connection {
                 };
                 verify_token(&self.ctx, self.peer, &hello.token.to_vec(), now_ms)?;
                 self.state = ConnState::Open;
-                events.push(Incoming::Authenticated);
+                events.push(Incoming::Authenticated {
+                    features: hello.features,
+                });
                 Ok(())
             }
             ConnState::ByeReceived => Err(unexpected("after BYE")),

@@ -11,7 +11,8 @@ use sperli_wire::payload::Payload;
 use sperli_wire::{Error, FrameType, JobId};
 
 use super::*;
-use crate::job::{unix_ms, JobPlan};
+use crate::job::unix_ms;
+use sperli_tls::job_plan::JobPlan;
 
 fn plan() -> JobPlan {
     let hosts = (0..3)
@@ -33,6 +34,7 @@ fn ctx_of(plan: &JobPlan, rank: u32) -> Arc<JobContext> {
         hosts: d.hosts,
         job_public_key: d.job_public_key,
         refused: RefusedHosts::builtin(),
+        features: sperli_wire::limits::FEATURE_V1_CORE,
     })
 }
 
@@ -79,7 +81,12 @@ fn open_conn(plan: &JobPlan) -> Connection {
     let mut c = Connection::new(ctx_of(plan, 1), 0, Duration::from_secs(5), Instant::now());
     let mut ev = Vec::new();
     feed(&mut c, &hello_frame(plan, 0, 1, plan.token(0)), &mut ev).unwrap();
-    assert_eq!(ev, vec![Incoming::Authenticated]);
+    assert_eq!(
+        ev,
+        vec![Incoming::Authenticated {
+            features: sperli_wire::limits::FEATURE_V1_CORE
+        }]
+    );
     assert_eq!(c.state(), ConnState::Open);
     c
 }
@@ -418,6 +425,7 @@ fn vectors_file_frames() {
             hosts: Vec::new(),
             job_public_key: Vec::new(),
             refused: RefusedHosts::builtin(),
+            features: sperli_wire::limits::FEATURE_V1_CORE,
         });
         let bytes: Vec<u8> = (0..fields["bytes"].len() / 2)
             .map(|i| u8::from_str_radix(&fields["bytes"][2 * i..2 * i + 2], 16).unwrap())

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use sperli_transport::{Endpoint, JobPlan};
+use sperli_tls::job_plan::JobPlan;
+use sperli_transport::Endpoint;
 
 use crate::common::{run_ranks, settings, with_deadline};
 

@@ -4,7 +4,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use sperli_transport::{Endpoint, JobPlan, Settings};
+use sperli_tls::job_plan::JobPlan;
+use sperli_transport::{Endpoint, Settings};
 use sperli_wire::Error;
 
 /// Settings for tests: short set-up window so a failure cannot take 30 s.

@@ -7,7 +7,8 @@ use std::net::TcpListener;
 use std::thread;
 use std::time::Duration;
 
-use sperli_transport::{Endpoint, JobPlan, Settings};
+use sperli_tls::job_plan::JobPlan;
+use sperli_transport::{Endpoint, Settings};
 use sperli_wire::ckpt_begin::CkptBegin;
 use sperli_wire::header::RawHeader;
 use sperli_wire::payload::Payload;

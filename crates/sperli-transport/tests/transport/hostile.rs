@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use rustls::{ServerConnection, StreamOwned};
 use sperli_tls::config::{client_config_from_pem, server_config_from_pem};
+use sperli_tls::job_plan::JobPlan;
 use sperli_tls::pki::peer_identity;
-use sperli_transport::{Endpoint, JobPlan, Settings};
+use sperli_transport::{Endpoint, Settings};
 use sperli_wire::codec::Codec;
 use sperli_wire::error::LossCause;
 use sperli_wire::frame::encode_frame;

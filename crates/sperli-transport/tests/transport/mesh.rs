@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use sperli_transport::{Endpoint, JobPlan, Settings};
+use sperli_tls::job_plan::JobPlan;
+use sperli_transport::{Endpoint, Settings};
 use sperli_wire::abort::AbortReason;
 use sperli_wire::Error;
 
@@ -208,4 +209,43 @@ fn single_rank_job_talks_to_itself() {
         });
         res.into_iter().for_each(|r| r.unwrap());
     });
+}
+
+/// Runs a `size`-rank job where rank `r` announces `features(r)`; returns
+/// what each rank's endpoint says the job's features are.
+fn negotiated(size: u32, features: fn(u32) -> u64) -> Vec<u64> {
+    with_deadline(Duration::from_secs(60), move || {
+        let plan = JobPlan::localhost(size).unwrap();
+        let handles: Vec<_> = (0..size)
+            .map(|r| {
+                let desc = plan.description(r);
+                let s = Settings {
+                    features: features(r),
+                    ..settings()
+                };
+                std::thread::spawn(move || {
+                    let ep = Endpoint::start(&desc, s)?;
+                    let f = ep.features();
+                    ep.finish()?;
+                    Ok::<u64, Error>(f)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap().unwrap())
+            .collect()
+    })
+}
+
+#[test]
+fn an_extension_is_used_only_when_every_rank_announces_it() {
+    use sperli_wire::limits::{FEATURE_COMMUNICATORS, FEATURE_PIPELINED, FEATURE_V1_CORE};
+    const ALL: u64 = FEATURE_V1_CORE | FEATURE_PIPELINED | FEATURE_COMMUNICATORS;
+    let all = ALL;
+    assert_eq!(negotiated(3, |_| ALL), vec![all; 3]);
+    // Rank 2 clears bit 1: no rank uses it; bit 2 stays. Bit 0 is always sent.
+    let mixed = negotiated(3, |r| if r == 2 { FEATURE_COMMUNICATORS } else { ALL });
+    assert_eq!(mixed, vec![FEATURE_V1_CORE | FEATURE_COMMUNICATORS; 3]);
+    assert_eq!(negotiated(1, |_| ALL), vec![all]);
 }

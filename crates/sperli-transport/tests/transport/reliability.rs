@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use rustls::{ServerConnection, StreamOwned};
 use sperli_tls::config::client_config_from_pem;
-use sperli_transport::{Endpoint, JobPlan, Settings};
+use sperli_tls::job_plan::JobPlan;
+use sperli_transport::{Endpoint, Settings};
 use sperli_wire::error::{FrameError, LossCause};
 use sperli_wire::frame::encode_frame_bytes;
 use sperli_wire::header::FrameHeader;
@@ -426,7 +427,7 @@ fn a_replayed_token_of_an_older_incarnation_is_refused() {
             id.cert_pem.clone(),
             id.key_pem().to_string(),
         );
-        plan.next_incarnation(sperli_transport::job::local_hosts(2).unwrap())
+        plan.next_incarnation(sperli_tls::job_plan::local_hosts(2).unwrap())
             .unwrap();
         let plan = Arc::new(plan);
         let p = plan.clone();

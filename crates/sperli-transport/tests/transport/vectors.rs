@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use sperli_transport::{Endpoint, JobPlan};
+use sperli_tls::job_plan::JobPlan;
+use sperli_transport::Endpoint;
 use sperli_wire::frame::encode_frame_bytes;
 use sperli_wire::header::{check_name, FrameHeader, RawHeader};
 use sperli_wire::{hex, Error, FrameType, JobId};

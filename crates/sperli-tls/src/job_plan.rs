@@ -1,0 +1,257 @@
+//! [`JobPlan`]: a whole job made the way the launcher makes it (protocol
+//! §2.2, §2.4, §4 and §7.1.2): the job id (16 random bytes), the job CA and
+//! one certificate per rank (the rank's host as SAN), the CompositeSig job
+//! key pair, one join token per rank and, from them, one [`JobDescription`]
+//! per rank; rank 0 alone gets the job secret key. The launcher and the
+//! tests use it; it sits behind the `issue` feature with [`crate::issue`].
+
+use std::net::TcpListener;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rand_core::{OsRng, RngCore};
+use sperli_wire::job_description::{HostEntry, JobDescription};
+use sperli_wire::join_token::JoinTokenMessage;
+use sperli_wire::JobId;
+
+use crate::composite_sig::{self, CompositeSigError, SecretKey};
+use crate::join_token::{create_token, CreateTokenError};
+use crate::pki::{JobCa, PkiError, RankIdentity};
+
+/// Why a job cannot be planned. None of these is bad input from a peer:
+/// they are failures of this machine or of the caller's arguments, so they
+/// carry no H-code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// The system random number generator failed (job id).
+    #[error("the system random number generator failed")]
+    Random,
+    /// The job CA or a rank certificate could not be made.
+    #[error("job PKI: {0}")]
+    Pki(PkiError),
+    /// The CompositeSig job key pair could not be made.
+    #[error("job key generation: {0}")]
+    JobKey(CompositeSigError),
+    /// A join token could not be signed.
+    #[error("join token: {0}")]
+    Token(CreateTokenError),
+    /// The incarnation counter would pass `u32::MAX`.
+    #[error("the incarnation counter is at its maximum {}", u32::MAX)]
+    IncarnationOverflow,
+    /// No listening port of `host` in 20000-32767 was free (200 tries).
+    #[error("no free listening port on {host} (last error {last:?})")]
+    NoFreePort {
+        /// The address tried.
+        host: String,
+        /// The last bind error.
+        last: std::io::ErrorKind,
+    },
+}
+
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A planned job: everything the launcher hands its ranks.
+pub struct JobPlan {
+    /// The job id.
+    pub job_id: JobId,
+    /// The incarnation (>= 1).
+    pub incarnation: u32,
+    /// The host list, entry n is rank n.
+    pub hosts: Vec<HostEntry>,
+    /// The job CA.
+    pub ca: JobCa,
+    /// The CompositeSig job key pair.
+    pub job_key: SecretKey,
+    /// The join tokens' expiry (Unix ms).
+    pub expires_at_ms: u64,
+    identities: Vec<RankIdentity>,
+    tokens: Vec<Vec<u8>>,
+}
+
+impl std::fmt::Debug for JobPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobPlan")
+            .field("job_id", &self.job_id)
+            .field("incarnation", &self.incarnation)
+            .field("hosts", &self.hosts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobPlan {
+    /// Plans a job on `hosts` (entry n is rank n) with `incarnation`; the
+    /// certificates and join tokens are valid for `lifetime` from now.
+    pub fn new(
+        hosts: Vec<HostEntry>,
+        incarnation: u32,
+        lifetime: Duration,
+    ) -> Result<Self, PlanError> {
+        let mut id = [0u8; 16];
+        OsRng
+            .try_fill_bytes(&mut id)
+            .map_err(|_| PlanError::Random)?;
+        Self::with_job_id(JobId(id), hosts, incarnation, lifetime)
+    }
+
+    /// Like [`JobPlan::new`] with a given job id.
+    pub fn with_job_id(
+        job_id: JobId,
+        hosts: Vec<HostEntry>,
+        incarnation: u32,
+        lifetime: Duration,
+    ) -> Result<Self, PlanError> {
+        let deadline = SystemTime::now() + lifetime;
+        let ca = JobCa::generate(job_id, deadline).map_err(PlanError::Pki)?;
+        let job_key = composite_sig::generate().map_err(PlanError::JobKey)?;
+        let mut plan = Self {
+            job_id,
+            incarnation,
+            hosts,
+            ca,
+            job_key,
+            expires_at_ms: unix_ms(deadline),
+            identities: Vec::new(),
+            tokens: Vec::new(),
+        };
+        plan.issue()?;
+        Ok(plan)
+    }
+
+    /// Issues one certificate and one join token per rank for the current
+    /// incarnation and host list.
+    fn issue(&mut self) -> Result<(), PlanError> {
+        self.identities.clear();
+        self.tokens.clear();
+        for rank in 0..self.hosts.len() as u32 {
+            let host = self.hosts[rank as usize].host.clone();
+            self.identities
+                .push(self.ca.issue_rank(rank, &host).map_err(PlanError::Pki)?);
+            let token = self.sign_token(rank, &host, self.expires_at_ms)?;
+            self.tokens.push(token);
+        }
+        Ok(())
+    }
+
+    /// The plan for the next incarnation of the same job: the same job id,
+    /// job CA and job key (COMMIT files signed in earlier incarnations still
+    /// verify), incarnation + 1, `hosts` (a failed rank may have moved), and
+    /// new certificates and join tokens, so a token of an older incarnation
+    /// is refused (protocol text "Ausfall und Wiederaufnahme").
+    pub fn next_incarnation(&mut self, hosts: Vec<HostEntry>) -> Result<(), PlanError> {
+        self.incarnation = self
+            .incarnation
+            .checked_add(1)
+            .ok_or(PlanError::IncarnationOverflow)?;
+        self.hosts = hosts;
+        self.issue()
+    }
+
+    /// A job of `size` ranks on loopback: rank n on 127.0.0.(n+1) with a
+    /// free port (found by binding port 0), incarnation 1, valid 10 minutes.
+    pub fn localhost(size: u32) -> Result<Self, PlanError> {
+        Self::new(local_hosts(size)?, 1, Duration::from_secs(600))
+    }
+
+    /// The job size.
+    pub fn size(&self) -> u32 {
+        self.hosts.len() as u32
+    }
+
+    /// Signs a join token for `rank` on `host` expiring at `expires_at_ms`
+    /// (layouts §4). Tests use it for odd tokens.
+    pub fn sign_token(
+        &self,
+        rank: u32,
+        host: &str,
+        expires_at_ms: u64,
+    ) -> Result<Vec<u8>, PlanError> {
+        let msg = JoinTokenMessage {
+            job_id: self.job_id,
+            rank,
+            size: self.size(),
+            incarnation: self.incarnation,
+            expires_at_ms,
+            host,
+        };
+        create_token(&self.job_key, &msg).map_err(PlanError::Token)
+    }
+
+    /// Rank `rank`'s join token.
+    pub fn token(&self, rank: u32) -> &[u8] {
+        &self.tokens[rank as usize]
+    }
+
+    /// Rank `rank`'s certificate, key and the CA certificate.
+    pub fn identity(&self, rank: u32) -> &RankIdentity {
+        &self.identities[rank as usize]
+    }
+
+    /// Rank `rank`'s job description (layouts §1): rank 0 alone carries
+    /// the job secret key.
+    pub fn description(&self, rank: u32) -> JobDescription {
+        let id = self.identity(rank);
+        JobDescription {
+            job_id: self.job_id,
+            size: self.size(),
+            rank,
+            incarnation: self.incarnation,
+            hosts: self.hosts.clone(),
+            job_public_key: self.job_key.public_key().as_bytes().to_vec(),
+            join_token: self.token(rank).to_vec(),
+            ca_cert_pem: id.ca_cert_pem.as_bytes().to_vec(),
+            rank_cert_pem: id.cert_pem.as_bytes().to_vec(),
+            job_secret_key: if rank == 0 {
+                self.job_key.to_bytes().to_vec()
+            } else {
+                Vec::new()
+            },
+            rank_key_pem: id.key_pem().as_bytes().to_vec(),
+        }
+    }
+}
+
+/// `size` loopback hosts 127.0.0.1, 127.0.0.2, ... each with a port that
+/// was free a moment ago (see [`free_port`]).
+pub fn local_hosts(size: u32) -> Result<Vec<HostEntry>, PlanError> {
+    (0..size)
+        .map(|r| {
+            let host = format!("127.0.0.{}", r % 254 + 1);
+            let port = free_port(&host)?;
+            Ok(HostEntry { host, port })
+        })
+        .collect()
+}
+
+/// Listening ports are picked below the kernel's ephemeral range
+/// (32768-60999 on Linux), where every outgoing connection takes its source
+/// port: a port picked there could be taken by a connection of another job
+/// before the rank binds it.
+const LISTEN_PORTS: std::ops::Range<u16> = 20_000..32_768;
+
+/// A port of `host` (`localhost` or a dotted IPv4 address of this machine)
+/// that was free a moment ago: a random port of 20000-32767 that binds on
+/// exactly that address, tried up to 200 times.
+pub fn free_port(host: &str) -> Result<u16, PlanError> {
+    let addr = if host == "localhost" {
+        "127.0.0.1"
+    } else {
+        host
+    };
+    let span = u32::from(LISTEN_PORTS.end - LISTEN_PORTS.start);
+    let mut last = std::io::ErrorKind::AddrInUse;
+    for _ in 0..200 {
+        let port = LISTEN_PORTS.start + (OsRng.next_u32() % span) as u16;
+        match TcpListener::bind((addr, port)) {
+            Ok(_) => return Ok(port),
+            Err(e) => last = e.kind(),
+        }
+    }
+    Err(PlanError::NoFreePort {
+        host: addr.to_owned(),
+        last,
+    })
+}

@@ -1,0 +1,67 @@
+//! The environment contract between the launcher and its ranks: the name
+//! of every environment variable the launcher sets or reads, in one place
+//! (docs/launcher.md has the same table for users). None of them carries a
+//! secret (protocol §4.1: the job description travels on stdin only).
+//!
+//! | variable | set by | read by | meaning |
+//! |---|---|---|---|
+//! | [`REFUSED_HOSTS`] | the operator | launcher, rank | names never to run a rank on (protocol §2.3) |
+//! | [`RANK`] | launcher | program | this rank, `0..size` |
+//! | [`SIZE`] | launcher | program | the job size |
+//! | [`LOCAL_RANK`] | launcher | program | this rank's index among the ranks on its host |
+//! | [`INCARNATION`] | launcher | program | the job's incarnation, from 1 (protocol §10.1) |
+//! | [`SILENCE_MS`] | launcher | rank | the silence limit in ms (protocol §5.2) |
+//! | [`CHECKPOINT_DIR`] | launcher | rank | this rank's own checkpoint directory (protocol §9.1) |
+//! | [`ERROR_FILE`] | launcher | rank | where the rank writes its failure record |
+//!
+//! Variables of the test and benchmark harnesses, never set by the
+//! launcher for a user's job, are listed at the end of this module.
+
+/// Host names (and IPv4 addresses) that never run a rank, separated by
+/// commas and whitespace (protocol §2.3).
+pub const REFUSED_HOSTS: &str = "SPERLI_REFUSED_HOSTS";
+/// This rank, `0..size`, for the program (like `OMPI_COMM_WORLD_RANK`).
+pub const RANK: &str = "SPERLI_RANK";
+/// The job size, for the program (like `OMPI_COMM_WORLD_SIZE`).
+pub const SIZE: &str = "SPERLI_SIZE";
+/// This rank's index among the job's ranks on the same host.
+pub const LOCAL_RANK: &str = "SPERLI_LOCAL_RANK";
+/// The job's incarnation, from 1; a restart counts it on (protocol §10.1).
+pub const INCARNATION: &str = "SPERLI_INCARNATION";
+/// The silence limit in milliseconds (protocol §5.2), from `sperli run
+/// --silence-ms`.
+pub const SILENCE_MS: &str = "SPERLI_SILENCE_MS";
+/// This rank's own checkpoint directory (protocol §9.1), from `sperli run
+/// --checkpoint-dir`.
+pub const CHECKPOINT_DIR: &str = "SPERLI_CHECKPOINT_DIR";
+/// The file in which the rank's I/O thread writes the failure record of
+/// the error that ended its job step, before the program sees the error.
+pub const ERROR_FILE: &str = "SPERLI_ERROR_FILE";
+
+/// Test harness: `1` runs the slow scale and fault tests.
+pub const SLOW_TESTS: &str = "SPERLI_SLOW_TESTS";
+/// Test harness: kill this rank at a named checkpoint step (the
+/// fault-injection hook of the checkpoint tests).
+pub const TEST_CKPT_KILL: &str = "SPERLI_TEST_CKPT_KILL";
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn names_are_distinct_and_prefixed() {
+        let all = [
+            super::REFUSED_HOSTS,
+            super::RANK,
+            super::SIZE,
+            super::LOCAL_RANK,
+            super::INCARNATION,
+            super::SILENCE_MS,
+            super::CHECKPOINT_DIR,
+            super::ERROR_FILE,
+            super::SLOW_TESTS,
+            super::TEST_CKPT_KILL,
+        ];
+        let set: std::collections::BTreeSet<_> = all.iter().collect();
+        assert_eq!(set.len(), all.len());
+        assert!(all.iter().all(|n| n.starts_with("SPERLI_")));
+    }
+}
