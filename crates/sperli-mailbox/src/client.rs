@@ -421,6 +421,11 @@ impl Mailbox {
                     let now = Instant::now();
                     if now >= deadline {
                         self.make_terminal(TerminalReason::Timeout);
+                        // A runtime timeout ends the whole job this client
+                        // started (docs/mailbox.md §3.4).
+                        if let Some(job) = &mut self.job {
+                            job.end();
+                        }
                         return Err(MailboxError::Timeout {
                             what: "waiting for the reply",
                             after_ms: self.timeout.as_millis() as u64,

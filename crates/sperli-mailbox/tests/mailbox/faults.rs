@@ -210,3 +210,25 @@ fn a_killed_launcher_makes_the_group_terminal_for_a_shell_client() {
     files::remove(&name);
     assert!(left.is_ok(), "ranks left: {left:?}");
 }
+
+#[test]
+fn a_request_past_its_timeout_makes_the_group_terminal_and_ends_the_job() {
+    let mut j = job("timeout", 4, None);
+    j.mb.set_timeout(Duration::from_millis(500));
+    let t = Instant::now();
+    let e =
+        j.mb.submit("sleep", Target::Group, &[&le64(30_000)])
+            .unwrap_err();
+    assert!(matches!(e, MailboxError::Timeout { .. }), "{e}");
+    assert_eq!(e.code().map(|c| c.number()), Some(1644));
+    // The client ended the job it started: no rank sleeps on.
+    assert!(gone_within(&j.label, Duration::from_secs(2)).is_ok());
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert!(matches!(
+        j.mb.ping(),
+        Err(MailboxError::Terminal {
+            reason: TerminalReason::Timeout,
+            ..
+        })
+    ));
+}
