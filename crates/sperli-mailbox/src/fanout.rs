@@ -11,10 +11,10 @@ use std::ops::Range;
 use sperli_collective::{Comm, Endpoint};
 use sperli_wire::limits::MAX_COLLECTIVE_DATA;
 
+use crate::envelope::{Envelope, Status, ENVELOPE_LEN, STATUS_LEN};
 use crate::layout::{Opcode, REGION_LEN};
 use crate::records::{
-    truncate_utf8, Envelope, RankError, RankReply, Status, Target, ENVELOPE_LEN, MAX_ERROR_MESSAGE,
-    MAX_ERROR_TYPE, STATUS_LEN,
+    truncate_utf8, RankError, RankReply, Target, MAX_ERROR_MESSAGE, MAX_ERROR_TYPE,
 };
 use crate::server::{Handlers, Task, TaskError};
 

@@ -4,11 +4,12 @@
 
 use std::fmt::Write;
 
+use crate::envelope::{Envelope, Status};
 use crate::layout::{
     off, GroupState, Header, Opcode, RequestState, TargetKind, TerminalReason, LAYOUT_SIZE,
     REGION_LEN,
 };
-use crate::records::{Envelope, RankError, RankReply, Status, Target};
+use crate::records::{RankError, RankReply, Target};
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()

@@ -10,8 +10,8 @@
 //! are no command sockets.
 //!
 //! - [`layout`]: the version-1 layout (256-byte header, two 16 MiB
-//!   regions) and its checks; pure. [`records`]: what the regions and the
-//!   rank-side collectives carry; pure.
+//!   regions) and its checks; pure. [`records`]: what the regions carry;
+//!   [`envelope`]: what the rank-side collectives carry; pure.
 //! - [`lane`]: the request state machine as steps on the header words.
 //! - [`Mailbox`]: the client (create/attach, `submit`, `ping`,
 //!   `shutdown`, [`Mailbox::start_job`] to start and watch a job).
@@ -32,6 +32,7 @@
 #![warn(missing_docs)]
 
 mod client;
+pub mod envelope;
 pub mod error;
 mod fanout;
 pub mod files;

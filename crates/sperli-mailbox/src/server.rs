@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use sperli_collective::{Comm, Endpoint};
 use sperli_wire::abort::AbortReason;
 
+use crate::envelope::Envelope;
 use crate::error::{MailboxCode, MailboxError};
 use crate::fanout::{self, Broken};
 use crate::files::MailboxFile;
@@ -25,7 +26,7 @@ use crate::lane::{self, Outcome, Rank0Look};
 use crate::layout::{
     handler_id, off, Opcode, TargetKind, TerminalReason, REGION_LEN, REPLY_REGION, REQUEST_REGION,
 };
-use crate::records::{split_request, Envelope, RankError, RankReply, Target};
+use crate::records::{split_request, RankError, RankReply, Target};
 
 /// How long rank 0 sleeps on the request word at most before it looks at
 /// the transport's error, the group state and the client's lease.

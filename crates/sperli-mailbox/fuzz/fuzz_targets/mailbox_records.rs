@@ -6,7 +6,8 @@
 use libfuzzer_sys::fuzz_target;
 use sperli_mailbox::files::Manifest;
 use sperli_mailbox::layout::Opcode;
-use sperli_mailbox::records::{split_request, Envelope, RankReply, Status, Target};
+use sperli_mailbox::envelope::{Envelope, Status};
+use sperli_mailbox::records::{split_request, RankReply, Target};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&n, rest)) = data.split_first() else {
