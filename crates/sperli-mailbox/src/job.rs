@@ -107,7 +107,7 @@ impl JobWatch {
 
     /// Ends the job: closes the launcher's stdin (it ends every rank), then
     /// SIGTERM and SIGKILL to its process group if it is still there after
-    /// [`END_GRACE`] each. Returns once the launcher is reaped.
+    /// 5 s each. Returns once the launcher is reaped.
     pub fn end(&mut self) {
         self.stdin = None;
         if self.wait_exit(END_GRACE) {

@@ -65,7 +65,7 @@ pub const MAILBOX_ENV: &str = "SPERLI_MAILBOX";
 /// Bare futex round trips between two processes on a mailbox-sized file
 /// (the benchmark's floor and the two-process futex test): this process
 /// and its peer take turns flipping the request word; returns the median
-/// round trip. `peer` runs [`futex_peer`] on the same `name`.
+/// round trip. The peer runs [`futex_bench::futex_peer`] on the same `name`.
 pub mod futex_bench {
     use std::time::{Duration, Instant};
 
