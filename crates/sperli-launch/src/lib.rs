@@ -11,6 +11,7 @@
 pub mod example;
 pub mod hosts;
 pub mod launch_hosts;
+pub mod mailbox_cli;
 pub mod os;
 pub mod outcome;
 pub mod output;

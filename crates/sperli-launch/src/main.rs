@@ -61,6 +61,8 @@ enum Cmd {
         /// The mode and its arguments.
         args: Vec<String>,
     },
+    /// Send one request to the mailbox of a job started with `run --mailbox NAME`.
+    Submit(sperli_launch::mailbox_cli::SubmitArgs),
 }
 
 #[derive(clap::Args)]
@@ -115,6 +117,8 @@ struct RunArgs {
     /// Inside a Slurm allocation, do not use it (hosts from -H, or localhost).
     #[arg(long)]
     no_slurm: bool,
+    #[command(flatten)]
+    mailbox: sperli_launch::mailbox_cli::MailboxArgs,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     program: Vec<String>,
@@ -277,6 +281,16 @@ fn run(args: RunArgs) -> ExitCode {
         timeout: args.timeout.map(Duration::from_secs),
         start_deadline: Duration::from_millis(sperli_wire::limits::SETUP_WINDOW_MS) + SETUP_MARGIN,
     };
+    let mailbox = match sperli_launch::mailbox_cli::MailboxJob::prepare(
+        &args.mailbox,
+        n,
+        &entries[0].host,
+        args.restart_max,
+        &interrupt,
+    ) {
+        Ok(m) => m,
+        Err(e) => return fail(e),
+    };
     let lifetime = Duration::from_secs(args.token_lifetime);
     let mut plan = match JobPlan::new(entries.clone(), 1, lifetime) {
         Ok(p) => p,
@@ -318,6 +332,7 @@ fn run(args: RunArgs) -> ExitCode {
                 ];
                 *lr += 1;
                 let mut env = env;
+                env.extend(mailbox.as_ref().and_then(|m| m.env(r)));
                 if let Some(dir) = &args.checkpoint_dir {
                     // Each rank gets its own directory (layouts §7): two ranks
                     // on one host never share one.
@@ -434,6 +449,7 @@ fn demo() -> ExitCode {
         rsh: DEFAULT_RSH.into(),
         rsh_local: false,
         no_slurm: true,
+        mailbox: Default::default(),
         program: vec![
             me.to_string_lossy().into_owned(),
             "example".into(),
@@ -468,5 +484,6 @@ fn main() -> ExitCode {
         Cmd::Run(args) => run(args),
         Cmd::Demo => demo(),
         Cmd::Example { args } => sperli_launch::example::run(&args),
+        Cmd::Submit(args) => sperli_launch::mailbox_cli::submit(&args),
     }
 }
