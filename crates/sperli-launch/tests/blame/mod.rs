@@ -71,11 +71,13 @@ fn stopped_rank_moves_to_the_spare(victim: u32) {
 
 #[test]
 fn sigstop_of_rank_0_blames_rank_0_and_moves_it_to_the_spare() {
+    let _cpu = crate::shared_cpu();
     stopped_rank_moves_to_the_spare(0);
 }
 
 #[test]
 fn sigstop_of_the_last_rank_blames_it_and_moves_it_to_the_spare() {
+    let _cpu = crate::shared_cpu();
     stopped_rank_moves_to_the_spare(2);
 }
 
@@ -85,6 +87,7 @@ fn sigstop_of_the_last_rank_blames_it_and_moves_it_to_the_spare() {
 /// and the restart succeeds. Slow: the set-up window is 30 s.
 #[test]
 fn a_rank_that_never_joins_is_blamed_and_moved_to_the_spare() {
+    let _cpu = crate::shared_cpu();
     if !slow() {
         return;
     }
@@ -130,6 +133,7 @@ fn a_rank_that_never_joins_is_blamed_and_moved_to_the_spare() {
 /// last line names it as the originator with the reason and code.
 #[test]
 fn the_originators_abort_reason_and_code_are_reported() {
+    let _cpu = crate::shared_cpu();
     let mark = marker("abort");
     let mut l = Launched::sperli(
         &[

@@ -16,6 +16,7 @@ fn stdout_of(args: &[&str]) -> String {
 
 #[test]
 fn np_is_an_alias_of_n() {
+    let _cpu = crate::shared_cpu();
     for np in [&["-np", "2"][..], &["-np=2"][..], &["--np", "2"][..]] {
         let mut args = vec!["run"];
         args.extend_from_slice(np);
@@ -35,6 +36,7 @@ fn np_is_an_alias_of_n() {
 
 #[test]
 fn version() {
+    let _cpu = crate::shared_cpu();
     let out = sperli(&["--version"]);
     assert!(out.status.success());
     assert_eq!(
@@ -64,6 +66,7 @@ fn placement(stdout: &str, n: usize) -> Vec<(u32, u32)> {
 /// out: ranks 0 and 2 share it. `LOCAL_WORLD_SIZE` is 2 everywhere.
 #[test]
 fn hostfile_slots_fill_each_host_first_unless_map_by_node() {
+    let _cpu = crate::shared_cpu();
     let dir = std::env::temp_dir().join(format!("sperli-hostfile-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("hosts");
@@ -128,6 +131,7 @@ fn hostfile_slots_fill_each_host_first_unless_map_by_node() {
 /// output.
 #[test]
 fn output_dir_holds_each_ranks_output() {
+    let _cpu = crate::shared_cpu();
     let dir = std::env::temp_dir().join(format!("sperli-output-dir-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let d = dir.to_str().unwrap();

@@ -21,6 +21,7 @@ fn not_executable() -> std::path::PathBuf {
 /// for a program started directly and for one behind a remote shell.
 #[test]
 fn a_start_failure_names_the_rank_host_program_and_os_error() {
+    let _cpu = crate::shared_cpu();
     let plain = not_executable();
     let plain = plain.to_str().unwrap();
     let rsh = format!("{} {{host}}", fake_ssh());
@@ -68,6 +69,7 @@ fn a_start_failure_names_the_rank_host_program_and_os_error() {
 /// `--timeout 0` would end every job at once: refused.
 #[test]
 fn timeout_0_is_refused() {
+    let _cpu = crate::shared_cpu();
     let out = sperli(&["run", "-n", "1", "--timeout", "0", "--", "EXAMPLE", "hello"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -79,6 +81,7 @@ fn timeout_0_is_refused() {
 /// in one line how to start it, at once.
 #[test]
 fn a_rank_program_run_by_hand_says_how_to_start_it() {
+    let _cpu = crate::shared_cpu();
     let example = env!("CARGO_BIN_EXE_sperli-example");
     let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
     for stdin in [Stdio::null(), Stdio::from(pty.slave)] {
@@ -104,6 +107,7 @@ fn a_rank_program_run_by_hand_says_how_to_start_it() {
 /// The default remote shell has a connect timeout.
 #[test]
 fn the_default_remote_shell_has_a_connect_timeout() {
+    let _cpu = crate::shared_cpu();
     let out = sperli(&["run", "--help"]);
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("ConnectTimeout="), "{help}");
@@ -114,6 +118,7 @@ fn the_default_remote_shell_has_a_connect_timeout() {
 /// left running.
 #[test]
 fn a_remote_shell_that_cannot_connect_fails_the_job_at_once() {
+    let _cpu = crate::shared_cpu();
     let mark = marker("ssh-refused");
     let t = Instant::now();
     let mut l = Launched::sperli(
@@ -153,6 +158,7 @@ fn a_remote_shell_that_cannot_connect_fails_the_job_at_once() {
 /// Slow: the set-up window is 30 s.
 #[test]
 fn a_remote_shell_that_never_connects_fails_the_job_within_the_window_plus_margin() {
+    let _cpu = crate::shared_cpu();
     if !slow() {
         return;
     }
@@ -216,6 +222,7 @@ fn a_remote_shell_that_never_connects_fails_the_job_within_the_window_plus_margi
 /// too; an entry that is not a valid host stops the launcher.
 #[test]
 fn the_deny_file_separates_names_like_the_variable_and_fails_closed() {
+    let _cpu = crate::shared_cpu();
     let dir = std::env::temp_dir().join(format!("sperli-deny-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let deny = dir.join("deny");

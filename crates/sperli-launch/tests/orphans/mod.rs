@@ -62,6 +62,7 @@ fn assert_nothing_left(l: &Launched, name: &str, limit: Duration) {
 /// exits 124 / 130 / 143 only once no process of the job is left.
 #[test]
 fn timeout_sigint_and_sigterm_leave_no_process_of_the_job() {
+    let _cpu = crate::shared_cpu();
     let cases: [(&str, &[&str], Option<&str>, i32); 3] = [
         ("timeout", &["--timeout", "10"], None, 124),
         ("sigint", &[], Some("INT"), 130),
@@ -96,6 +97,7 @@ fn timeout_sigint_and_sigterm_leave_no_process_of_the_job() {
 /// nothing is left after the silence limit plus 2 s.
 #[test]
 fn a_sigkilled_launcher_leaves_no_process_of_the_job() {
+    let _cpu = crate::shared_cpu();
     let mut l = started(&[], "sigkill");
     kill("KILL", l.child.id());
     let t = Instant::now();
@@ -113,6 +115,7 @@ fn a_sigkilled_launcher_leaves_no_process_of_the_job() {
 /// ends every remote process.
 #[test]
 fn remote_ranks_run_and_end_with_the_launcher() {
+    let _cpu = crate::shared_cpu();
     let rsh = format!("{} {{host}}", fake_ssh());
     let mark = marker("rsh-run");
     let mut l = Launched::sperli(

@@ -87,6 +87,7 @@ fn rank_steps(c: &Cluster) -> Vec<String> {
 
 #[test]
 fn slurm_allreduce_exit_codes_and_a_killed_launcher() {
+    let _cpu = crate::shared_cpu();
     if !enabled() {
         return;
     }
