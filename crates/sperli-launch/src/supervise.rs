@@ -443,18 +443,21 @@ impl Job<'_> {
         if self.outcome.is_some() {
             return;
         }
-        let late: Vec<&Slot> = self
-            .slots
-            .iter()
-            .filter(|s| {
-                !s.started && s.exit.is_none() && s.spawned_at.elapsed() >= self.opts.start_deadline
-            })
-            .collect();
-        if let Some(first) = late.first() {
+        let late = self.slots.iter().find(|s| {
+            !s.started && s.exit.is_none() && s.spawned_at.elapsed() >= self.opts.start_deadline
+        });
+        if let Some(first) = late {
+            // Every other rank that has not started either is named too.
+            let also = self
+                .slots
+                .iter()
+                .filter(|s| !s.started && s.exit.is_none() && s.rank != first.rank)
+                .map(|s| s.rank)
+                .collect();
             let verdict = Verdict {
                 rank: first.rank,
                 cause: Cause::NotStarted,
-                also: late.iter().skip(1).map(|s| s.rank).collect(),
+                also,
                 exit_code: 1,
                 abort: None,
             };
@@ -698,11 +701,14 @@ mod tests {
             start_deadline: Duration::from_millis(500),
             ..quick()
         };
+        let mut r2 = sh(2, "true");
+        r2.via = Via::Rsh;
         let t = Instant::now();
-        let o = run_job(vec![sh(0, "sleep 30"), r], &opts, &none);
+        let o = run_job(vec![sh(0, "sleep 30"), r, r2], &opts, &none);
         match &o {
             Outcome::Failed(b) => {
                 assert_eq!((b.verdict.rank, &b.verdict.cause), (1, &Cause::NotStarted));
+                assert_eq!(b.verdict.also, [2]);
                 assert!(
                     b.to_string()
                         .starts_with("rank 1 on 127.0.0.2 never started"),
