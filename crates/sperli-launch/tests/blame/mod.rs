@@ -34,13 +34,7 @@ fn stopped_rank_moves_to_the_spare(victim: u32) {
         ],
         &mark,
     );
-    let want: Vec<String> = (0..3).map(|r| format!("[{r}] rank {r} joined")).collect();
-    assert!(
-        l.wait_lines(&want, Duration::from_secs(60)),
-        "{}\n{}",
-        l.out,
-        l.err
-    );
+    l.wait_joined(3);
     let p = rank_process(&mark, victim, 1).expect("the victim's process");
     kill("STOP", p.pid);
     let status = l.finish(Duration::from_secs(120));

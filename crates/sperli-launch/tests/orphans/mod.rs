@@ -21,13 +21,7 @@ fn started(extra: &[&str], name: &str) -> Launched {
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--", "sh", "-c", SHELL_AROUND]);
     let mut l = Launched::sperli(&args, &mark);
-    let want: Vec<String> = (0..2).map(|r| format!("[{r}] rank {r} joined")).collect();
-    assert!(
-        l.wait_lines(&want, Duration::from_secs(60)),
-        "{name}: ranks did not join:\n{}\n{}",
-        l.out,
-        l.err
-    );
+    l.wait_joined(2);
     let procs = job(&l.mark);
     let examples: Vec<_> = procs.iter().filter(|p| p.is_example()).collect();
     assert_eq!(examples.len(), 2, "{name}: {procs:?}");
@@ -170,13 +164,7 @@ fn remote_ranks_run_and_end_with_the_launcher() {
         SHELL_AROUND,
     ];
     let mut l = Launched::sperli(&args, &mark);
-    let want: Vec<String> = (0..2).map(|r| format!("[{r}] rank {r} joined")).collect();
-    assert!(
-        l.wait_lines(&want, Duration::from_secs(60)),
-        "{}\n{}",
-        l.out,
-        l.err
-    );
+    l.wait_joined(2);
     // The "remote" processes are in sessions of their own, not children
     // of the launcher's ranks.
     let procs = job(&mark);

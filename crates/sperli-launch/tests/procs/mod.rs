@@ -217,6 +217,18 @@ impl Launched {
         l
     }
 
+    /// Waits (at most 60 s, else fails the test) until ranks `0..n` of the
+    /// `sleep` example said `rank R joined`.
+    pub fn wait_joined(&mut self, n: u32) {
+        let want: Vec<String> = (0..n).map(|r| format!("[{r}] rank {r} joined")).collect();
+        assert!(
+            self.wait_lines(&want, Duration::from_secs(60)),
+            "the ranks did not join:\n{}\n{}",
+            self.out,
+            self.err
+        );
+    }
+
     /// Waits for every line in `want` (in any order), at most `limit`.
     pub fn wait_lines(&mut self, want: &[String], limit: Duration) -> bool {
         let mut missing: Vec<&String> = want.iter().collect();

@@ -189,13 +189,7 @@ fn slurm_allreduce_exit_codes_and_a_killed_launcher() {
         ],
         &mark,
     );
-    let want: Vec<String> = (0..3).map(|r| format!("[{r}] rank {r} joined")).collect();
-    assert!(
-        l.wait_lines(&want, Duration::from_secs(60)),
-        "{}\n{}",
-        l.out,
-        l.err
-    );
+    l.wait_joined(3);
     assert_eq!(rank_steps(&cluster).len(), 3, "{:?}", rank_steps(&cluster));
     let launcher = job(&mark)
         .into_iter()
