@@ -328,7 +328,7 @@ fn run(args: RunArgs) -> ExitCode {
                     ("RANK".into(), r.to_string()),
                     ("WORLD_SIZE".into(), n.to_string()),
                     ("LOCAL_RANK".into(), lr.to_string()),
-                    ("LOCAL_WORLD_SIZE".into(), ls.to_string()),
+                    (env::LOCAL_WORLD_SIZE.into(), ls.to_string()),
                 ];
                 *lr += 1;
                 let mut env = env;

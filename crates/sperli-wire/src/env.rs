@@ -14,6 +14,8 @@
 //! | [`SILENCE_MS`] | launcher | rank | the silence limit in ms (protocol §5.2) |
 //! | [`CHECKPOINT_DIR`] | launcher | rank | this rank's own checkpoint directory (protocol §9.1) |
 //! | [`ERROR_FILE`] | launcher | rank | where the rank writes its failure record |
+//! | [`LOCAL_WORLD_SIZE`] | launcher | program | torchrun's name for [`LOCAL_SIZE`] |
+//! | [`MAILBOX`] | launcher (`--mailbox`), rank 0 only | rank 0 | the name of the job's task mailbox (docs/mailbox.md) |
 //!
 //! Variables of the test and benchmark harnesses, never set by the
 //! launcher for a user's job, are listed at the end of this module.
@@ -41,6 +43,12 @@ pub const CHECKPOINT_DIR: &str = "SPERLI_CHECKPOINT_DIR";
 /// The file in which the rank's I/O thread writes the failure record of
 /// the error that ended its job step, before the program sees the error.
 pub const ERROR_FILE: &str = "SPERLI_ERROR_FILE";
+
+/// torchrun's name for [`LOCAL_SIZE`], set too so torchrun habits work.
+pub const LOCAL_WORLD_SIZE: &str = "LOCAL_WORLD_SIZE";
+/// The name of the job's task mailbox (`sperli run --mailbox NAME`), set
+/// for rank 0 only (docs/mailbox.md). A name, not a secret.
+pub const MAILBOX: &str = "SPERLI_MAILBOX";
 
 /// Test harness: `1` runs the slow scale and fault tests.
 pub const SLOW_TESTS: &str = "SPERLI_SLOW_TESTS";
