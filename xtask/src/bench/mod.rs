@@ -16,6 +16,7 @@
 //! a program crashes, errs, times out or prints no figure: never on a slow
 //! figure.
 
+mod mailbox;
 mod pipelined;
 mod plot;
 mod report;
@@ -154,7 +155,7 @@ fn on_path(name: &str) -> Option<PathBuf> {
 
 fn build(root: &Path) -> Result<Programs, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    println!("==> cargo build --release -p sperli-bench -p sperli-launch");
+    println!("==> cargo build --release -p sperli-bench -p sperli-launch -p sperli-mailbox");
     let st = Command::new(&cargo)
         .args([
             "build",
@@ -163,6 +164,8 @@ fn build(root: &Path) -> Result<Programs, String> {
             "sperli-bench",
             "-p",
             "sperli-launch",
+            "-p",
+            "sperli-mailbox",
             "--bins",
         ])
         .current_dir(root)
@@ -670,6 +673,7 @@ fn measure(p: &Programs, opts: &Options) -> Result<Samples, String> {
                 job(p, opts, side, mode, &mut samples)?;
             }
         }
+        mailbox::job(p, opts, &mut samples)?;
         pipelined::jobs(p, opts, run, &mut samples)?;
     }
     Ok(samples)

@@ -398,7 +398,10 @@ fn stream(
     let (et, red) = if op.reduces() { (6, 1) } else { (0, 0) };
     let length = length.map_or("any".to_string(), |l| l.to_string());
     let e = Entry::new(name, "collective-stream")
-        .with("receiver", format!("size={STREAM_SIZE} features={features}"))
+        .with(
+            "receiver",
+            format!("size={STREAM_SIZE} features={features}"),
+        )
         .with(
             "call",
             format!(
