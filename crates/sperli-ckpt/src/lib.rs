@@ -41,10 +41,16 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod checkpoint;
 mod checkpointer;
+mod fault;
 mod fsio;
 mod keys;
+mod resume;
 mod state;
+mod store;
+#[cfg(test)]
+mod test_job;
 
 pub use checkpointer::{Checkpointer, ENV_CHECKPOINT_DIR};
 pub use keys::JobKeys;

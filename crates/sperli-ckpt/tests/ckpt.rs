@@ -10,6 +10,7 @@ use sperli_collective::Comm;
 use sperli_tls::job_plan::{local_hosts, JobPlan};
 use sperli_transport::{Endpoint, Settings};
 use sperli_wire::ckpt_path::{buddy_file_name, epoch_dir, rank_file_name, temp_name};
+use sperli_wire::error::ResumeFailure;
 use sperli_wire::rank_file::{verify_rank_file, RankFileExpect};
 use sperli_wire::{Error, HCode};
 
@@ -96,6 +97,14 @@ fn edir(root: &Path, plan: &JobPlan, r: u32, epoch: u64) -> PathBuf {
 
 fn code(r: &Result<Option<(u64, State)>, Error>) -> Option<HCode> {
     r.as_ref().err().and_then(Error::h_code)
+}
+
+/// The reason of an H1622.
+fn reason(r: &Result<Option<(u64, State)>, Error>) -> Option<&ResumeFailure> {
+    match r {
+        Err(Error::NoResumableEpoch { reason }) => Some(reason),
+        _ => None,
+    }
 }
 
 #[test]
@@ -265,11 +274,25 @@ fn a_rank_file_and_its_buddy_copy_both_lost_gives_h1622() {
     for (r, o) in out.iter().enumerate() {
         assert_eq!(code(o), Some(HCode::H1622), "rank {r}: {o:?}");
     }
+    // Epoch 1 had no older epoch to fall back to; each rank says what it
+    // knows first.
+    assert_eq!(
+        reason(&out[0]),
+        Some(&ResumeFailure::CannotLoad { rank: 1, epoch: 1 })
+    );
+    assert_eq!(
+        reason(&out[1]),
+        Some(&ResumeFailure::NoBuddyCopy { buddy: 2, epoch: 1 })
+    );
+    assert_eq!(
+        reason(&out[2]),
+        Some(&ResumeFailure::Abandoned { epoch: 1 })
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
 
 #[test]
-fn a_corrupt_own_file_without_a_buddy_copy_ends_that_rank_with_its_own_code() {
+fn a_corrupt_own_file_without_a_buddy_copy_ends_with_h1622_naming_its_code() {
     let root = scratch("corrupt-nobuddy");
     let mut plan = JobPlan::localhost(3).unwrap();
     first_run(&plan, &root, 1);
@@ -280,9 +303,19 @@ fn a_corrupt_own_file_without_a_buddy_copy_ends_that_rank_with_its_own_code() {
     std::fs::remove_file(edir(&root, &plan, 0, 1).join(buddy_file_name(2))).unwrap();
     restart(&mut plan);
     let out = run(&plan, &root, |_, _, ck| ck.resume::<State>());
-    assert_eq!(code(&out[0]), Some(HCode::H1622), "{:?}", out[0]);
-    assert_eq!(code(&out[1]), Some(HCode::H1622), "{:?}", out[1]);
-    assert_eq!(code(&out[2]), Some(HCode::H1620), "{:?}", out[2]);
+    for (r, o) in out.iter().enumerate() {
+        assert_eq!(code(o), Some(HCode::H1622), "rank {r}: {o:?}");
+    }
+    // Rank 2's reason is its own file's H1620, and the message says so.
+    match reason(&out[2]) {
+        Some(ResumeFailure::Own(e)) => assert_eq!(e.h_code(), Some(HCode::H1620), "{e}"),
+        other => panic!("rank 2: {other:?}"),
+    }
+    let text = out[2].as_ref().unwrap_err().to_string();
+    assert!(
+        text.starts_with("H1622 ") && text.contains("H1620"),
+        "{text}"
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
 

@@ -16,11 +16,12 @@ use sperli_tls::job_plan::JobPlan;
 use sperli_transport::{Endpoint, Settings};
 use sperli_wire::ckpt_ack::CkptAck;
 use sperli_wire::ckpt_begin::CkptBegin;
-use sperli_wire::ckpt_data::{chunks, CkptData, CkptDataKind};
+use sperli_wire::ckpt_chunks::{chunks, ChunkError};
+use sperli_wire::ckpt_data::{CkptData, CkptDataKind};
 use sperli_wire::ckpt_path::{buddy_file_name, rank_file_name};
 use sperli_wire::codec::Codec;
 use sperli_wire::commit_file::{assemble, signed_message};
-use sperli_wire::error::{DecodeError, FrameError};
+use sperli_wire::error::FrameError;
 use sperli_wire::ids::Sha256Digest;
 use sperli_wire::payload::Payload;
 use sperli_wire::resume::{Resume, ResumeStatus};
@@ -175,13 +176,10 @@ fn push_chunk(ep: &Endpoint, offset: u64, total: u64, chunk: &[u8]) {
     let _ = ep.send_frame(1, 1, &Payload::CkptData(d));
 }
 
-fn assert_chunk_rejected(out: &[Option<Result<u64, Error>>], want: fn(&DecodeError) -> bool) {
+fn assert_chunk_rejected(out: &[Option<Result<u64, Error>>], want: fn(&ChunkError) -> bool) {
     let e1 = out[1].as_ref().unwrap().as_ref().unwrap_err();
     match e1 {
-        Error::FrameRejected(FrameError::Payload {
-            frame_type: FrameType::CkptData,
-            error: c,
-        }) => assert!(want(c), "{c:?}"),
+        Error::FrameRejected(FrameError::Chunk(c)) => assert!(want(c), "{c:?}"),
         other => panic!("rank 1: {other}"),
     }
     let c2 = h(out[2].as_ref().unwrap());
@@ -206,7 +204,13 @@ fn a_push_with_a_changing_total_is_h1610_and_nothing_is_committed() {
             None,
         );
         assert_chunk_rejected(&out, |c| {
-            matches!(c, DecodeError::Mismatch { field: "total", .. })
+            matches!(
+                c,
+                ChunkError::Total {
+                    expected: 3000,
+                    got: 3001
+                }
+            )
         });
         assert_no_commit(&root, &plan);
         let _ = std::fs::remove_dir_all(&root);
@@ -227,8 +231,7 @@ fn a_push_with_a_gap_in_offsets_is_h1610_and_nothing_is_committed() {
         assert_chunk_rejected(&out, |c| {
             matches!(
                 c,
-                DecodeError::Mismatch {
-                    field: "offset",
+                ChunkError::Offset {
                     expected: 1000,
                     got: 1500
                 }

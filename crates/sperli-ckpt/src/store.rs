@@ -1,0 +1,211 @@
+//! The rank's checkpoint tree on disk (protocol §9.1): where the files of
+//! an epoch live, reading them back for a resume, and receiving a buddy
+//! copy straight to disk. The crash-safe primitives are in [`crate::fsio`].
+//!
+//! ```text
+//! <dir>/<job hex>/<epoch>/rank-<n>.ckpt          rank n's own file
+//! <dir>/<job hex>/<epoch>/rank-<r>.ckpt.buddy    copy of rank r's file
+//! <dir>/<job hex>/<epoch>/COMMIT                 the epoch's signed COMMIT
+//! ```
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use sperli_wire::ckpt_chunks::ChunkTracker;
+use sperli_wire::ckpt_data::{CkptData, CkptDataKind};
+use sperli_wire::ckpt_path::{
+    buddy_file_name, epoch_dir, job_dir, rank_file_name, temp_name, COMMIT_FILE_NAME,
+};
+use sperli_wire::error::{Error, FrameError};
+use sperli_wire::limits::{commit_file_len, MAX_SIZE};
+use sperli_wire::{JobId, Sha256Digest};
+
+use crate::fsio::{self, Durable};
+
+/// One rank's checkpoint tree: `dir/<job hex>/...` (protocol §9.1; `dir`
+/// is the rank's own directory, two ranks on one host have two).
+#[derive(Debug, Clone)]
+pub(crate) struct Store {
+    dir: PathBuf,
+    job: JobId,
+}
+
+/// The longest COMMIT file read from disk (size 4096).
+fn max_commit_len() -> u64 {
+    commit_file_len(MAX_SIZE) as u64
+}
+
+impl Store {
+    /// The tree of job `job` under `dir`, which is created if needed.
+    pub(crate) fn new(dir: PathBuf, job: JobId) -> Result<Self, Error> {
+        fsio::ensure_dir(&dir)?;
+        Ok(Self { dir, job })
+    }
+
+    /// The rank's checkpoint directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `dir/<job hex>`.
+    pub(crate) fn job_dir(&self) -> PathBuf {
+        job_dir(&self.dir, self.job)
+    }
+
+    /// `dir/<job hex>/<epoch>`.
+    pub(crate) fn epoch_dir(&self, epoch: u64) -> PathBuf {
+        epoch_dir(&self.dir, self.job, epoch)
+    }
+
+    /// §9.4 step 0 (and its counterpart on the other ranks): the epoch
+    /// directory of `epoch` exists (its parent fsynced if it is new) and
+    /// holds no COMMIT of an earlier attempt. Returns the directory.
+    pub(crate) fn begin_epoch(&self, epoch: u64) -> Result<PathBuf, Error> {
+        let edir = self.epoch_dir(epoch);
+        fsio::ensure_dir(&edir)?;
+        fsio::remove_if_present(&edir, COMMIT_FILE_NAME)?;
+        Ok(edir)
+    }
+
+    /// §9.4 step 2: this rank's file of `epoch`, durable when this returns
+    /// (temporary name, fsync, rename, fsync of the directory).
+    pub(crate) fn write_own(&self, epoch: u64, rank: u32, file: &[u8]) -> Result<(), Error> {
+        fsio::write_atomic(
+            &self.epoch_dir(epoch),
+            &rank_file_name(rank),
+            file,
+            Durable::Now,
+        )
+    }
+
+    /// §9.4 step 4: the COMMIT of `epoch` (temporary name, fsync, rename);
+    /// the directory is fsynced now or by the caller later.
+    pub(crate) fn write_commit(
+        &self,
+        epoch: u64,
+        commit: &[u8],
+        durable: Durable,
+    ) -> Result<(), Error> {
+        fsio::write_atomic(&self.epoch_dir(epoch), COMMIT_FILE_NAME, commit, durable)
+    }
+
+    /// fsync of the directory of `epoch` (the renames into it are durable).
+    pub(crate) fn sync_epoch(&self, epoch: u64) -> Result<(), Error> {
+        fsio::sync_dir(&self.epoch_dir(epoch))
+    }
+
+    /// §9.4 step 5: removes every epoch below `keep_from` (best effort).
+    pub(crate) fn remove_below(&self, keep_from: u64) {
+        fsio::remove_epochs_below(&self.job_dir(), keep_from);
+    }
+
+    /// Every COMMIT file of the tree, highest epoch first (§10.2 steps 1-2).
+    /// Unreadable ones are left out; a file longer than the longest COMMIT
+    /// is read one byte past that length (so it fails to decode) and no
+    /// further.
+    pub(crate) fn commits(&self) -> Vec<(u64, Vec<u8>)> {
+        fsio::epochs(&self.job_dir())
+            .into_iter()
+            .filter_map(|(epoch, path)| {
+                let bytes =
+                    fsio::read_limited(&path.join(COMMIT_FILE_NAME), max_commit_len()).ok()??;
+                Some((epoch, bytes))
+            })
+            .collect()
+    }
+
+    /// The COMMIT of `epoch` as stored, if any.
+    pub(crate) fn commit(&self, epoch: u64) -> Option<Vec<u8>> {
+        fsio::read_limited(
+            &self.epoch_dir(epoch).join(COMMIT_FILE_NAME),
+            max_commit_len(),
+        )
+        .ok()
+        .flatten()
+    }
+
+    /// §10.2 step 4: this rank's own file of `epoch`, unchecked. A missing
+    /// file is [`Error::Io`] `NotFound`.
+    pub(crate) fn read_own(&self, epoch: u64, rank: u32) -> Result<Vec<u8>, Error> {
+        std::fs::read(self.epoch_dir(epoch).join(rank_file_name(rank)))
+            .map_err(|e| Error::io("reading the own rank file", &e))
+    }
+
+    /// §10.2 step 5: the copy of `owner`'s file this rank holds, unchecked.
+    pub(crate) fn read_buddy_copy(&self, epoch: u64, owner: u32) -> Result<Vec<u8>, Error> {
+        std::fs::read(self.epoch_dir(epoch).join(buddy_file_name(owner)))
+            .map_err(|e| Error::io("reading a buddy copy", &e))
+    }
+
+    /// §10.2 step 5: keeps a fetched, checked file as this rank's own file
+    /// again (durable when this returns; the epoch directory may have been
+    /// lost with the file).
+    pub(crate) fn restore_own(&self, epoch: u64, rank: u32, file: &[u8]) -> Result<(), Error> {
+        fsio::ensure_dir(&self.epoch_dir(epoch))?;
+        self.write_own(epoch, rank, file)
+    }
+
+    /// After a resume of `epoch`: keeps a copy of its COMMIT when this rank
+    /// holds none or another one (durable when this returns).
+    pub(crate) fn keep_commit(&self, epoch: u64, commit: &[u8]) -> Result<(), Error> {
+        if self.commit(epoch).as_deref() == Some(commit) {
+            return Ok(());
+        }
+        fsio::ensure_dir(&self.epoch_dir(epoch))?;
+        self.write_commit(epoch, commit, Durable::Now)
+    }
+}
+
+/// A buddy copy arriving as CKPT_DATA kind 0 chunks (§9.4 step 3): each
+/// chunk is checked ([`ChunkTracker`]), written to the copy's temporary
+/// name and hashed as it comes, so the copy is never read back.
+#[derive(Debug)]
+pub(crate) struct IncomingCopy {
+    file: File,
+    hasher: Sha256,
+    tracker: ChunkTracker,
+    dir: PathBuf,
+    name: String,
+}
+
+impl IncomingCopy {
+    /// Starts `owner`'s copy in `dir` (created under its temporary name).
+    pub(crate) fn create(dir: &Path, owner: u32) -> Result<Self, Error> {
+        let name = buddy_file_name(owner);
+        let file = fsio::create(&dir.join(temp_name(&name)))?;
+        Ok(Self {
+            file,
+            hasher: Sha256::new(),
+            tracker: ChunkTracker::new(CkptDataKind::Push, owner),
+            dir: dir.to_path_buf(),
+            name,
+        })
+    }
+
+    /// Checks, writes and hashes one chunk; true once the copy is complete.
+    /// A chunk that does not continue the file is rejected (H1610,
+    /// [`FrameError::Chunk`]) before anything of it is written.
+    pub(crate) fn push(&mut self, d: &CkptData<'_>) -> Result<bool, Error> {
+        self.tracker
+            .accept(d)
+            .map_err(|e| Error::FrameRejected(FrameError::Chunk(e)))?;
+        self.file
+            .write_all(d.chunk)
+            .map_err(|e| Error::io("writing a buddy copy", &e))?;
+        self.hasher.update(d.chunk);
+        Ok(self.tracker.is_complete())
+    }
+
+    /// fsync and rename into place; the directory is fsynced by the caller
+    /// (once, with the COMMIT's rename). Returns the copy's SHA-256.
+    pub(crate) fn finish(self) -> Result<Sha256Digest, Error> {
+        self.file
+            .sync_all()
+            .map_err(|e| Error::io("fsync of a buddy copy", &e))?;
+        drop(self.file);
+        fsio::commit_temp(&self.dir, &self.name, Durable::WithDir)?;
+        Ok(Sha256Digest(self.hasher.finalize().into()))
+    }
+}
