@@ -6,7 +6,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod ckpt_tree;
 pub mod example;
 pub mod hosts;
+pub mod job_key;
 pub mod root_cause;
 pub mod supervise;

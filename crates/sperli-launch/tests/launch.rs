@@ -5,6 +5,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 mod reliability;
+mod requeue;
 
 fn sperli(args: &[&str]) -> Output {
     let example = env!("CARGO_BIN_EXE_sperli-example");
