@@ -86,14 +86,23 @@ fn joined<T>(h: ScopedJoinHandle<'_, T>, op: &'static str) -> Result<T, Error> {
 }
 
 /// The own file of this checkpoint while its helper threads run: the
-/// write (temporary name, fsync, rename, directory fsync) and the
-/// whole-file SHA-256 for CKPT_ACK.
+/// write (temporary name, fsync, rename), the whole-file SHA-256 for
+/// CKPT_ACK, and the fsync of the directories above the epoch's.
 struct OwnFile<'s> {
     written: Option<ScopedJoinHandle<'s, Result<(), Error>>>,
     hashed: Option<ScopedJoinHandle<'s, Sha256Digest>>,
+    tree: Option<ScopedJoinHandle<'s, Result<(), Error>>>,
 }
 
 impl OwnFile<'_> {
+    /// Waits for the fsync of the directories above the epoch's.
+    fn tree_synced(&mut self) -> Result<(), Error> {
+        match self.tree.take() {
+            Some(h) => joined(h, "fsync of the checkpoint directories")?,
+            None => Ok(()),
+        }
+    }
+
     /// Waits for both helpers: the file is in place and durable; returns
     /// its SHA-256. Called once.
     fn wait(&mut self) -> Result<Sha256Digest, Error> {
@@ -202,12 +211,18 @@ impl<L: Link> Checkpointer<L> {
             let mut own = OwnFile {
                 written: Some(s.spawn(move || store.write_own(e, rank, file))),
                 hashed: Some(s.spawn(move || Sha256Digest::of(file))),
+                tree: Some(s.spawn(move || store.sync_tree())),
             };
             if rank == 0 {
-                self.steps_rank0(e, file, &mut own)
+                self.steps_rank0(e, file, &mut own)?;
             } else {
-                self.steps_other(e, file, &mut own)
+                self.steps_other(e, file, &mut own)?;
             }
+            // Every rename into the epoch directory (own file, buddy copy,
+            // COMMIT) and the directory itself are durable before the rank
+            // leaves checkpoint; one fsync of the directory covers them.
+            own.tree_synced()?;
+            store.sync_epoch(e)
         })
     }
 
@@ -279,8 +294,8 @@ impl<L: Link> Checkpointer<L> {
         })?;
         let commit = assemble(&msg, &sig.0);
         // "(temporary name, fsync, rename), with the hashes in rank order
-        // and signed with the job key"
-        self.store.write_commit(e, &commit, Durable::Now)?;
+        // and signed with the job key"; the directory is fsynced at the end.
+        self.store.write_commit(e, &commit, Durable::WithDir)?;
         kill_point("step4-commit-written", 0, inc, e);
         let cf = decode_file(&commit)?;
         for r in 1..size {
@@ -292,7 +307,6 @@ impl<L: Link> Checkpointer<L> {
             let mut copy = IncomingCopy::create(&self.store.epoch_dir(e), pred)?;
             while !self.receive_chunk(e, pred, &mut copy)? {}
             check_entry_hash(&cf, pred, copy.finish()?)?;
-            self.store.sync_epoch(e)?;
         }
         Ok(())
     }
@@ -339,10 +353,7 @@ impl<L: Link> Checkpointer<L> {
         let cf = self.verify_commit(&b, e)?;
         check_entry_hash(&cf, rank, own_hash)?;
         check_entry_hash(&cf, pred, got)?;
-        self.store.write_commit(e, &b, Durable::WithDir)?;
-        // One fsync of the epoch directory for the copy's and the
-        // COMMIT's renames.
-        self.store.sync_epoch(e)
+        self.store.write_commit(e, &b, Durable::WithDir)
     }
 }
 

@@ -60,23 +60,32 @@ impl Store {
     }
 
     /// §9.4 step 0 (and its counterpart on the other ranks): the epoch
-    /// directory of `epoch` exists (its parent fsynced if it is new) and
-    /// holds no COMMIT of an earlier attempt. Returns the directory.
+    /// directory of `epoch` exists and holds no COMMIT of an earlier
+    /// attempt (its removal is durable before this returns). A new
+    /// directory's entry is made durable by [`Store::sync_tree`].
     pub(crate) fn begin_epoch(&self, epoch: u64) -> Result<PathBuf, Error> {
         let edir = self.epoch_dir(epoch);
-        fsio::ensure_dir(&edir)?;
+        std::fs::create_dir_all(&edir)
+            .map_err(|e| Error::io("creating a checkpoint directory", &e))?;
         fsio::remove_if_present(&edir, COMMIT_FILE_NAME)?;
         Ok(edir)
     }
 
-    /// §9.4 step 2: this rank's file of `epoch`, durable when this returns
-    /// (temporary name, fsync, rename, fsync of the directory).
+    /// fsync of the rank's directory and the job directory, so new entries
+    /// in them (the job directory, a new epoch directory) are durable.
+    pub(crate) fn sync_tree(&self) -> Result<(), Error> {
+        fsio::sync_dir(&self.dir)?;
+        fsio::sync_dir(&self.job_dir())
+    }
+
+    /// §9.4 step 2: this rank's file of `epoch` (temporary name, fsync,
+    /// rename); the rename is made durable by [`Store::sync_epoch`].
     pub(crate) fn write_own(&self, epoch: u64, rank: u32, file: &[u8]) -> Result<(), Error> {
         fsio::write_atomic(
             &self.epoch_dir(epoch),
             &rank_file_name(rank),
             file,
-            Durable::Now,
+            Durable::WithDir,
         )
     }
 
@@ -91,7 +100,8 @@ impl Store {
         fsio::write_atomic(&self.epoch_dir(epoch), COMMIT_FILE_NAME, commit, durable)
     }
 
-    /// fsync of the directory of `epoch` (the renames into it are durable).
+    /// fsync of the directory of `epoch`: every rename into it so far
+    /// (own file, buddy copy, COMMIT) is durable.
     pub(crate) fn sync_epoch(&self, epoch: u64) -> Result<(), Error> {
         fsio::sync_dir(&self.epoch_dir(epoch))
     }
@@ -143,8 +153,9 @@ impl Store {
     /// again (durable when this returns; the epoch directory may have been
     /// lost with the file).
     pub(crate) fn restore_own(&self, epoch: u64, rank: u32, file: &[u8]) -> Result<(), Error> {
-        fsio::ensure_dir(&self.epoch_dir(epoch))?;
-        self.write_own(epoch, rank, file)
+        let edir = self.epoch_dir(epoch);
+        fsio::ensure_dir(&edir)?;
+        fsio::write_atomic(&edir, &rank_file_name(rank), file, Durable::Now)
     }
 
     /// After a resume of `epoch`: keeps a copy of its COMMIT when this rank
