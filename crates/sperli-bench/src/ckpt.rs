@@ -22,8 +22,9 @@
 //!   predecessor's received (`send_large` / `recv_large`), the pattern of
 //!   the buddy push.
 //!
-//! Each measurement is rank 0's wall clock between two barriers; rank 0
-//! prints the median of the repetitions (ms) as `ckpt_ms`,
+//! Each measurement is rank 0's wall clock between two barriers; after
+//! two untimed rounds of all three, rank 0 prints the median of the
+//! repetitions (ms) as `ckpt_ms`,
 //! `ckpt_write_fsync_ms` and `ckpt_transfer_ms`, with the state bytes per
 //! rank as the size. The resume prints `resume_ms` (from the rank's start
 //! to every rank loaded, rank 0's clock), `resume_exchange_ms` (the
@@ -50,6 +51,11 @@ const MIB: usize = 1 << 20;
 const TAG: u32 = 1;
 /// Ranks of `ckpt-threads`.
 const THREAD_RANKS: u32 = 4;
+/// Untimed rounds before the repetitions of each size: a job checkpoints
+/// the same state again and again, and the first checkpoints of a size
+/// write into new files (later ones write over the files recycled from
+/// epoch e - 2).
+const WARM_UP: usize = 2;
 
 /// (state bytes per rank, repetitions) of one job: 1 and 64 MiB, or with
 /// `--quick` 1 and 16 MiB with fewer repetitions. The last size is the
@@ -153,7 +159,10 @@ fn measure<L: Link + Borrow<Endpoint>>(
     for &(bytes, reps) in sizes {
         let state = state(rank, bytes);
         let (mut c, mut w, mut t) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..reps {
+        for i in 0..WARM_UP + reps {
+            if i == WARM_UP {
+                (c, w, t) = (Vec::new(), Vec::new(), Vec::new());
+            }
             c.push(timed(ck, |ck| ck.checkpoint(&state).map(drop))?);
             w.push(timed(ck, |_| write_fsync(&raw, &[&header, &state]))?);
             t.push(timed(ck, |ck| {
@@ -215,7 +224,11 @@ pub fn resume(quick: bool) -> Result<(), Error> {
     }
     if rank == 0 {
         result("resume_ms", bytes, started.elapsed().as_secs_f64() * 1e3);
-        result("resume_exchange_ms", bytes, joined.elapsed().as_secs_f64() * 1e3);
+        result(
+            "resume_exchange_ms",
+            bytes,
+            joined.elapsed().as_secs_f64() * 1e3,
+        );
         println!("RESULT resume_loaded_unix_ns {bytes} {loaded}");
     }
     ck.into_comm().into_link().finish()

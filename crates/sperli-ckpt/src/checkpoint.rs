@@ -198,7 +198,8 @@ impl<L: Link> Checkpointer<L> {
         // Step 5: "every rank deletes every older epoch directory of the
         // job"; later ones are left untouched.
         kill("step5");
-        self.store.remove_below(e.saturating_sub(1));
+        let pred = (size > 1).then(|| (rank + size - 1) % size);
+        self.store.remove_below(e, rank, pred);
         Ok(())
     }
 
@@ -426,6 +427,38 @@ mod tests {
                     }
                 }
                 assert!(!job.edir(r, 1).exists(), "epoch 1 was removed");
+            }
+        }
+    }
+
+    /// The files recycled from epoch e - 2 are written over by epoch e + 1,
+    /// whether the new state is shorter or longer than the old one.
+    #[test]
+    fn recycled_files_are_written_over_at_any_length() {
+        let job = TestJob::new("recycle", 3);
+        let lens = [3000usize, 3000, 3000, 10, 5000, 7];
+        job.run(1, |r, ck| {
+            for (i, &n) in lens.iter().enumerate() {
+                let e = i as u64 + 1;
+                let st = vec![u64::from(r) + e; n];
+                assert_eq!(ck.checkpoint(&st).unwrap(), e);
+                let own = std::fs::read(ck.epoch_dir(e).join(rank_file_name(r))).unwrap();
+                let expect = RankFileExpect {
+                    job_id: ck.keys().job_id(),
+                    epoch: e,
+                    rank: r,
+                    size: 3,
+                };
+                let state = verify_rank_file(&own, &expect).unwrap();
+                assert_eq!(crate::decode_state::<Vec<u64>>(state).unwrap(), st);
+            }
+        });
+        for r in 0..3 {
+            let pred = (r + 2) % 3;
+            for e in [5, 6] {
+                let copy = std::fs::read(job.edir(r, e).join(buddy_file_name(pred))).unwrap();
+                let own = std::fs::read(job.edir(pred, e).join(rank_file_name(pred))).unwrap();
+                assert_eq!(copy, own);
             }
         }
     }

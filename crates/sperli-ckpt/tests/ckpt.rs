@@ -119,7 +119,20 @@ fn checkpoints_keep_two_epochs_and_resume_restores_every_rank() {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         epochs.sort();
-        assert_eq!(epochs, ["2", "3"], "rank {r}");
+        // Epochs 2 and 3 are kept; epoch 4 holds only the temporary files
+        // recycled from epoch 1 for the next checkpoint to write over.
+        assert_eq!(epochs, ["2", "3", "4"], "rank {r}");
+        let mut next: Vec<String> = std::fs::read_dir(job.join("4"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        next.sort();
+        let mut want = vec![
+            temp_name(&rank_file_name(r)),
+            temp_name(&buddy_file_name((r + 2) % 3)),
+        ];
+        want.sort();
+        assert_eq!(next, want, "rank {r}");
         for e in [2, 3] {
             let d = edir(&root, &plan, r, e);
             assert!(d.join("COMMIT").is_file());
