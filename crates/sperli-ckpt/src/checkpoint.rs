@@ -13,6 +13,7 @@
 //! - the predecessor's copy is written and hashed chunk by chunk as it is
 //!   taken from the transport, never read back.
 
+use std::fs::File;
 use std::thread::{self, ScopedJoinHandle};
 
 use sperli_collective::Link;
@@ -194,19 +195,13 @@ impl<L: Link> Checkpointer<L> {
         build_file(&mut file, self.keys.job_id(), e, rank, size, state);
         let r = self.exchange(e, &file);
         self.file_buf = file;
-        r?;
-        // Step 5: "every rank deletes every older epoch directory of the
-        // job"; later ones are left untouched.
-        kill("step5");
-        let pred = (size > 1).then(|| (rank + size - 1) % size);
-        self.store.remove_below(e, rank, pred);
-        Ok(())
+        r
     }
 
-    /// Steps 2-4 with the file built: write, ACK, push, receive the
-    /// predecessor's copy, COMMIT.
+    /// Steps 2-5 with the file built: write, ACK, push, receive the
+    /// predecessor's copy, COMMIT, the removal of old epochs.
     fn exchange(&self, e: u64, file: &[u8]) -> Result<(), Error> {
-        let rank = self.rank();
+        let (rank, size) = (self.rank(), self.size());
         let store = &self.store;
         thread::scope(|s| {
             let mut own = OwnFile {
@@ -214,16 +209,33 @@ impl<L: Link> Checkpointer<L> {
                 hashed: Some(s.spawn(move || Sha256Digest::of(file))),
                 tree: Some(s.spawn(move || store.sync_tree())),
             };
-            if rank == 0 {
+            let commit_copy = if rank == 0 {
                 self.steps_rank0(e, file, &mut own)?;
+                None
             } else {
-                self.steps_other(e, file, &mut own)?;
-            }
-            // Every rename into the epoch directory (own file, buddy copy,
-            // COMMIT) and the directory itself are durable before the rank
-            // leaves checkpoint; one fsync of the directory covers them.
+                Some(self.steps_other(s, e, file, &mut own)?)
+            };
+            // Step 5: "every rank deletes every older epoch directory of
+            // the job"; later ones are left untouched. It runs while the
+            // epoch's files become durable: every rename into the epoch
+            // directory (own file, buddy copy, rank 0's COMMIT) and the
+            // COMMIT copy's entry by one fsync of the directory, the COMMIT
+            // copy's bytes by its own fsync, at the same time.
+            kill_point("step5", rank, self.keys.incarnation(), e);
+            let pred = (size > 1).then(|| (rank + size - 1) % size);
+            let cleanup = s.spawn(move || store.remove_below(e, rank, pred));
+            let copy_synced = commit_copy.map(|f| {
+                s.spawn(move || {
+                    f.sync_all()
+                        .map_err(|e| Error::io("fsync of a COMMIT copy", &e))
+                })
+            });
             own.tree_synced()?;
-            store.sync_epoch(e)
+            store.sync_epoch(e)?;
+            if let Some(h) = copy_synced {
+                joined(h, "fsync of a COMMIT copy")??;
+            }
+            joined(cleanup, "removing old epochs")
         })
     }
 
@@ -307,15 +319,23 @@ impl<L: Link> Checkpointer<L> {
             let pred = size - 1;
             let mut copy = IncomingCopy::create(&self.store.epoch_dir(e), pred)?;
             while !self.receive_chunk(e, pred, &mut copy)? {}
-            check_entry_hash(&cf, pred, copy.finish()?)?;
+            check_entry_hash(&cf, pred, copy.digest())?;
+            copy.finish()?;
         }
         Ok(())
     }
 
     /// A rank other than 0: push (unless it is the last rank), the
     /// CKPT_ACK once the own file is in place (then the last rank's push),
-    /// the predecessor's copy, the COMMIT.
-    fn steps_other(&self, e: u64, file: &[u8], own: &mut OwnFile<'_>) -> Result<(), Error> {
+    /// the predecessor's copy, the COMMIT. Returns the COMMIT copy, written
+    /// but not yet fsynced.
+    fn steps_other<'s>(
+        &'s self,
+        s: &'s thread::Scope<'s, '_>,
+        e: u64,
+        file: &'s [u8],
+        own: &mut OwnFile<'s>,
+    ) -> Result<File, Error> {
         let (rank, size) = (self.rank(), self.size());
         let inc = self.keys.incarnation();
         let last = rank == size - 1;
@@ -337,10 +357,12 @@ impl<L: Link> Checkpointer<L> {
             self.push(e, file)?;
         }
         // The predecessor's copy: its chunks wait in the transport until
-        // now, then each is written and hashed as it is taken.
+        // now, then each is written and hashed as it is taken. Its fsync
+        // and rename run while this rank waits for the COMMIT.
         let mut copy = IncomingCopy::create(&self.store.epoch_dir(e), pred)?;
         while !self.receive_chunk(e, pred, &mut copy)? {}
-        let got = copy.finish()?;
+        let got = copy.digest();
+        let stored = s.spawn(move || copy.finish());
         let b = self.recv_frame(
             0,
             FrameType::CkptCommit,
@@ -349,12 +371,14 @@ impl<L: Link> Checkpointer<L> {
         )?;
         kill_point("step4", rank, inc, e);
         // "Every rank verifies the COMMIT (9.3), checks that it lists the
-        // SHA-256 of its own file and of the buddy copy it holds ... and
-        // stores a copy as COMMIT."
+        // SHA-256 of its own file and of the buddy copy it holds (waiting
+        // for the copy to be complete if needed), and stores a copy as
+        // COMMIT."
         let cf = self.verify_commit(&b, e)?;
         check_entry_hash(&cf, rank, own_hash)?;
         check_entry_hash(&cf, pred, got)?;
-        self.store.write_commit(e, &b, Durable::WithDir)
+        joined(stored, "storing a buddy copy")??;
+        self.store.create_commit_copy(e, &b)
     }
 }
 

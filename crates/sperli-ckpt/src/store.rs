@@ -10,6 +10,7 @@
 
 use std::fs::File;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -26,10 +27,13 @@ use crate::fsio::{self, Durable};
 
 /// One rank's checkpoint tree: `dir/<job hex>/...` (protocol §9.1; `dir`
 /// is the rank's own directory, two ranks on one host have two).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Store {
     dir: PathBuf,
     job: JobId,
+    /// Whether the rank's directory was fsynced since the job directory
+    /// could have appeared in it.
+    tree_synced: std::sync::atomic::AtomicBool,
 }
 
 /// The longest COMMIT file read from disk (size 4096).
@@ -41,7 +45,11 @@ impl Store {
     /// The tree of job `job` under `dir`, which is created if needed.
     pub(crate) fn new(dir: PathBuf, job: JobId) -> Result<Self, Error> {
         fsio::ensure_dir(&dir)?;
-        Ok(Self { dir, job })
+        Ok(Self {
+            dir,
+            job,
+            tree_synced: std::sync::atomic::AtomicBool::new(false),
+        })
     }
 
     /// The rank's checkpoint directory.
@@ -71,10 +79,16 @@ impl Store {
         Ok(edir)
     }
 
-    /// fsync of the rank's directory and the job directory, so new entries
-    /// in them (the job directory, a new epoch directory) are durable.
+    /// fsync of the job directory (and of the rank's directory the first
+    /// time), so new entries in them (a new epoch directory, the job
+    /// directory) are durable.
     pub(crate) fn sync_tree(&self) -> Result<(), Error> {
-        fsio::sync_dir(&self.dir)?;
+        if !self
+            .tree_synced
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            fsio::sync_dir(&self.dir)?;
+        }
         fsio::sync_dir(&self.job_dir())
     }
 
@@ -98,6 +112,24 @@ impl Store {
         durable: Durable,
     ) -> Result<(), Error> {
         fsio::write_atomic(&self.epoch_dir(epoch), COMMIT_FILE_NAME, commit, durable)
+    }
+
+    /// §9.4 step 4 on a rank other than 0: "stores a copy as COMMIT",
+    /// written under its final name; the caller fsyncs the returned file
+    /// and the directory. A copy cut short by a crash fails its signature
+    /// check and never counts (§9.3), so it needs no temporary name.
+    pub(crate) fn create_commit_copy(&self, epoch: u64, commit: &[u8]) -> Result<File, Error> {
+        let path = self.epoch_dir(epoch).join(COMMIT_FILE_NAME);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| Error::io("creating a COMMIT copy", &e))?;
+        f.write_all(commit)
+            .map_err(|e| Error::io("writing a COMMIT copy", &e))?;
+        Ok(f)
     }
 
     /// fsync of the directory of `epoch`: every rename into it so far
@@ -231,12 +263,17 @@ impl IncomingCopy {
         Ok(self.tracker.is_complete())
     }
 
+    /// The SHA-256 of the bytes received so far (the whole copy once the
+    /// last chunk is in).
+    pub(crate) fn digest(&self) -> Sha256Digest {
+        Sha256Digest(self.hasher.clone().finalize().into())
+    }
+
     /// fsync and rename into place; the directory is fsynced by the caller
-    /// (once, with the COMMIT's rename). Returns the copy's SHA-256.
-    pub(crate) fn finish(self) -> Result<Sha256Digest, Error> {
+    /// (once, with the COMMIT's entry).
+    pub(crate) fn finish(self) -> Result<(), Error> {
         fsio::finish_temp(&self.file, self.tracker.received())?;
         drop(self.file);
-        fsio::commit_temp(&self.dir, &self.name, Durable::WithDir)?;
-        Ok(Sha256Digest(self.hasher.finalize().into()))
+        fsio::commit_temp(&self.dir, &self.name, Durable::WithDir)
     }
 }
