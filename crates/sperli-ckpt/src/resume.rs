@@ -636,7 +636,7 @@ impl<L: Link> Checkpointer<L> {
     }
 }
 
-/// Why a rank cannot load (layouts' "the first failure's code"): the own
+/// Why a rank cannot load (protocol §10.2: "the first failure's code"): the own
 /// file's error when it has a code (or the COMMIT's), else the fetched
 /// copy's, else "missing, and the buddy has none".
 fn cannot_load(own: Error, fetched: Option<Fetched>, buddy: u32, epoch: u64) -> ResumeFailure {

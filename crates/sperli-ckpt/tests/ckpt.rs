@@ -1,6 +1,6 @@
 //! Multi-rank checkpoint and resume tests: real TLS 1.3 endpoints on
 //! 127.0.0.x, one thread per rank, a JobPlan as the launcher makes it
-//! (docs/sperli-protocol.md §9, §10). One integration test binary.
+//! (protocol §9, §10). One integration test binary.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -464,7 +464,7 @@ fn large_state_uses_many_chunks() {
 }
 
 /// A file, a connection or a handle has no `Checkpointable`, so
-/// checkpointing one does not compile (protocol text "Checkpoints").
+/// checkpointing one does not compile (protocol §9.4).
 #[test]
 fn states_holding_files_connections_or_handles_do_not_compile() {
     let t = trybuild::TestCases::new();

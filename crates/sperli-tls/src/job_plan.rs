@@ -156,7 +156,7 @@ impl JobPlan {
     /// job CA and job key (COMMIT files signed in earlier incarnations still
     /// verify), incarnation + 1, `hosts` (a failed rank may have moved), and
     /// new certificates and join tokens, so a token of an older incarnation
-    /// is refused (protocol text "Ausfall und Wiederaufnahme").
+    /// is refused (protocol §10.1).
     pub fn next_incarnation(&mut self, hosts: Vec<HostEntry>) -> Result<(), PlanError> {
         self.incarnation = self
             .incarnation
@@ -178,7 +178,7 @@ impl JobPlan {
     }
 
     /// Signs a join token for `rank` on `host` expiring at `expires_at_ms`
-    /// (layouts §4). Tests use it for odd tokens.
+    /// (protocol §7.1.2). Tests use it for odd tokens.
     pub fn sign_token(
         &self,
         rank: u32,
@@ -206,7 +206,7 @@ impl JobPlan {
         &self.identities[rank as usize]
     }
 
-    /// Rank `rank`'s job description (layouts §1): rank 0 alone carries
+    /// Rank `rank`'s job description (protocol §4): rank 0 alone carries
     /// the job secret key.
     pub fn description(&self, rank: u32) -> JobDescription {
         let id = self.identity(rank);

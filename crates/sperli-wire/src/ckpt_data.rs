@@ -5,7 +5,7 @@
 //! |---|---|---|---|
 //! | 0 | 1 | kind | 0 push, 1 request, 2 reply chunk, 3 no valid copy, 4 nothing needed |
 //! | 1 | 3 | reserved | 0 |
-//! | 4 | 4 | owner | the rank whose file it concerns (layouts §10) |
+//! | 4 | 4 | owner | the rank whose file it concerns (protocol §7.8, table of kinds) |
 //! | 8 | 8 | offset | kinds 1, 3, 4: 0 |
 //! | 16 | 8 | total | kinds 1, 3, 4: 0 |
 //! | 24 | var | chunk | at most 1048576 bytes; none for kinds 1, 3, 4; kinds 0, 2: `offset + len <= total` |
@@ -22,10 +22,10 @@ use crate::error::DecodeError;
 use crate::limits::MAX_CKPT_CHUNK;
 
 /// Length of the fixed part of a CKPT_DATA payload before the chunk
-/// (layouts §2: `CKPT_DATA 24..=24+1048576`).
+/// (protocol §6.3: `CKPT_DATA 24..=24 + 1048576`).
 pub const CKPT_DATA_FIXED_LEN: usize = 24;
 
-/// The CKPT_DATA kinds (layouts §6; protocol text "CKPT_DATA (7)").
+/// The CKPT_DATA kinds (protocol §7.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum CkptDataKind {
@@ -63,7 +63,7 @@ impl CkptDataKind {
     }
 
     /// Whether this kind carries file chunks (0 push, 2 reply); the others
-    /// carry no chunk and have offset = total = 0 (layouts §6).
+    /// carry no chunk and have offset = total = 0 (protocol §7.8).
     pub fn carries_chunks(self) -> bool {
         matches!(self, CkptDataKind::Push | CkptDataKind::Reply)
     }
@@ -81,7 +81,7 @@ impl fmt::Display for CkptDataKind {
     }
 }
 
-/// The CKPT_DATA payload (layouts §6), borrowing its chunk from the input.
+/// The CKPT_DATA payload (protocol §7.8), borrowing its chunk from the input.
 ///
 /// Decoding enforces every rule of the payload alone: kind 0..=4, reserved
 /// bytes 0, chunk at most 1 MiB, kinds 1/3/4 with offset = total = 0 and no
@@ -92,7 +92,7 @@ impl fmt::Display for CkptDataKind {
 pub struct CkptData<'a> {
     /// What this frame is.
     pub kind: CkptDataKind,
-    /// The rank whose file it concerns (layouts §10): for kinds 1 and 3 the
+    /// The rank whose file it concerns (protocol §7.8): for kinds 1 and 3 the
     /// asking rank, for kind 4 the sender itself.
     pub owner: u32,
     /// Bytes of the file before this chunk (0 for kinds 1, 3, 4).
@@ -104,17 +104,17 @@ pub struct CkptData<'a> {
 }
 
 impl CkptData<'static> {
-    /// A kind 1 request for `owner`'s file (layouts §6, §10).
+    /// A kind 1 request for `owner`'s file (protocol §7.8).
     pub fn request(owner: u32) -> Self {
         Self::signal(CkptDataKind::Request, owner)
     }
 
-    /// A kind 3 "no valid copy of `owner`'s file" (layouts §6, §10).
+    /// A kind 3 "no valid copy of `owner`'s file" (protocol §7.8).
     pub fn no_valid_copy(owner: u32) -> Self {
         Self::signal(CkptDataKind::NoValidCopy, owner)
     }
 
-    /// A kind 4 "rank `owner` needs nothing" (layouts §6, §10).
+    /// A kind 4 "rank `owner` needs nothing" (protocol §7.8).
     pub fn nothing_needed(owner: u32) -> Self {
         Self::signal(CkptDataKind::NothingNeeded, owner)
     }
@@ -133,7 +133,7 @@ impl CkptData<'static> {
 impl<'a> Codec<'a> for CkptData<'a> {
     const NAME: &'static str = "CKPT_DATA payload";
 
-    /// Writes the 24-byte fixed part and the chunk (layouts §6).
+    /// Writes the 24-byte fixed part and the chunk (protocol §7.8).
     fn encode(&self, out: &mut Vec<u8>) {
         out.push(self.kind.code());
         out.extend_from_slice(&[0; 3]);
@@ -144,7 +144,7 @@ impl<'a> Codec<'a> for CkptData<'a> {
     }
 
     /// Reads a whole CKPT_DATA payload: the chunk is everything after the
-    /// fixed part (layouts §6). Errors: kind above 4 is `OutOfRange` on
+    /// fixed part (protocol §7.8). Errors: kind above 4 is `OutOfRange` on
     /// `kind`; reserved non-zero is `NotZero` on `reserved`; a chunk above
     /// 1048576 bytes is `OutOfRange` on `chunk length`; kinds 1/3/4 with a
     /// non-zero `offset`, `total` or `chunk length` are `NotZero` on that

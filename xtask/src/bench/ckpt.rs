@@ -1,4 +1,4 @@
-//! The checkpoint job's later run (issue 16): the checkpoint job runs with
+//! The checkpoint job's later run (the resume figures): the checkpoint job runs with
 //! `--job-key DIR/job.key --keep-checkpoints`, so its tree and key outlive
 //! it; then `sperli run --job-key DIR/job.key --checkpoint-dir DIR --
 //! sperli-bench rank resume` is the same job at the next incarnation and

@@ -1,4 +1,4 @@
-//! Issue 9 (docs/reliability.md): a hostile rank inside a checkpoint and a
+//! docs/reliability.md: a hostile rank inside a checkpoint and a
 //! resume, and the checkpoint directory full or read-only.
 //!
 //! The hostile rank is an `Endpoint` with a valid certificate and token
@@ -285,7 +285,7 @@ fn a_commit_with_a_bad_signature_is_h1621_and_never_stored() {
         let codes: Vec<_> = out[1..].iter().map(|o| h(o.as_ref().unwrap())).collect();
         assert!(codes.contains(&Some(HCode::H1621)), "{out:?}");
         // The other victim: H1621 too, or the first one's ABORT (H1612),
-        // or a close it saw first (H1613, layouts §10 "Job-wide aborts").
+        // or a close it saw first (H1613, protocol §7.5 "Job-wide aborts").
         for c in &codes {
             assert!(
                 matches!(c, Some(HCode::H1621 | HCode::H1612 | HCode::H1613)),
@@ -336,7 +336,7 @@ fn an_unsolicited_commit_during_resume_is_h1610_reason_6() {
             "{e0}"
         );
         // Rank 0's ABORT, or (a third rank may see another rank's close
-        // first, layouts §10 "Job-wide aborts") H1613.
+        // first, protocol §7.5 "Job-wide aborts") H1613.
         match &end {
             Error::AbortedByPeer { .. } => assert_eq!(
                 end,
@@ -511,7 +511,7 @@ fn a_read_only_checkpoint_directory_fails_the_checkpoint_on_every_rank() {
             assert!(o.is_err(), "rank {r}: {o:?}");
             if r != 1 {
                 // H1612 (rank 1's ABORT), or H1613 when this rank saw a
-                // close first (layouts §10 "Job-wide aborts").
+                // close first (protocol §7.5 "Job-wide aborts").
                 let c = o.as_ref().unwrap_err().h_code();
                 assert!(
                     c == Some(HCode::H1612) || c == Some(HCode::H1613),

@@ -1,4 +1,4 @@
-//! Issue 16 (docs/launcher.md, "Requeued jobs and the key file"): a job
+//! docs/launcher.md, "Requeued jobs and the key file": a job
 //! killed as a whole continues in a later `sperli run --job-key FILE`, a
 //! key file others may read is refused, and what a normal end does to the
 //! checkpoint tree.
