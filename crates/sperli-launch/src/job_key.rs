@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sperli_tls::composite_sig::SecretKey;
-use sperli_tls::job_plan::JobPlan;
+use sperli_tls::job_plan::{JobPlan, PlanError};
 use sperli_wire::job_description::HostEntry;
 use sperli_wire::limits::SECRET_KEY_LEN;
 use sperli_wire::JobId;
@@ -47,7 +47,8 @@ const MAGIC: &str = "sperli-job-key 1";
 /// A key file is a few hundred bytes; anything longer is not one.
 const MAX_LEN: u64 = 4096;
 
-/// Why a key file cannot be used. Every message names the file.
+/// Why a key file cannot be used, or the job it names cannot be planned.
+/// Every message about the file names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyFileError {
     /// Group or others may read or write it (`mode` is its permission bits).
@@ -98,9 +99,11 @@ pub enum KeyFileError {
         path: PathBuf,
         /// What was being done.
         op: &'static str,
-        /// The OS error.
-        error: String,
+        /// The OS error's kind.
+        kind: std::io::ErrorKind,
     },
+    /// The job could not be planned (its PKI, key or tokens).
+    Plan(PlanError),
 }
 
 impl fmt::Display for KeyFileError {
@@ -135,9 +138,10 @@ impl fmt::Display for KeyFileError {
                 "the job of the key file {} has used up its incarnation counter",
                 path.display()
             ),
-            KeyFileError::Io { path, op, error } => {
-                write!(f, "cannot {op} the key file {}: {error}", path.display())
+            KeyFileError::Io { path, op, kind } => {
+                write!(f, "cannot {op} the key file {}: {kind}", path.display())
             }
+            KeyFileError::Plan(e) => write!(f, "cannot create the job: {e}"),
         }
     }
 }
@@ -209,7 +213,7 @@ impl KeyFile {
         move |e| KeyFileError::Io {
             path: self.path.clone(),
             op,
-            error: e.to_string(),
+            kind: e.kind(),
         }
     }
 
@@ -221,7 +225,7 @@ impl KeyFile {
             move |e: std::io::Error| KeyFileError::Io {
                 path: path.to_path_buf(),
                 op,
-                error: e.to_string(),
+                kind: e.kind(),
             }
         };
         let mut f = match File::open(path) {
@@ -439,7 +443,11 @@ impl JobIdentity {
     /// The plan of this run's first incarnation on `hosts`: a new job
     /// (written to the key file, if one was named, before this returns), or
     /// the key file's job at its next incarnation (recorded in the file).
-    pub fn plan(&mut self, hosts: Vec<HostEntry>, lifetime: Duration) -> Result<JobPlan, String> {
+    pub fn plan(
+        &mut self,
+        hosts: Vec<HostEntry>,
+        lifetime: Duration,
+    ) -> Result<JobPlan, KeyFileError> {
         let size = hosts.len() as u32;
         match (&mut self.key, &self.file) {
             (Some(kf), _) => {
@@ -448,20 +456,18 @@ impl JobIdentity {
                         path: kf.path().to_path_buf(),
                         job: kf.size(),
                         asked: size,
-                    }
-                    .to_string());
+                    });
                 }
-                let inc = kf
-                    .incarnation()
-                    .checked_add(1)
-                    .ok_or_else(|| KeyFileError::Exhausted {
-                        path: kf.path().to_path_buf(),
-                    })
-                    .map_err(|e| e.to_string())?;
+                let inc =
+                    kf.incarnation()
+                        .checked_add(1)
+                        .ok_or_else(|| KeyFileError::Exhausted {
+                            path: kf.path().to_path_buf(),
+                        })?;
                 let plan =
                     JobPlan::with_job_key(kf.job_id(), kf.key().clone(), hosts, inc, lifetime)
-                        .map_err(|e| format!("cannot create the job: {e}"))?;
-                kf.record(inc).map_err(|e| e.to_string())?;
+                        .map_err(KeyFileError::Plan)?;
+                kf.record(inc)?;
                 self.first = inc;
                 eprintln!(
                     "sperli: job {} from the key file {}: incarnation {inc}; its ranks resume from their last valid COMMIT",
@@ -471,11 +477,9 @@ impl JobIdentity {
                 Ok(plan)
             }
             (None, file) => {
-                let plan = JobPlan::new(hosts, 1, lifetime)
-                    .map_err(|e| format!("cannot create the job: {e}"))?;
+                let plan = JobPlan::new(hosts, 1, lifetime).map_err(KeyFileError::Plan)?;
                 if let Some(path) = file {
-                    let kf = KeyFile::create(path, plan.job_id, plan.job_key.clone(), size, 1)
-                        .map_err(|e| e.to_string())?;
+                    let kf = KeyFile::create(path, plan.job_id, plan.job_key.clone(), size, 1)?;
                     eprintln!(
                         "sperli: job {}: created the key file {} (a later `sperli run --job-key {}` continues this job)",
                         plan.job_id,
@@ -502,10 +506,10 @@ impl JobIdentity {
         &mut self,
         plan: &mut JobPlan,
         hosts: Vec<HostEntry>,
-    ) -> Result<(), String> {
-        plan.next_incarnation(hosts).map_err(|e| e.to_string())?;
+    ) -> Result<(), KeyFileError> {
+        plan.next_incarnation(hosts).map_err(KeyFileError::Plan)?;
         if let Some(kf) = &mut self.key {
-            kf.record(plan.incarnation).map_err(|e| e.to_string())?;
+            kf.record(plan.incarnation)?;
         }
         Ok(())
     }
@@ -645,7 +649,7 @@ mod tests {
         let e = other_size
             .plan(sperli_tls::job_plan::local_hosts(3).unwrap(), life)
             .unwrap_err();
-        assert!(e.contains("has 2 ranks; -n 3"), "{e}");
+        assert!(e.to_string().contains("has 2 ranks; -n 3"), "{e}");
         let _ = std::fs::remove_dir_all(&root);
     }
 }
