@@ -252,6 +252,32 @@ fn a_commit_with_a_flipped_signature_byte_makes_the_job_take_the_previous_epoch(
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// Over the real transport: rank 1's file of epoch 2 and its buddy copy
+/// are both damaged, so every rank resumes epoch 1 (protocol §10.2 step 7)
+/// and the next checkpoint writes epoch 2 again.
+#[test]
+fn a_rank_that_cannot_load_the_newest_epoch_makes_every_rank_resume_the_one_before() {
+    let root = scratch("fallback");
+    let mut plan = JobPlan::localhost(3).unwrap();
+    first_run(&plan, &root, 2);
+    for (holder, name) in [(1, rank_file_name(1)), (2, buddy_file_name(1))] {
+        let p = edir(&root, &plan, holder, 2).join(name);
+        let mut b = std::fs::read(&p).unwrap();
+        b[90] ^= 0x10;
+        std::fs::write(&p, b).unwrap();
+    }
+    restart(&mut plan);
+    run(&plan, &root, |r, _, ck| {
+        assert_eq!(ck.resume::<State>().unwrap(), Some((1, state(r, 1))));
+        assert_eq!(ck.checkpoint(&state(r, 2)).unwrap(), 2);
+    });
+    restart(&mut plan);
+    run(&plan, &root, |r, _, ck| {
+        assert_eq!(ck.resume::<State>().unwrap(), Some((2, state(r, 2))));
+    });
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 #[test]
 fn a_signed_commit_for_another_size_gives_h1623() {
     let root = scratch("size");
