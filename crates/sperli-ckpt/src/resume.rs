@@ -143,8 +143,8 @@ impl<L: Link> Checkpointer<L> {
             self.announce(0, None)?;
             return Ok(None);
         };
-        // "a choice is never older than e - 1 of the newest COMMIT": the
-        // second round, if any, is E - 1.
+        // "There is at most one fallback: E − 1 is the oldest epoch a tree
+        // keeps" (§10.2 step 7): the second round, if any, is E - 1.
         let second = choices
             .iter()
             .find(|c| c.epoch.checked_add(1) == Some(first.epoch));
@@ -173,8 +173,8 @@ impl<L: Link> Checkpointer<L> {
                 }
             }
         }
-        // "only when no epoch is left does rank 0 send status 2 (H1622 to
-        // the program, the first failure's code in the message)"
+        // "Only when no epoch is left does rank 0 send RESUME status 2 to
+        // every rank, then ABORT reason 6 with code 1622" (§10.2 step 7).
         for r in 1..self.size() {
             self.link().send_ckpt(
                 r,
@@ -345,7 +345,8 @@ impl<L: Link> Checkpointer<L> {
                     ResumeStatus::CannotLoad
                 }
             };
-            // "Each rank answers every choice."
+            // §10.2 step 7: for a second choice "every rank verifies it,
+            // loads its file of E − 1, ... and answers".
             self.report(epoch, status)?;
             match self.next_from_rank0(epoch)? {
                 FromRank0::Go { epoch: e } if e == epoch => {
@@ -558,7 +559,7 @@ impl<L: Link> Checkpointer<L> {
             "during resume (CKPT_DATA kind 1 or 4 expected)",
         )?;
         let d = CkptData::decode(&b).map_err(payload_error(FrameType::CkptData))?;
-        // "kinds 1 and 3 the asking rank r, kind 4 the sender itself"
+        // §7.8: the owner of kinds 1 and 4 is the sender, r.
         if d.owner != pred {
             return Err(field_mismatch(
                 FrameType::CkptData,
@@ -636,9 +637,10 @@ impl<L: Link> Checkpointer<L> {
     }
 }
 
-/// Why a rank cannot load (protocol §10.2: "the first failure's code"): the own
-/// file's error when it has a code (or the COMMIT's), else the fetched
-/// copy's, else "missing, and the buddy has none".
+/// Why a rank cannot load (protocol §10.2 step 7: the message names "the
+/// first failure that rank knows of"): the own file's error when it has a
+/// code (or the COMMIT's), else the fetched copy's, else "missing, and the
+/// buddy has none".
 fn cannot_load(own: Error, fetched: Option<Fetched>, buddy: u32, epoch: u64) -> ResumeFailure {
     if own.h_code().is_some() {
         return ResumeFailure::Own(own);
