@@ -217,18 +217,15 @@ pub fn resume(quick: bool) -> Result<(), Error> {
     let got = ck.resume::<Vec<u8>>()?;
     ck.comm().barrier()?;
     let loaded = unix_ns();
+    let (since_start, since_join) = (started.elapsed(), joined.elapsed());
     let (bytes, _) = sizes(quick)[1];
     let ok = matches!(&got, Some((_, s)) if *s == state(rank, bytes));
     if !ok {
         refuse("the resumed state is not the checkpointed one");
     }
     if rank == 0 {
-        result("resume_ms", bytes, started.elapsed().as_secs_f64() * 1e3);
-        result(
-            "resume_exchange_ms",
-            bytes,
-            joined.elapsed().as_secs_f64() * 1e3,
-        );
+        result("resume_ms", bytes, since_start.as_secs_f64() * 1e3);
+        result("resume_exchange_ms", bytes, since_join.as_secs_f64() * 1e3);
         println!("RESULT resume_loaded_unix_ns {bytes} {loaded}");
     }
     ck.into_comm().into_link().finish()
