@@ -35,8 +35,9 @@ use sperli_wire::{JobId, Reduction, Sha256Digest};
 use crate::checkpointer::{payload_error, Checkpointer};
 use crate::fault::kill_point;
 use crate::fsio::Durable;
+use crate::keys::JobKeys;
 use crate::state::{encode_state_into, Checkpointable};
-use crate::store::IncomingCopy;
+use crate::store::{IncomingCopy, Store};
 
 /// Builds the rank file of `state` in `buf` (protocol §9.2): the 80-byte
 /// header, then the state bytes; the header's SHA-256 is the state's.
@@ -78,6 +79,41 @@ fn check_entry_hash(c: &CommitFile<'_>, rank: u32, got: Sha256Digest) -> Result<
             got: c.size,
         }),
     }
+}
+
+/// The COMMIT writer was neither taken nor left: cannot happen; an error
+/// rather than a panic all the same.
+fn unreachable_commit() -> Result<Vec<u8>, Error> {
+    Err(Error::Local(LocalError::ThreadPanicked {
+        op: "writing the COMMIT",
+    }))
+}
+
+/// Step 4 on rank 0: the COMMIT of `hashes` (rank order), signed with
+/// the job key and written "the same way (temporary name, fsync,
+/// rename)"; the directory is fsynced at the end.
+fn write_commit(
+    store: &Store,
+    keys: &JobKeys,
+    e: u64,
+    hashes: &[Sha256Digest],
+) -> Result<Vec<u8>, Error> {
+    let msg = signed_message(keys.job_id(), e, hashes);
+    let sk = keys
+        .secret_key()
+        .ok_or(Error::JobDescription(DecodeError::Mismatch {
+            field: "job_secret_key length (rank 0)",
+            expected: SECRET_KEY_LEN as u64,
+            got: 0,
+        }))?;
+    let sig = composite_sig::sign(sk, &msg, CONTEXT_COMMIT).map_err(|_| {
+        Error::Local(LocalError::Random {
+            op: "signing the COMMIT file",
+        })
+    })?;
+    let commit = assemble(&msg, &sig.0);
+    store.write_commit(e, &commit, Durable::WithDir)?;
+    Ok(commit)
 }
 
 /// The result of a helper thread, or [`LocalError::ThreadPanicked`].
@@ -210,7 +246,7 @@ impl<L: Link> Checkpointer<L> {
                 tree: Some(s.spawn(move || store.sync_tree())),
             };
             let commit_copy = if rank == 0 {
-                self.steps_rank0(e, file, &mut own)?;
+                self.steps_rank0(s, e, file, &mut own)?;
                 None
             } else {
                 Some(self.steps_other(s, e, file, &mut own)?)
@@ -264,11 +300,18 @@ impl<L: Link> Checkpointer<L> {
         copy.push(&d)
     }
 
-    /// Rank 0: push, every ACK, the signed COMMIT, then the copy of the
-    /// last rank's file (which comes after that rank's ACK).
-    fn steps_rank0(&self, e: u64, file: &[u8], own: &mut OwnFile<'_>) -> Result<(), Error> {
+    /// Rank 0: push, every ACK, the signed COMMIT, and the copy of the last
+    /// rank's file (which comes after that rank's ACK). The COMMIT is
+    /// signed, written and fsynced on a helper thread while the copy's
+    /// first chunks are taken; it goes out as soon as it is in place.
+    fn steps_rank0<'s>(
+        &'s self,
+        s: &'s thread::Scope<'s, '_>,
+        e: u64,
+        file: &'s [u8],
+        own: &mut OwnFile<'s>,
+    ) -> Result<(), Error> {
         let size = self.size();
-        let inc = self.keys.incarnation();
         if size > 1 {
             self.push(e, file)?;
         }
@@ -290,39 +333,47 @@ impl<L: Link> Checkpointer<L> {
         }
         // "rank 0 records its own hash directly"
         hashes[0] = own.wait()?;
-        kill_point("step2", 0, inc, e);
-        let msg = signed_message(self.keys.job_id(), e, &hashes);
-        let sk = self
-            .keys
-            .secret_key()
-            .ok_or(Error::JobDescription(DecodeError::Mismatch {
-                field: "job_secret_key length (rank 0)",
-                expected: SECRET_KEY_LEN as u64,
-                got: 0,
-            }))?;
-        let sig = composite_sig::sign(sk, &msg, CONTEXT_COMMIT).map_err(|_| {
-            Error::Local(LocalError::Random {
-                op: "signing the COMMIT file",
-            })
-        })?;
-        let commit = assemble(&msg, &sig.0);
-        // "(temporary name, fsync, rename), with the hashes in rank order
-        // and signed with the job key"; the directory is fsynced at the end.
-        self.store.write_commit(e, &commit, Durable::WithDir)?;
-        kill_point("step4-commit-written", 0, inc, e);
-        let cf = decode_file(&commit)?;
-        for r in 1..size {
-            self.link()
-                .send_ckpt(r, e, &Payload::CkptCommit(cf.clone()))?;
-        }
+        kill_point("step2", 0, self.keys.incarnation(), e);
+        let (store, keys) = (&self.store, &self.keys);
+        let mut writing = Some(s.spawn(move || write_commit(store, keys, e, &hashes)));
+        let mut sent: Option<Vec<u8>> = None;
         if size > 1 {
             let pred = size - 1;
             let mut copy = IncomingCopy::create(&self.store.epoch_dir(e), pred)?;
-            while !self.receive_chunk(e, pred, &mut copy)? {}
-            check_entry_hash(&cf, pred, copy.digest())?;
-            copy.finish()?;
+            loop {
+                let complete = self.receive_chunk(e, pred, &mut copy)?;
+                if let Some(h) = writing.take_if(|h| h.is_finished()) {
+                    sent = Some(self.send_commit(e, joined(h, "writing the COMMIT")??)?);
+                }
+                if complete {
+                    break;
+                }
+            }
+            let got = copy.digest();
+            let stored = s.spawn(move || copy.finish());
+            let commit = match (sent, writing) {
+                (Some(c), _) => c,
+                (None, Some(h)) => self.send_commit(e, joined(h, "writing the COMMIT")??)?,
+                (None, None) => unreachable_commit()?,
+            };
+            check_entry_hash(&decode_file(&commit)?, pred, got)?;
+            joined(stored, "storing a buddy copy")??;
+        } else if let Some(h) = writing {
+            self.send_commit(e, joined(h, "writing the COMMIT")??)?;
         }
         Ok(())
+    }
+
+    /// Step 4 on rank 0: CKPT_COMMIT to every other rank; returns the
+    /// COMMIT.
+    fn send_commit(&self, e: u64, commit: Vec<u8>) -> Result<Vec<u8>, Error> {
+        kill_point("step4-commit-written", 0, self.keys.incarnation(), e);
+        let cf = decode_file(&commit)?;
+        for r in 1..self.size() {
+            self.link()
+                .send_ckpt(r, e, &Payload::CkptCommit(cf.clone()))?;
+        }
+        Ok(commit)
     }
 
     /// A rank other than 0: push (unless it is the last rank), the
