@@ -123,23 +123,14 @@ fn joined<T>(h: ScopedJoinHandle<'_, T>, op: &'static str) -> Result<T, Error> {
 }
 
 /// The own file of this checkpoint while its helper threads run: the
-/// write (temporary name, fsync, rename), the whole-file SHA-256 for
-/// CKPT_ACK, and the fsync of the directories above the epoch's.
+/// write (temporary name, fsync, rename) and the whole-file SHA-256 for
+/// CKPT_ACK.
 struct OwnFile<'s> {
     written: Option<ScopedJoinHandle<'s, Result<(), Error>>>,
     hashed: Option<ScopedJoinHandle<'s, Sha256Digest>>,
-    tree: Option<ScopedJoinHandle<'s, Result<(), Error>>>,
 }
 
 impl OwnFile<'_> {
-    /// Waits for the fsync of the directories above the epoch's.
-    fn tree_synced(&mut self) -> Result<(), Error> {
-        match self.tree.take() {
-            Some(h) => joined(h, "fsync of the checkpoint directories")?,
-            None => Ok(()),
-        }
-    }
-
     /// Waits for both helpers: the file is in place and durable; returns
     /// its SHA-256. Called once.
     fn wait(&mut self) -> Result<Sha256Digest, Error> {
@@ -243,7 +234,6 @@ impl<L: Link> Checkpointer<L> {
             let mut own = OwnFile {
                 written: Some(s.spawn(move || store.write_own(e, rank, file))),
                 hashed: Some(s.spawn(move || Sha256Digest::of(file))),
-                tree: Some(s.spawn(move || store.sync_tree())),
             };
             let commit_copy = if rank == 0 {
                 self.steps_rank0(s, e, file, &mut own)?;
@@ -253,10 +243,13 @@ impl<L: Link> Checkpointer<L> {
             };
             // Step 5: "every rank deletes every older epoch directory of
             // the job"; later ones are left untouched. It runs while the
-            // epoch's files become durable: every rename into the epoch
+            // epoch's files become durable, all at once (the journal
+            // commits them together): every rename into the epoch
             // directory (own file, buddy copy, rank 0's COMMIT) and the
             // COMMIT copy's entry by one fsync of the directory, the COMMIT
-            // copy's bytes by its own fsync, at the same time.
+            // copy's bytes by its own fsync, the epoch directory's entry by
+            // an fsync of the job directory. None of them runs beside the
+            // own file's fsync, which the CKPT_ACK waits for.
             kill_point("step5", rank, self.keys.incarnation(), e);
             let pred = (size > 1).then(|| (rank + size - 1) % size);
             let cleanup = s.spawn(move || store.remove_below(e, rank, pred));
@@ -266,8 +259,9 @@ impl<L: Link> Checkpointer<L> {
                         .map_err(|e| Error::io("fsync of a COMMIT copy", &e))
                 })
             });
-            own.tree_synced()?;
+            let tree = s.spawn(move || store.sync_tree());
             store.sync_epoch(e)?;
+            joined(tree, "fsync of the checkpoint directories")??;
             if let Some(h) = copy_synced {
                 joined(h, "fsync of a COMMIT copy")??;
             }
