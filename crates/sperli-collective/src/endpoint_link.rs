@@ -2,12 +2,12 @@
 //! `sperli-transport`, and [`Comm::from_stdin`], how a rank started by the
 //! `sperli` launcher joins its job.
 
-use std::io::{BufRead, Read};
+use std::io::{BufRead, IsTerminal, Read};
 use std::time::Duration;
 
 use sperli_transport::{Endpoint, Settings};
 use sperli_wire::abort::AbortReason;
-use sperli_wire::error::{DecodeError, Error, HexError};
+use sperli_wire::error::{DecodeError, Error, HexError, LaunchStdin};
 use sperli_wire::job_description::JobDescription;
 use sperli_wire::payload::Payload;
 use sperli_wire::refused_hosts::{RefusedHosts, ENV_VAR};
@@ -91,12 +91,24 @@ impl Comm<Endpoint> {
     /// must keep `job_secret_key` out of logs and files and drop it when
     /// done.
     pub fn from_stdin_with_description() -> Result<(Self, JobDescription), Error> {
+        // Started by hand (a terminal, or nothing on stdin): say in one
+        // line how to start it instead of blocking or a decoding error.
+        let not_launched = |stdin| Error::NotLaunched {
+            stdin,
+            program: std::env::args().next().unwrap_or_else(|| "PROGRAM".into()),
+        };
+        if std::io::stdin().is_terminal() {
+            return Err(not_launched(LaunchStdin::Terminal));
+        }
         let mut line = Vec::new();
         std::io::stdin()
             .lock()
             .take(MAX_DESCRIPTION_LINE)
             .read_until(b'\n', &mut line)
             .map_err(|e| Error::io("reading the job description from stdin", &e))?;
+        if line.is_empty() {
+            return Err(not_launched(LaunchStdin::Empty));
+        }
         if line.last() != Some(&b'\n') {
             return Err(Error::JobDescription(DecodeError::Hex(
                 HexError::MissingNewline,

@@ -521,6 +521,19 @@ pub enum LossCause {
     },
 }
 
+/// What a rank's stdin was when it held no job description at all (H1615,
+/// [`Error::NotLaunched`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchStdin {
+    /// A terminal: the program was started by hand.
+    #[error("stdin is a terminal")]
+    Terminal,
+    /// Empty (end of file at once, e.g. `/dev/null`).
+    #[error("stdin is empty")]
+    Empty,
+}
+
 /// Why a host is refused (H1614; protocol text "Transport und Sicherheit").
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -726,6 +739,14 @@ pub enum Error {
     },
     /// H1615.
     JobDescription(DecodeError),
+    /// H1615: no job description at all: the program was not started by
+    /// the launcher. Its message is one line that says how to start it.
+    NotLaunched {
+        /// What stdin was.
+        stdin: LaunchStdin,
+        /// The program as it was started (`argv[0]`).
+        program: String,
+    },
     /// H1616.
     SetupTimeout {
         /// The set-up window.
@@ -914,6 +935,10 @@ impl fmt::Display for Error {
             Error::PeerLost { peer, cause } => write!(f, "peer rank {peer} lost: {cause}"),
             Error::HostRefused { host, rule } => write!(f, "host {host:?} refused: {rule}"),
             Error::JobDescription(e) => write!(f, "invalid job description: {e}"),
+            Error::NotLaunched { stdin, program } => write!(
+                f,
+                "no job description ({stdin}): {program} is a SPERLI rank program; start it with `sperli run -n N -- {program}`"
+            ),
             Error::SetupTimeout { after_ms, missing } => write!(
                 f,
                 "connection set-up timed out after {after_ms} ms; missing ranks {missing:?}"
@@ -1019,7 +1044,7 @@ impl Error {
             Error::AbortedByPeer { .. } => HCode::H1612,
             Error::PeerLost { .. } => HCode::H1613,
             Error::HostRefused { .. } => HCode::H1614,
-            Error::JobDescription(_) => HCode::H1615,
+            Error::JobDescription(_) | Error::NotLaunched { .. } => HCode::H1615,
             Error::SetupTimeout { .. } => HCode::H1616,
             Error::CollectiveMismatch(_) => HCode::H1617,
             Error::InvalidArguments(_) => HCode::H1618,

@@ -18,6 +18,7 @@
 //! figure.
 
 mod ckpt;
+mod mailbox;
 mod plot;
 mod report;
 
@@ -155,7 +156,7 @@ fn on_path(name: &str) -> Option<PathBuf> {
 
 fn build(root: &Path) -> Result<Programs, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    println!("==> cargo build --release -p sperli-bench -p sperli-launch");
+    println!("==> cargo build --release -p sperli-bench -p sperli-launch -p sperli-mailbox");
     let st = Command::new(&cargo)
         .args([
             "build",
@@ -164,6 +165,8 @@ fn build(root: &Path) -> Result<Programs, String> {
             "sperli-bench",
             "-p",
             "sperli-launch",
+            "-p",
+            "sperli-mailbox",
             "--bins",
         ])
         .current_dir(root)
@@ -676,6 +679,7 @@ fn measure(p: &Programs, opts: &Options) -> Result<Samples, String> {
                 job(p, opts, side, mode, &mut samples)?;
             }
         }
+        mailbox::job(p, opts, &mut samples)?;
     }
     Ok(samples)
 }

@@ -42,7 +42,7 @@ fn num(v: f64) -> String {
 }
 
 /// `median (min..max)` in the figure's unit.
-pub fn cell(s: Option<Stat>) -> String {
+pub(super) fn cell(s: Option<Stat>) -> String {
     match s {
         Some(s) => format!("{} ({}..{})", num(s.median), num(s.min), num(s.max)),
         None => "n/a".into(),
@@ -508,6 +508,7 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
 
     scale_section(&mut o, s, opts.quick);
     ckpt_section(&mut o, s, opts.quick);
+    super::mailbox::section(&mut o, s);
 
     let _ = writeln!(o, "## Plots\n");
     let _ = writeln!(

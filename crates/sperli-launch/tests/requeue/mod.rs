@@ -134,6 +134,7 @@ fn job_trees(dir: &Path) -> Vec<PathBuf> {
 /// and the key file are gone.
 #[test]
 fn a_job_killed_as_a_whole_continues_in_a_later_run_with_its_key_file() {
+    let _cpu = super::shared_cpu();
     let root = scratch("killed");
     let key = root.join("keys/job.key");
     let dir = root.join("ckpt");
@@ -194,6 +195,7 @@ fn a_job_killed_as_a_whole_continues_in_a_later_run_with_its_key_file() {
 /// same command runs.
 #[test]
 fn a_key_file_readable_by_group_or_others_is_refused() {
+    let _cpu = super::shared_cpu();
     let root = scratch("mode");
     let key = root.join("job.key");
     let dir = root.join("ckpt");
@@ -238,6 +240,7 @@ fn a_key_file_readable_by_group_or_others_is_refused() {
 /// keeps it.
 #[test]
 fn a_normal_end_removes_the_checkpoints_unless_asked_to_keep_them() {
+    let _cpu = super::shared_cpu();
     let root = scratch("end");
     let short = ["ckpt", "20", "10"];
     for keep in [false, true] {
