@@ -16,7 +16,8 @@
 //!   description.
 //!
 //! Inside: `checkpointer.rs` (the type), `checkpoint.rs` (§9.4),
-//! `resume.rs` (§10.2, with the fallback to E − 1), `store.rs` and
+//! `resume.rs` (§10.2, with the fallback to E − 1) with `load.rs` (one
+//! round: the own file and the buddy fetch), `store.rs` and
 //! `fsio.rs` (the tree on disk), `fault.rs` (the crash tests' SIGKILL
 //! hook, compiled only with the `fault-injection` feature). The checkpoint
 //! and the resume run over any [`Link`](sperli_collective::Link) that
@@ -52,6 +53,7 @@ mod checkpointer;
 mod fault;
 mod fsio;
 mod keys;
+mod load;
 mod resume;
 mod state;
 mod store;
