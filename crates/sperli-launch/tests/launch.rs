@@ -14,6 +14,7 @@ mod messages;
 mod orphans;
 mod procs;
 mod reliability;
+mod requeue;
 mod slurm;
 
 /// The scale runs (64 ranks on 2 cores) need the machine for themselves:
