@@ -9,10 +9,11 @@ use sperli_transport::{Endpoint, Settings};
 use sperli_wire::abort::AbortReason;
 use sperli_wire::error::{DecodeError, Error, HexError, LaunchStdin};
 use sperli_wire::job_description::JobDescription;
+use sperli_wire::payload::Payload;
 use sperli_wire::refused_hosts::{RefusedHosts, ENV_VAR};
 
 use crate::comm::Comm;
-use crate::link::Link;
+use crate::link::{CkptFrame, Link};
 
 impl Link for Endpoint {
     fn rank(&self) -> u32 {
@@ -44,6 +45,25 @@ impl Link for Endpoint {
     }
     fn features(&self) -> u64 {
         Endpoint::features(self)
+    }
+
+    // ---- Checkpoint and RESUME frames (protocol §7.7-§7.11) ----
+    fn send_ckpt(&self, to: u32, epoch: u64, payload: &Payload<'_>) -> Result<(), Error> {
+        Endpoint::send_frame(self, to, epoch, payload)
+    }
+    fn recv_ckpt(&self, from: u32) -> Result<CkptFrame, Error> {
+        let (h, payload) = Endpoint::recv_ckpt(self, from)?;
+        Ok(CkptFrame {
+            frame_type: h.frame_type,
+            epoch: h.epoch,
+            payload,
+        })
+    }
+    fn open_handles(&self) -> (u64, u64) {
+        Endpoint::open_handles(self)
+    }
+    fn job_error(&self) -> Option<Error> {
+        Endpoint::error(self)
     }
 }
 
