@@ -3,7 +3,7 @@
 //! ```text
 //! sperli-bench limits [--quick]          the machine's limits, in this process
 //! sperli-bench rank MODE [--quick]       a SPERLI rank (started by `sperli run`)
-//!     MODE: pingpong | coll | startup | rss | ckpt | resume
+//!     MODE: pingpong | coll | startup | rss | ckpt | resume | pipe
 //! sperli-bench ckpt-threads [--quick] [MIB...]
 //!                                        the ckpt measurement, 4 ranks as threads
 //! ```
@@ -20,6 +20,7 @@
 
 mod ckpt;
 mod limits;
+mod pipelined;
 mod rank;
 
 /// Prints one figure in the format the xtask parses.
@@ -38,7 +39,7 @@ pub fn iters(quick: bool, full: usize, short: usize) -> usize {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss|ckpt|resume [--quick] | ckpt-threads [--quick] [MIB...]"
+        "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss|ckpt|resume|pipe [--quick] | ckpt-threads [--quick] [MIB...]"
     );
     std::process::exit(2);
 }

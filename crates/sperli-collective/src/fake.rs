@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use sperli_wire::abort::AbortReason;
 use sperli_wire::error::{FrameError, LossCause};
+use sperli_wire::limits::{FEATURES_IMPLEMENTED, FEATURE_V1_CORE};
 use sperli_wire::payload::Payload;
 use sperli_wire::Error;
 
@@ -96,6 +97,9 @@ pub struct FakeLink {
     boxes: Arc<Vec<Mailbox>>,
     hook: Mutex<Option<SendHook>>,
     silence: Duration,
+    /// The job's negotiated HELLO features as this rank sees them
+    /// (protocol §7.1.1; see [`FakeLink::job_with_features`]).
+    features: u64,
 }
 
 impl std::fmt::Debug for FakeLink {
@@ -108,8 +112,14 @@ impl std::fmt::Debug for FakeLink {
 }
 
 impl FakeLink {
-    /// The links of a job of `size` ranks (1..=4096), index = rank.
+    /// The links of a job of `size` ranks (1..=4096), index = rank. Every
+    /// rank announces the features this implementation has
+    /// ([`FEATURES_IMPLEMENTED`]), as the real transport does by default.
     pub fn job(size: u32) -> Vec<FakeLink> {
+        Self::job_with_features(&vec![FEATURES_IMPLEMENTED; size as usize])
+    }
+
+    fn job_of(size: u32, features: u64) -> Vec<FakeLink> {
         assert!((1..=4096).contains(&size), "size must be 1..=4096");
         let n = size as usize;
         let boxes: Arc<Vec<Mailbox>> = Arc::new(
@@ -132,8 +142,35 @@ impl FakeLink {
                 boxes: Arc::clone(&boxes),
                 hook: Mutex::new(None),
                 silence: DEFAULT_SILENCE,
+                features,
             })
             .collect()
+    }
+
+    // ---- HELLO features (pipelined collectives, protocol §7.1.1, §14) -----
+
+    /// The links of a job whose rank r announces `announced[r]` in its
+    /// HELLO (bit 0 is always added); every rank then sees the AND of all
+    /// of them, as after a real set-up (protocol §7.1.1). A job with one
+    /// v1-only rank (`FEATURE_V1_CORE`) runs every call on the v1 star.
+    ///
+    /// ```
+    /// use sperli_collective::{fake::FakeLink, Link};
+    /// use sperli_wire::limits::{FEATURE_PIPELINED, FEATURE_V1_CORE};
+    /// let both = FEATURE_V1_CORE | FEATURE_PIPELINED;
+    /// let links = FakeLink::job_with_features(&[both, FEATURE_V1_CORE, both]);
+    /// assert!(links.iter().all(|l| l.features() == FEATURE_V1_CORE));
+    /// ```
+    pub fn job_with_features(announced: &[u64]) -> Vec<FakeLink> {
+        let and = announced.iter().fold(u64::MAX, |a, f| a & f) | FEATURE_V1_CORE;
+        Self::job_of(announced.len() as u32, and)
+    }
+
+    /// Overrides the features this one rank believes the job negotiated
+    /// (a misbehaving rank: e.g. one that sends pipelined frames in a job
+    /// without bit 1).
+    pub fn set_features(&mut self, features: u64) {
+        self.features = features;
     }
 
     /// Sets how long a receive waits before it reports the peer lost (H1613).
@@ -244,11 +281,15 @@ impl Link for FakeLink {
     }
 
     fn send_collective(&self, to: u32, payload: &[u8]) -> Result<(), Error> {
+        self.send_collective_vec(to, payload.to_vec())
+    }
+
+    fn send_collective_vec(&self, to: u32, payload: Vec<u8>) -> Result<(), Error> {
         assert!(to < self.size && to != self.rank, "bad target {to}");
         self.check_send(to)?;
         let frames = match self.hook.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            Some(h) => h(to, payload.to_vec()),
-            None => vec![payload.to_vec()],
+            Some(h) => h(to, payload),
+            None => vec![payload],
         };
         for f in frames {
             self.deliver(to, f);
@@ -259,6 +300,11 @@ impl Link for FakeLink {
     fn recv_collective(&self, from: u32) -> Result<Vec<u8>, Error> {
         assert!(from < self.size && from != self.rank, "bad source {from}");
         self.wait_take(from, |st| st.queues[from as usize].pop_front())
+    }
+
+    // ---- HELLO features (pipelined collectives, protocol §7.1.1, §14) -----
+    fn features(&self) -> u64 {
+        self.features
     }
 
     fn abort(&self, reason: AbortReason, code: u32, message: &str) {

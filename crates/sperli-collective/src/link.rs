@@ -25,9 +25,10 @@ use sperli_wire::{Error, FrameType};
 ///   collective layer checks the collective header and the data length
 ///   itself; the link has already applied the frame-header checks (a
 ///   COLLECTIVE payload shorter than 16 bytes never gets here, H1610).
-/// - **Star only.** The collective layer only ever sends to and receives
-///   from the peers the star of protocol §8.2 names; `to` / `from` are
-///   never the link's own rank.
+/// - **Peers only.** The collective layer sends to and receives from the
+///   peers the star of protocol §8.2 names or, with feature bit 1
+///   ([`Link::features`]), the chains, rings and trees of protocol §14.3;
+///   `to` / `from` are never the link's own rank.
 /// - **Sends do not wait for the peer's call.** A send may block on flow
 ///   control but must not wait until the peer makes the matching call
 ///   (the receiver keeps early frames, layouts §10).
@@ -90,6 +91,18 @@ pub trait Link {
             self.send_collective(r, payload)?;
         }
         Ok(())
+    }
+
+    // ---- pipelined collectives (HELLO feature bit 1, protocol §14) ------
+
+    /// The HELLO feature bits of the job (protocol §7.1.1): the AND of this
+    /// rank's and every peer's, fixed once the link is up. Bit 1
+    /// ([`FEATURE_PIPELINED`](sperli_wire::limits::FEATURE_PIPELINED)) lets
+    /// large collectives run pipelined (protocol §14); without it every
+    /// call is the v1 star byte for byte, and a pipelined frame is rejected
+    /// (H1610). The default is a v1-only link.
+    fn features(&self) -> u64 {
+        sperli_wire::limits::FEATURE_V1_CORE
     }
 
     // ---- Checkpoint and RESUME frames (sperli-ckpt; protocol §7.7-§7.11,
@@ -187,6 +200,9 @@ impl<L: Link + ?Sized> Link for &L {
     }
     fn send_collective_each(&self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
         (**self).send_collective_each(to, payload)
+    }
+    fn features(&self) -> u64 {
+        (**self).features()
     }
 
     // ---- Checkpoint and RESUME frames ----

@@ -12,6 +12,7 @@ mod blame;
 mod habits;
 mod messages;
 mod orphans;
+mod pipelined;
 mod procs;
 mod reliability;
 mod requeue;

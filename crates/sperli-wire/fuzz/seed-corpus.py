@@ -22,6 +22,9 @@ comment at the top of each fuzz_targets/*.rs):
   hex               the lines of job descriptions (without "\\n")
   reduce            type code, reduction code, 0 (split in halves), left,
                     right
+  pipeline          a features byte + `u16 len` records of COLLECTIVE
+                    payloads: the COLLECTIVE frames of a `features=`
+                    receiver, and the frames of each `collective-stream`
   host              `host NUL variable NUL deny-file`, from the hosts of the
                     vectors plus a few hand-written policies
   ckpt_chunks       the push chunks as `u16 len` records (tracker,
@@ -139,6 +142,10 @@ def main(argv):
         if kind == "frame":
             frame = bytes.fromhex(e["bytes"])
             rx = receiver_bytes(e["receiver"])
+            feats = int(fields(e["receiver"]).get("features", "1"))
+            if len(frame) > 52 and frame[4] == 3:
+                p = frame[52:]
+                corpus.add("pipeline", bytes([feats]) + struct.pack("<H", len(p)) + p)
             corpus.add("frame", rx + frame)
             corpus.add("header_check", frame[:52] + rx)
             if len(frame) >= 52:
@@ -163,6 +170,11 @@ def main(argv):
                     h = fields(e[k]).get("token.host")
                     if h:
                         hosts.add(h)
+        elif kind == "collective-stream":
+            feats = int(fields(e["receiver"])["features"])
+            recs = b"".join(struct.pack("<H", len(f)) + f
+                            for f in (bytes.fromhex(x) for x in e["frames"].split()))
+            corpus.add("pipeline", bytes([feats]) + recs)
         elif kind == "rank-file":
             corpus.add("rank_file", bytes.fromhex(e["bytes"]))
         elif kind == "commit-file":

@@ -584,6 +584,21 @@ pub enum MismatchError {
         /// Bytes that came.
         got: u64,
     },
+    /// A pipelined chunk that does not continue its stream (feature bit 1,
+    /// protocol §14.4): `field` is `total` (the stream's length changed),
+    /// `offset` (out of order, repeated or after the end) or `length` (the
+    /// chunk-length rule).
+    #[error("from rank {from}: chunk {field} is {got}, the stream needs {expected}")]
+    Chunk {
+        /// The sender.
+        from: u32,
+        /// `total`, `offset` or `length`.
+        field: &'static str,
+        /// What the stream needs.
+        expected: u64,
+        /// What came.
+        got: u64,
+    },
     /// A frame of another type where a collective frame was due.
     #[error("from rank {from}: {got} frame where a COLLECTIVE frame was due")]
     FrameType {

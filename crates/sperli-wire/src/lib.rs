@@ -37,6 +37,7 @@ pub mod job_description;
 pub mod join_token;
 pub mod limits;
 pub mod payload;
+pub mod pipeline;
 pub mod rank_file;
 pub mod reduce;
 pub mod refused_hosts;

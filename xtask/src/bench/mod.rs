@@ -19,6 +19,7 @@
 
 mod ckpt;
 mod mailbox;
+mod pipelined;
 mod plot;
 mod report;
 
@@ -680,6 +681,7 @@ fn measure(p: &Programs, opts: &Options) -> Result<Samples, String> {
             }
         }
         mailbox::job(p, opts, &mut samples)?;
+        pipelined::jobs(p, opts, run, &mut samples)?;
     }
     Ok(samples)
 }
@@ -759,14 +761,16 @@ pub fn run(args: &[String]) -> i32 {
         .map_err(|e| e.to_string())
         .and_then(|_| plot::bandwidth(&samples, &img.join("bandwidth.svg")))
         .and_then(|_| plot::allreduce(&samples, &img.join("allreduce.svg")))
+        .and_then(|_| pipelined::plot(&samples, &img.join("allreduce-pipelined.svg")))
         .and_then(|_| std::fs::write(&doc, &text).map_err(|e| e.to_string()))
     {
         eprintln!("xtask bench: cannot write the report: {e}");
         return 1;
     }
     println!("{}", report::goals_section(&samples, opts.quick));
+    println!("{}", pipelined::goals(&samples));
     println!(
-        "xtask bench: wrote {} and {}/{{bandwidth,allreduce}}.svg in {secs:.0} s",
+        "xtask bench: wrote {} and {}/{{bandwidth,allreduce,allreduce-pipelined}}.svg in {secs:.0} s",
         doc.display(),
         img.display()
     );

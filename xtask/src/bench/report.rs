@@ -425,9 +425,12 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
          scatter: each rank's block of the root's array). Time per call: the slowest \
          rank's mean over the timed calls, which run back to back (calls that do not \
          synchronise, such as bcast and gather of 8 B, may overlap). SPERLI cuts 16 MiB \
-         into two v1 calls (16777200 bytes + 16 bytes, as `allreduce_large` does) and \
-         uses the `_into` variants; OpenMPI makes one call. Ratio: SPERLI time over \
-         OpenMPI time (above 1 is slower).\n"
+         into two calls (16777200 bytes + 16 bytes, the v1 split) and uses the `_into` \
+         variants; OpenMPI makes one call. The job negotiates HELLO feature bit 1, so \
+         bcast, reduce and allreduce calls of 256 KiB and more run pipelined \
+         (docs/sperli-protocol.md §14; the v1 star next to them in \"Pipelined \
+         collectives\" below). Ratio: SPERLI time over OpenMPI time (above 1 is \
+         slower).\n"
     );
     let mut worst: Option<(f64, String)> = None;
     for n in COLL_RANKS {
@@ -509,6 +512,7 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
     scale_section(&mut o, s, opts.quick);
     ckpt_section(&mut o, s, opts.quick);
     super::mailbox::section(&mut o, s);
+    o.push_str(&super::pipelined::section(s, opts));
 
     let _ = writeln!(o, "## Plots\n");
     let _ = writeln!(
