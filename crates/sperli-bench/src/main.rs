@@ -4,6 +4,9 @@
 //! sperli-bench limits [--quick]          the machine's limits, in this process
 //! sperli-bench rank MODE [--quick]       a SPERLI rank (started by `sperli run`)
 //!     MODE: pingpong | coll | startup | rss | ckpt
+//! sperli-bench rank rtt [ROUNDS [BYTES]] ROUNDS round trips of BYTES (default
+//!     10000 of 8) between ranks 0 and 1, with the context switches of both
+//!     rank processes over the loop (for `perf stat -e context-switches`)
 //! ```
 //!
 //! The `ckpt` mode needs `sperli run --checkpoint-dir DIR` (on a real disk,
@@ -16,6 +19,7 @@
 //! Each invocation is ONE run: the xtask starts several and takes the median.
 
 mod ckpt;
+mod latency;
 mod limits;
 mod rank;
 
@@ -46,10 +50,11 @@ fn main() {
             limits::run(quick);
             Ok(())
         }
+        ["rank", "rtt", rest @ ..] => latency::rtt(rest),
         ["rank", mode] => rank::run(mode, quick),
         _ => {
             eprintln!(
-                "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss|ckpt [--quick]"
+                "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss|ckpt [--quick] | rank rtt [ROUNDS [BYTES]]"
             );
             std::process::exit(2);
         }
