@@ -5,13 +5,16 @@ use std::thread;
 use std::time::Duration;
 
 use sperli_tls::job_plan::JobPlan;
-use sperli_transport::{Endpoint, Settings};
+use sperli_transport::{Endpoint, ErrorMode, Settings};
 use sperli_wire::Error;
 
-/// Settings for tests: short set-up window so a failure cannot take 30 s.
+/// Settings for tests: short set-up window so a failure cannot take 30 s,
+/// and errors returned (the ranks are threads of this test process: a
+/// fatal error would end it).
 pub fn settings() -> Settings {
     Settings {
         setup_window: Duration::from_secs(10),
+        errors: ErrorMode::Return,
         ..Settings::default()
     }
 }

@@ -235,7 +235,7 @@ fn heartbeat_counter_must_count_from_one() {
 }
 
 #[test]
-fn write_direct_only_when_nothing_is_queued_ahead() {
+fn write_whole_only_when_nothing_is_queued_ahead() {
     let plan = plan();
     let t0 = Instant::now();
     let mut c = Connection::new(ctx_of(&plan, 1), 0, Duration::from_secs(5), t0);
@@ -245,14 +245,14 @@ fn write_direct_only_when_nothing_is_queued_ahead() {
     // Queued frames go first: nothing is written.
     c.queue(FrameType::Data, vec![1], t0);
     let mut out = Vec::new();
-    assert!(!c.write_direct(&mut out, h, &payload, t0).unwrap());
+    assert!(!c.write_whole(&mut out, h, &payload, t0).unwrap());
     assert!(out.is_empty());
     c.write_to(&mut out, &mut |_| {}).unwrap();
     out.clear();
     // Then the frame goes out whole, header with its length, and counts
     // as sent for the heartbeat clock.
     let later = t0 + Duration::from_millis(900);
-    assert!(c.write_direct(&mut out, h, &payload, later).unwrap());
+    assert!(c.write_whole(&mut out, h, &payload, later).unwrap());
     let mut want = h;
     want.length = 1000;
     assert_eq!(&out[..52], &want.to_bytes());
@@ -263,7 +263,7 @@ fn write_direct_only_when_nothing_is_queued_ahead() {
     c.queue_bye(later);
     c.write_to(&mut Vec::new(), &mut |_| {}).unwrap();
     out.clear();
-    assert!(!c.write_direct(&mut out, h, &payload, later).unwrap());
+    assert!(!c.write_whole(&mut out, h, &payload, later).unwrap());
     assert!(out.is_empty());
 }
 

@@ -1,14 +1,18 @@
-//! Per-connection protocol state, sans I/O (protocol text "Verbindungen",
-//! "HELLO", "HEARTBEAT", "ABORT", "BYE"; layouts §3, §4, §6, §10).
+//! Per-connection protocol state, sans I/O (protocol §5, §7.1 HELLO, §7.4
+//! HEARTBEAT, §7.5 ABORT, §7.6 BYE).
 //!
 //! A [`Connection`] is driven by `handle_*` (plaintext bytes in, an orderly
 //! close, a reset) and [`Connection::poll`] (the clock: heartbeats due,
-//! silence limit). Outgoing frames queue here; the I/O loop writes them into
-//! rustls with [`Connection::write_to`]. Nothing here touches a socket, so
-//! the whole state machine is tested without one.
+//! silence limit). Outgoing frames queue here; whoever writes the socket
+//! moves them into rustls with [`Connection::write_to`], or writes one
+//! frame straight from the caller's buffer ([`Connection::open_direct`]).
+//! Nothing here touches a socket, so the whole state machine is tested
+//! without one.
 //!
 //! States: awaiting HELLO (nothing but HELLO may come first), open, BYE
-//! received (any frame after it is rejected), closed.
+//! received (any frame after it is rejected), closed. The state is judged
+//! when a frame's header has passed the check of protocol §6.2, before any
+//! of its payload is read.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
@@ -30,8 +34,8 @@ use sperli_wire::payload::Payload;
 use sperli_wire::refused_hosts::RefusedHosts;
 use sperli_wire::{Error, FrameType, JobId};
 
-use crate::frame_reader::{Frame, FrameReader};
 use crate::pool::BufPool;
+use crate::proto::frame_reader::{Frame, FrameReader, FrameSink, PayloadDest};
 
 /// What every connection of one rank knows about the job.
 #[derive(Debug, Clone)]
@@ -131,6 +135,28 @@ pub enum Incoming {
     Bye,
 }
 
+/// Where a connection delivers what it accepts.
+pub trait Deliver {
+    /// An accepted frame (or the peer's authentication).
+    fn incoming(&mut self, inc: Incoming);
+    /// A DATA frame of `len` bytes with `tag` passed the checks: true to
+    /// have its payload streamed to [`Deliver::chunk`] as it arrives
+    /// instead of delivered whole. Default: whole.
+    fn stream(&mut self, _tag: u32, _len: usize) -> bool {
+        false
+    }
+    /// A piece of the streamed DATA payload, in order.
+    fn chunk(&mut self, _bytes: &[u8]) {}
+    /// The streamed DATA frame with `tag` is complete.
+    fn end_stream(&mut self, _tag: u32) {}
+}
+
+impl Deliver for Vec<Incoming> {
+    fn incoming(&mut self, inc: Incoming) {
+        self.push(inc);
+    }
+}
+
 /// One queued outgoing frame: the header (plus up to 8 inline payload
 /// bytes, so a HEARTBEAT needs no allocation) and the payload.
 #[derive(Debug)]
@@ -200,8 +226,19 @@ pub struct Connection {
     bye_sent: bool,
     out: VecDeque<Outgoing>,
     out_offset: usize,
+    /// A frame written straight from a caller's buffer, in progress:
+    /// queued frames wait behind it.
+    direct: Option<Direct>,
     /// Where received payloads come from and written payloads go back to.
     pool: Option<Arc<BufPool>>,
+}
+
+/// The frame of [`Connection::open_direct`] in progress.
+#[derive(Debug)]
+struct Direct {
+    head: [u8; HEADER_LEN],
+    head_off: usize,
+    left: usize,
 }
 
 /// The heartbeat interval (protocol text "HEARTBEAT": 1000 ms).
@@ -231,6 +268,7 @@ impl Connection {
             bye_sent: false,
             out: VecDeque::new(),
             out_offset: 0,
+            direct: None,
             pool: None,
         }
     }
@@ -296,27 +334,86 @@ impl Connection {
         self.out.push_back(frame);
     }
 
-    /// Writes a frame with `header` (its length set here) and a borrowed
-    /// `payload` straight into `w` (the rustls plaintext writer), without
-    /// queueing a copy, when nothing is queued ahead of it. Returns
-    /// `Ok(false)`, having written nothing, when frames wait in the queue
-    /// (order first) or BYE went out. `w` must take every byte: the caller
-    /// lifts rustls's buffer limit for the call, so the ciphertext waits in
-    /// rustls instead of the plaintext in this queue.
-    pub fn write_direct(
+    /// Opens a frame with `header` (its length set here to `len`) whose
+    /// payload the caller then writes from its own buffer with
+    /// [`Connection::write_direct`], piece by piece as the TLS writer takes
+    /// it; queued frames wait until it is complete. False, and nothing
+    /// opened, when frames are queued ahead of it (order first), another
+    /// direct frame is open, or BYE went out.
+    pub fn open_direct(&mut self, mut header: FrameHeader, len: usize, now: Instant) -> bool {
+        if self.bye_sent || !self.out.is_empty() || self.direct.is_some() {
+            return false;
+        }
+        header.length = len as u32;
+        self.direct = Some(Direct {
+            head: header.to_bytes(),
+            head_off: 0,
+            left: len,
+        });
+        self.last_sent = now;
+        true
+    }
+
+    /// True while a frame of [`Connection::open_direct`] is incomplete.
+    pub fn direct_open(&self) -> bool {
+        self.direct.is_some()
+    }
+
+    /// Writes the rest of the open direct frame's header, then as much of
+    /// `payload` (the next bytes of its payload) as `w` takes, and returns
+    /// how many payload bytes it took; the frame closes once its last
+    /// payload byte is taken (a frame of length 0 closes with its header).
+    pub fn write_direct(&mut self, w: &mut dyn Write, payload: &[u8]) -> io::Result<usize> {
+        let Some(d) = self.direct.as_mut() else {
+            return Ok(0);
+        };
+        while d.head_off < HEADER_LEN {
+            let n = w.write(&d.head[d.head_off..])?;
+            if n == 0 {
+                return Ok(0);
+            }
+            d.head_off += n;
+        }
+        let want = payload.len().min(d.left);
+        let mut taken = 0;
+        while taken < want {
+            let n = w.write(&payload[taken..want])?;
+            if n == 0 {
+                break;
+            }
+            taken += n;
+        }
+        d.left -= taken;
+        if d.left == 0 {
+            self.direct = None;
+        }
+        Ok(taken)
+    }
+
+    /// Writes a whole frame with `header` and a borrowed `payload` straight
+    /// into `w`, which must take every byte (the caller lifts rustls's
+    /// buffer limit for the call, so the ciphertext waits in rustls instead
+    /// of a plaintext copy in this queue). `Ok(false)`, having written
+    /// nothing, as [`Connection::open_direct`] refuses.
+    pub fn write_whole(
         &mut self,
         w: &mut dyn Write,
-        mut header: FrameHeader,
+        header: FrameHeader,
         payload: &[u8],
         now: Instant,
     ) -> io::Result<bool> {
-        if self.bye_sent || !self.out.is_empty() {
+        if !self.open_direct(header, payload.len(), now) {
             return Ok(false);
         }
-        header.length = payload.len() as u32;
-        w.write_all(&header.to_bytes())?;
-        w.write_all(payload)?;
-        self.last_sent = now;
+        let n = self.write_direct(w, payload)?;
+        if self.direct.is_some() {
+            // The writer refused bytes although unlimited: the stream is
+            // cut mid-frame.
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("TLS writer took {n} of {} bytes", payload.len()),
+            ));
+        }
         Ok(true)
     }
 
@@ -337,7 +434,8 @@ impl Connection {
     }
 
     /// Drops every queued frame except one already partly written (the
-    /// stream must stay whole), e.g. before a final ABORT.
+    /// stream must stay whole), e.g. before a final ABORT. An open direct
+    /// frame stays too: its writer completes it.
     pub fn discard_queued(&mut self) {
         let keep = usize::from(self.out_offset > 0);
         self.out.truncate(keep);
@@ -354,9 +452,10 @@ impl Connection {
             .collect()
     }
 
-    /// True while frames wait to be written.
+    /// True while frames wait to be written (queued, or a direct frame
+    /// incomplete).
     pub fn has_output(&self) -> bool {
-        !self.out.is_empty()
+        !self.out.is_empty() || self.direct.is_some()
     }
 
     /// Bytes queued and not yet written.
@@ -366,9 +465,13 @@ impl Connection {
 
     /// Writes queued frames into `w` (the rustls plaintext writer) until it
     /// takes no more; `done(seq)` is called for each whole frame written
-    /// that carries a sequence number. Returns bytes written.
+    /// that carries a sequence number. Returns bytes written. Nothing is
+    /// written while a direct frame is open.
     pub fn write_to(&mut self, w: &mut dyn Write, done: &mut dyn FnMut(u64)) -> io::Result<usize> {
         let mut total = 0;
+        if self.direct.is_some() {
+            return Ok(0);
+        }
         while let Some(front) = self.out.front() {
             let off = self.out_offset;
             let n = if off < front.head_len {
@@ -411,15 +514,15 @@ impl Connection {
     }
 
     /// Handles plaintext bytes from the peer. `now_ms` is the receiver's
-    /// wall clock (Unix ms) for the token expiry. Accepted frames are pushed
-    /// to `events`. Any error ends this connection; before HELLO verified it
-    /// is the peer's failure to authenticate, afterwards it ends the job.
+    /// wall clock (Unix ms) for the token expiry. Accepted frames go to
+    /// `out`. Any error ends this connection; before HELLO verified it is
+    /// the peer's failure to authenticate, afterwards it ends the job.
     pub fn handle_bytes(
         &mut self,
         bytes: &[u8],
         now: Instant,
         now_ms: u64,
-        events: &mut Vec<Incoming>,
+        out: &mut dyn Deliver,
     ) -> Result<(), Error> {
         self.last_recv = now;
         if self.state == ConnState::Closed {
@@ -431,10 +534,17 @@ impl Connection {
         }
         let fresh = FrameReader::new(self.rx());
         let mut reader = std::mem::replace(&mut self.reader, fresh);
-        let result = reader.feed(bytes, &mut |f| self.on_frame(f, now_ms, events));
+        let pre_hello = self.state == ConnState::AwaitingHello;
+        let result = reader.feed(
+            bytes,
+            &mut Judge {
+                conn: self,
+                now_ms,
+                out,
+            },
+        );
         self.reader = reader;
         if let Err(e) = result {
-            let pre_hello = self.state == ConnState::AwaitingHello;
             self.state = ConnState::Closed;
             return Err(match e {
                 Error::FrameRejected(FrameError::Payload {
@@ -460,8 +570,9 @@ impl Connection {
         }
     }
 
-    fn on_frame(&mut self, f: Frame, now_ms: u64, events: &mut Vec<Incoming>) -> Result<(), Error> {
-        let t = f.header.frame_type;
+    /// May a frame of type `t` come now? Judged on its header, before any
+    /// payload byte is read (protocol §5.1 step 5, §7.1, §7.6).
+    fn admit(&self, t: FrameType) -> Result<(), Error> {
         let unexpected = |when| -> Error {
             FrameError::Unexpected {
                 frame_type: t,
@@ -470,76 +581,94 @@ impl Connection {
             .into()
         };
         match self.state {
-            ConnState::AwaitingHello => {
-                if t != FrameType::Hello {
-                    return Err(unexpected("before HELLO"));
-                }
-                let Payload::Hello(hello) = f.decoded() else {
-                    return Err(unexpected("before HELLO"));
-                };
-                verify_token(&self.ctx, self.peer, &hello.token.to_vec(), now_ms)?;
-                self.state = ConnState::Open;
-                events.push(Incoming::Authenticated {
-                    features: hello.features,
+            // "Both sides send HELLO immediately after the handshake;
+            // nothing may be sent before it." (§5.1)
+            ConnState::AwaitingHello if t != FrameType::Hello => Err(unexpected("before HELLO")),
+            ConnState::AwaitingHello => Ok(()),
+            // "A frame after a BYE is rejected." (§7.6)
+            ConnState::ByeReceived => Err(unexpected("after BYE")),
+            ConnState::Closed => Err(unexpected("after close")),
+            // HELLO is sent once, first (§7.1).
+            ConnState::Open if t == FrameType::Hello => Err(unexpected("twice")),
+            ConnState::Open => Ok(()),
+        }
+    }
+
+    fn on_frame(&mut self, f: Frame, now_ms: u64, out: &mut dyn Deliver) -> Result<(), Error> {
+        let t = f.header.frame_type;
+        let unexpected = |when| -> Error {
+            FrameError::Unexpected {
+                frame_type: t,
+                when,
+            }
+            .into()
+        };
+        self.admit(t)?;
+        if self.state == ConnState::AwaitingHello {
+            let Payload::Hello(hello) = f.decoded() else {
+                return Err(unexpected("before HELLO"));
+            };
+            verify_token(&self.ctx, self.peer, &hello.token.to_vec(), now_ms)?;
+            self.state = ConnState::Open;
+            out.incoming(Incoming::Authenticated {
+                features: hello.features,
+            });
+            return Ok(());
+        }
+        match t {
+            FrameType::Hello => Err(unexpected("twice")),
+            FrameType::Data => {
+                out.incoming(Incoming::Data {
+                    tag: f.header.tag,
+                    payload: f.payload,
                 });
                 Ok(())
             }
-            ConnState::ByeReceived => Err(unexpected("after BYE")),
-            ConnState::Closed => Err(unexpected("after close")),
-            ConnState::Open => match t {
-                FrameType::Hello => Err(unexpected("twice")),
-                FrameType::Data => {
-                    events.push(Incoming::Data {
-                        tag: f.header.tag,
-                        payload: f.payload,
-                    });
-                    Ok(())
-                }
-                FrameType::Collective => {
-                    events.push(Incoming::Collective(f.payload));
-                    Ok(())
-                }
-                FrameType::Heartbeat => {
-                    let Payload::Heartbeat(Heartbeat { counter }) = f.decoded() else {
-                        return Err(unexpected("malformed"));
-                    };
-                    let expected = self.hb_recv + 1;
-                    if counter != expected {
-                        return Err(FrameError::HeartbeatCounter {
-                            expected,
-                            got: counter,
-                        }
-                        .into());
+            FrameType::Collective => {
+                out.incoming(Incoming::Collective(f.payload));
+                Ok(())
+            }
+            FrameType::Heartbeat => {
+                let Payload::Heartbeat(Heartbeat { counter }) = f.decoded() else {
+                    return Err(unexpected("malformed"));
+                };
+                // "the counter must be the previous one plus 1 (first 1)" (§7.4)
+                let expected = self.hb_recv + 1;
+                if counter != expected {
+                    return Err(FrameError::HeartbeatCounter {
+                        expected,
+                        got: counter,
                     }
-                    self.hb_recv = counter;
-                    Ok(())
+                    .into());
                 }
-                FrameType::Abort => {
-                    let Payload::Abort(a) = f.decoded() else {
-                        return Err(unexpected("malformed"));
-                    };
-                    self.state = ConnState::Closed;
-                    Err(Error::AbortedByPeer {
-                        from: self.peer,
-                        reason: a.reason.code(),
-                        code: a.code,
-                        message: a.message_lossy().into_owned(),
-                    })
-                }
-                FrameType::Bye => {
-                    self.state = ConnState::ByeReceived;
-                    events.push(Incoming::Bye);
-                    Ok(())
-                }
-                FrameType::CkptBegin
-                | FrameType::CkptData
-                | FrameType::CkptAck
-                | FrameType::CkptCommit
-                | FrameType::Resume => {
-                    events.push(Incoming::Checkpoint(f.header, f.payload));
-                    Ok(())
-                }
-            },
+                self.hb_recv = counter;
+                Ok(())
+            }
+            FrameType::Abort => {
+                let Payload::Abort(a) = f.decoded() else {
+                    return Err(unexpected("malformed"));
+                };
+                self.state = ConnState::Closed;
+                Err(Error::AbortedByPeer {
+                    from: self.peer,
+                    reason: a.reason.code(),
+                    code: a.code,
+                    message: a.message_lossy().into_owned(),
+                })
+            }
+            FrameType::Bye => {
+                self.state = ConnState::ByeReceived;
+                out.incoming(Incoming::Bye);
+                Ok(())
+            }
+            FrameType::CkptBegin
+            | FrameType::CkptData
+            | FrameType::CkptAck
+            | FrameType::CkptCommit
+            | FrameType::Resume => {
+                out.incoming(Incoming::Checkpoint(f.header, f.payload));
+                Ok(())
+            }
         }
     }
 
@@ -600,7 +729,7 @@ impl Connection {
 
     /// True when [`Connection::poll`] at `now` would find the peer silent
     /// past the limit: the I/O loop then reads the socket once more
-    /// before judging (layouts §10: any byte is life).
+    /// before judging (protocol §7.4: any byte is life).
     pub fn is_silent(&self, now: Instant) -> bool {
         matches!(self.state, ConnState::AwaitingHello | ConnState::Open)
             && now.saturating_duration_since(self.last_recv) > self.silence
@@ -621,8 +750,20 @@ impl Connection {
         }
     }
 
-    /// When [`Connection::poll`] next has something to do.
+    /// True when the peer said BYE longer than the silence limit ago and
+    /// has not closed: it has left all the same (protocol §7.6 says it
+    /// closes after BYE), and nothing more can come from it.
+    pub fn bye_overdue(&self, now: Instant) -> bool {
+        self.state == ConnState::ByeReceived
+            && now.saturating_duration_since(self.last_recv) > self.silence
+    }
+
+    /// When [`Connection::poll`] (or [`Connection::bye_overdue`]) next has
+    /// something to do.
     pub fn next_deadline(&self) -> Option<Instant> {
+        if self.state == ConnState::ByeReceived {
+            return Some(self.last_recv + self.silence + Duration::from_millis(1));
+        }
         if !matches!(self.state, ConnState::AwaitingHello | ConnState::Open) {
             return None;
         }
@@ -632,6 +773,41 @@ impl Connection {
         } else {
             Some(silence.min(self.last_sent + HEARTBEAT_INTERVAL))
         }
+    }
+}
+
+/// The [`FrameSink`] of one `handle_bytes` call: the connection judges
+/// each header by its state and delivers what it accepts.
+struct Judge<'a> {
+    conn: &'a mut Connection,
+    now_ms: u64,
+    out: &'a mut dyn Deliver,
+}
+
+impl FrameSink for Judge<'_> {
+    fn header(&mut self, header: &FrameHeader) -> Result<PayloadDest, Error> {
+        self.conn.admit(header.frame_type)?;
+        let stream = header.frame_type == FrameType::Data
+            && self.conn.state == ConnState::Open
+            && self.out.stream(header.tag, header.length as usize);
+        Ok(if stream {
+            PayloadDest::Stream
+        } else {
+            PayloadDest::Collect
+        })
+    }
+
+    fn chunk(&mut self, _: &FrameHeader, bytes: &[u8]) {
+        self.out.chunk(bytes);
+    }
+
+    fn end_stream(&mut self, header: &FrameHeader) -> Result<(), Error> {
+        self.out.end_stream(header.tag);
+        Ok(())
+    }
+
+    fn frame(&mut self, frame: Frame) -> Result<(), Error> {
+        self.conn.on_frame(frame, self.now_ms, self.out)
     }
 }
 
