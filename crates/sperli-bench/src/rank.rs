@@ -26,6 +26,21 @@ fn wanted(size: usize) -> bool {
     }
 }
 
+/// `SPERLI_BENCH_SPIN_US=N` sets the transport's spin time of this rank
+/// (`Endpoint::set_spin`), for the spin-off rows of the latency
+/// benchmark; unset, the default stays (and rank 0 says which it is).
+pub fn apply_spin(ep: &Endpoint) {
+    if ep.rank() == 0 {
+        println!("INFO spin_default_us {}", ep.spin().as_micros());
+    }
+    if let Some(us) = std::env::var("SPERLI_BENCH_SPIN_US")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        ep.set_spin(std::time::Duration::from_micros(us));
+    }
+}
+
 fn unix_ns() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -42,6 +57,7 @@ pub fn run(mode: &str, quick: bool) -> Result<(), Error> {
         return crate::ckpt::run(quick);
     }
     let mut comm = Comm::from_stdin()?;
+    apply_spin(comm.link());
     match mode {
         "pingpong" => pingpong(&comm, quick)?,
         "coll" => coll(&mut comm, quick)?,

@@ -16,6 +16,7 @@
 //! a program crashes, errs, times out or prints no figure: never on a slow
 //! figure.
 
+mod latency;
 mod plot;
 mod report;
 
@@ -669,6 +670,7 @@ fn measure(p: &Programs, opts: &Options) -> Result<Samples, String> {
                 job(p, opts, side, mode, &mut samples)?;
             }
         }
+        latency::spin_off(p, opts, &mut samples)?;
     }
     Ok(samples)
 }
@@ -754,6 +756,7 @@ pub fn run(args: &[String]) -> i32 {
         return 1;
     }
     println!("{}", report::goals_section(&samples, opts.quick));
+    println!("{}", latency::section(&samples));
     println!(
         "xtask bench: wrote {} and {}/{{bandwidth,allreduce}}.svg in {secs:.0} s",
         doc.display(),

@@ -42,7 +42,7 @@ fn num(v: f64) -> String {
 }
 
 /// `median (min..max)` in the figure's unit.
-fn cell(s: Option<Stat>) -> String {
+pub(super) fn cell(s: Option<Stat>) -> String {
     match s {
         Some(s) => format!("{} ({}..{})", num(s.median), num(s.min), num(s.max)),
         None => "n/a".into(),
@@ -50,7 +50,7 @@ fn cell(s: Option<Stat>) -> String {
 }
 
 /// A time in µs, shown in µs or ms: `median (min..max) unit`.
-fn time_cell(s: Option<Stat>) -> String {
+pub(super) fn time_cell(s: Option<Stat>) -> String {
     match s {
         Some(s) if s.median >= 10_000.0 => format!(
             "{} ms ({}..{})",
@@ -63,11 +63,11 @@ fn time_cell(s: Option<Stat>) -> String {
     }
 }
 
-fn ratio(a: Option<Stat>, b: Option<Stat>) -> Option<f64> {
+pub(super) fn ratio(a: Option<Stat>, b: Option<Stat>) -> Option<f64> {
     Some(a?.median / b?.median)
 }
 
-fn ratio_cell(r: Option<f64>) -> String {
+pub(super) fn ratio_cell(r: Option<f64>) -> String {
     r.map(|r| format!("{r:.2}")).unwrap_or_else(|| "n/a".into())
 }
 
@@ -343,6 +343,8 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
         );
     }
     o.push_str(&goals_section(s, opts.quick));
+    o.push('\n');
+    o.push_str(&super::latency::section(s));
     o.push('\n');
 
     // The limits.

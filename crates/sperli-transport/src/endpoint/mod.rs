@@ -158,7 +158,11 @@ impl Endpoint {
             io_waker,
             io_registry,
             errors: settings.errors,
-            spin: settings.spin,
+            spin: {
+                let hosts: Vec<&str> = desc.hosts.iter().map(|h| h.host.as_str()).collect();
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                settings.spin.resolve(&hosts, desc.rank, cores)
+            },
             linger: settings.linger,
             error_file: settings.error_file.clone(),
         }));
@@ -240,7 +244,7 @@ impl Endpoint {
     }
 
     /// How long a waiting call busy-polls before it sleeps; from
-    /// [`Settings::spin`] until changed.
+    /// [`Settings::spin`] (resolved for this host) until changed.
     pub fn spin(&self) -> Duration {
         self.shared.spin()
     }

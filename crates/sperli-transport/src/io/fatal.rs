@@ -26,8 +26,8 @@ pub(crate) fn exit_process(rank: u32, error: &Error, status: i32) -> ! {
     let _ = std::io::stdout().flush();
     let _ = writeln!(
         std::io::stderr(),
-        "sperli rank {rank}: {error}; ending the process with status {status} \
-         (errors are fatal; Settings::errors or Endpoint::set_errors chooses ErrorMode::Return)"
+        "rank {rank}: {error}; errors are fatal: the process ends with status {status} \
+         (ErrorMode::Return in Settings::errors or Endpoint::set_errors returns them instead)"
     );
     std::process::exit(status)
 }

@@ -379,6 +379,62 @@ mod tests {
         assert!(r.at_frame_boundary());
     }
 
+    /// Streams DATA of tag 8, refuses tag 9 on its header.
+    #[derive(Default)]
+    struct Picky {
+        frames: Vec<u32>,
+        streamed: Vec<u8>,
+        ends: usize,
+    }
+
+    impl FrameSink for Picky {
+        fn header(&mut self, h: &FrameHeader) -> Result<PayloadDest, Error> {
+            match h.tag {
+                8 => Ok(PayloadDest::Stream),
+                9 => Err(FrameError::Unexpected {
+                    frame_type: h.frame_type,
+                    when: "in this test",
+                }
+                .into()),
+                _ => Ok(PayloadDest::Collect),
+            }
+        }
+        fn chunk(&mut self, _: &FrameHeader, bytes: &[u8]) {
+            self.streamed.extend_from_slice(bytes);
+        }
+        fn end_stream(&mut self, _: &FrameHeader) -> Result<(), Error> {
+            self.ends += 1;
+            Ok(())
+        }
+        fn frame(&mut self, f: Frame) -> Result<(), Error> {
+            self.frames.push(f.header.tag);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_sink_streams_or_refuses_on_the_header() {
+        let mut stream = data(8, &[5; 3000], 2);
+        stream.extend(data(8, b"", 2));
+        stream.extend(data(4, b"kept", 2));
+        for chunk in [1, 7, 4096] {
+            let mut r = FrameReader::new(rx());
+            let mut sink = Picky::default();
+            for c in stream.chunks(chunk) {
+                r.feed(c, &mut sink).unwrap();
+            }
+            assert_eq!(sink.streamed, vec![5; 3000], "chunk {chunk}");
+            assert_eq!(sink.ends, 2, "the empty frame ends too");
+            assert_eq!(sink.frames, vec![4]);
+            assert_eq!(r.payload_capacity(), 0, "streams need no buffer");
+        }
+        // Refused on its header: nothing of the payload is allocated.
+        let mut r = FrameReader::new(rx());
+        let refused = data(9, &[1; 100_000], 2);
+        assert!(r.feed(&refused[..60], &mut Picky::default()).is_err());
+        assert_eq!(r.payload_capacity(), 0);
+    }
+
     #[test]
     fn pooled_reader_takes_buffers_only_after_the_header_check() {
         let pool = Arc::new(BufPool::new());

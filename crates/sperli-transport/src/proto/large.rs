@@ -290,6 +290,29 @@ mod tests {
         assert!(a.push_frame(&[]).is_err(), "an empty continuation");
     }
 
+    proptest::proptest! {
+        /// Any message, its frames cut into pieces of any size: the same
+        /// bytes come out.
+        #[test]
+        fn split_then_assemble_in_any_pieces(
+            len in 0usize..70_000,
+            piece in 1usize..5000,
+            seed in proptest::prelude::any::<u8>(),
+        ) {
+            let data: Vec<u8> = (0..len).map(|i| (i as u8) ^ seed).collect();
+            let mut a = LargeAssembly::new();
+            let mut done = false;
+            for f in frames_of(&data) {
+                for p in f.chunks(piece) {
+                    a.push(p).unwrap();
+                }
+                done = a.end_frame().unwrap();
+            }
+            proptest::prop_assert!(done);
+            proptest::prop_assert_eq!(a.into_message(), data);
+        }
+    }
+
     #[test]
     fn a_huge_total_reserves_at_most_the_cap() {
         let mut a = LargeAssembly::new();

@@ -19,84 +19,24 @@ use std::io::{self, IoSlice, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sperli_tls::composite_sig::PublicKey;
-use sperli_tls::join_token::{self, TokenExpectation};
 use sperli_wire::abort::{Abort, AbortReason};
 use sperli_wire::codec::Codec;
-use sperli_wire::error::{AuthError, FrameError, LossCause, TokenError};
+use sperli_wire::error::{AuthError, LossCause, TokenError};
 use sperli_wire::header::{FrameHeader, Receiver};
-use sperli_wire::heartbeat::Heartbeat;
 use sperli_wire::hello::Hello;
-use sperli_wire::job_description::HostEntry;
 use sperli_wire::join_token::JoinToken;
 use sperli_wire::limits::{FEATURE_V1_CORE, HEADER_LEN, HEARTBEAT_INTERVAL_MS};
-use sperli_wire::payload::Payload;
-use sperli_wire::refused_hosts::RefusedHosts;
-use sperli_wire::{Error, FrameType, JobId};
+use sperli_wire::{Error, FrameType};
 
 use crate::pool::BufPool;
-use crate::proto::frame_reader::{Frame, FrameReader, FrameSink, PayloadDest};
+use crate::proto::frame_reader::FrameReader;
 
-/// What every connection of one rank knows about the job.
-#[derive(Debug, Clone)]
-pub struct JobContext {
-    /// The job id.
-    pub job_id: JobId,
-    /// The job size.
-    pub size: u32,
-    /// This rank.
-    pub rank: u32,
-    /// This rank's incarnation.
-    pub incarnation: u32,
-    /// Host list, entry n is rank n.
-    pub hosts: Vec<HostEntry>,
-    /// The CompositeSig job public key (1344 bytes).
-    pub job_public_key: Vec<u8>,
-    /// The refused-host policy (a token naming a refused host is H1614).
-    pub refused: RefusedHosts,
-    /// The feature bits this rank announces in its HELLO (bit 0 always
-    /// set; protocol §7.1.1).
-    pub features: u64,
-}
+pub use context::{verify_token, JobContext};
+pub use outgoing::Outgoing;
 
-impl JobContext {
-    /// A header of `t` from this rank to `peer`.
-    pub fn header(&self, t: FrameType, peer: u32) -> FrameHeader {
-        FrameHeader::new(t, self.job_id, self.rank, peer, self.incarnation)
-    }
-}
-
-/// Checks a join token presented in a peer's HELLO (protocol text "HELLO",
-/// "Join-Token"; layouts §4) with `sperli_tls::join_token::verify_token`:
-/// signature with the job public key, job id, rank = header source =
-/// certificate rank (`peer`, the only source the header check lets
-/// through), size, incarnation, host = host-list entry of that rank (and
-/// not refused), expiry after the receiver's clock `now_ms` (Unix ms).
-/// Fails with H1611 (H1614 for a refused host).
-pub fn verify_token(ctx: &JobContext, peer: u32, token: &[u8], now_ms: u64) -> Result<(), Error> {
-    let auth = |error| Error::Authentication {
-        peer: Some(peer),
-        error: AuthError::Token(error),
-    };
-    let pk =
-        PublicKey::from_bytes(&ctx.job_public_key).map_err(|_| auth(TokenError::BadSignature))?;
-    let host = ctx
-        .hosts
-        .get(peer as usize)
-        .map(|h| h.host.as_str())
-        .unwrap_or("");
-    let exp = TokenExpectation {
-        job_id: ctx.job_id,
-        rank_from_header: peer,
-        rank_from_cert: peer,
-        size: ctx.size,
-        incarnation: ctx.incarnation,
-        host_of_that_rank: host,
-        now_ms,
-        refused: &ctx.refused,
-    };
-    join_token::verify_token(token, &exp, &pk).map(|_| ())
-}
+mod context;
+mod outgoing;
+mod receive;
 
 /// The connection's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,60 +94,6 @@ pub trait Deliver {
 impl Deliver for Vec<Incoming> {
     fn incoming(&mut self, inc: Incoming) {
         self.push(inc);
-    }
-}
-
-/// One queued outgoing frame: the header (plus up to 8 inline payload
-/// bytes, so a HEARTBEAT needs no allocation) and the payload.
-#[derive(Debug)]
-pub struct Outgoing {
-    head: [u8; HEADER_LEN + 8],
-    head_len: usize,
-    payload: Vec<u8>,
-    /// A send sequence number to report when written (0: none).
-    pub seq: u64,
-}
-
-impl Outgoing {
-    /// A frame with `header` (its length set here) and `payload`.
-    pub fn new(mut header: FrameHeader, payload: Vec<u8>, seq: u64) -> Self {
-        header.length = payload.len() as u32;
-        let mut head = [0u8; HEADER_LEN + 8];
-        head[..HEADER_LEN].copy_from_slice(&header.to_bytes());
-        Self {
-            head,
-            head_len: HEADER_LEN,
-            payload,
-            seq,
-        }
-    }
-
-    /// Raw bytes, sent as they are (tests of hostile peers use this).
-    pub fn raw(bytes: Vec<u8>) -> Self {
-        Self {
-            head: [0; HEADER_LEN + 8],
-            head_len: 0,
-            payload: bytes,
-            seq: 0,
-        }
-    }
-
-    fn heartbeat(header: FrameHeader, counter: u64) -> Self {
-        let mut h = header;
-        h.length = 8;
-        let mut head = [0u8; HEADER_LEN + 8];
-        head[..HEADER_LEN].copy_from_slice(&h.to_bytes());
-        head[HEADER_LEN..].copy_from_slice(&counter.to_le_bytes());
-        Self {
-            head,
-            head_len: HEADER_LEN + 8,
-            payload: Vec::new(),
-            seq: 0,
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.head_len + self.payload.len()
     }
 }
 
@@ -513,192 +399,6 @@ impl Connection {
         self.last_recv = now;
     }
 
-    /// Handles plaintext bytes from the peer. `now_ms` is the receiver's
-    /// wall clock (Unix ms) for the token expiry. Accepted frames go to
-    /// `out`. Any error ends this connection; before HELLO verified it is
-    /// the peer's failure to authenticate, afterwards it ends the job.
-    pub fn handle_bytes(
-        &mut self,
-        bytes: &[u8],
-        now: Instant,
-        now_ms: u64,
-        out: &mut dyn Deliver,
-    ) -> Result<(), Error> {
-        self.last_recv = now;
-        if self.state == ConnState::Closed {
-            return Err(FrameError::Unexpected {
-                frame_type: FrameType::Data,
-                when: "after close",
-            }
-            .into());
-        }
-        let fresh = FrameReader::new(self.rx());
-        let mut reader = std::mem::replace(&mut self.reader, fresh);
-        let pre_hello = self.state == ConnState::AwaitingHello;
-        let result = reader.feed(
-            bytes,
-            &mut Judge {
-                conn: self,
-                now_ms,
-                out,
-            },
-        );
-        self.reader = reader;
-        if let Err(e) = result {
-            self.state = ConnState::Closed;
-            return Err(match e {
-                Error::FrameRejected(FrameError::Payload {
-                    frame_type: FrameType::Hello,
-                    error,
-                }) if pre_hello => Error::Authentication {
-                    peer: Some(self.peer),
-                    error: AuthError::Hello(error),
-                },
-                e => e,
-            });
-        }
-        Ok(())
-    }
-
-    fn rx(&self) -> Receiver {
-        Receiver {
-            job_id: self.ctx.job_id,
-            own_rank: self.ctx.rank,
-            peer_rank: self.peer,
-            incarnation: self.ctx.incarnation,
-            size: self.ctx.size,
-        }
-    }
-
-    /// May a frame of type `t` come now? Judged on its header, before any
-    /// payload byte is read (protocol §5.1 step 5, §7.1, §7.6).
-    fn admit(&self, t: FrameType) -> Result<(), Error> {
-        let unexpected = |when| -> Error {
-            FrameError::Unexpected {
-                frame_type: t,
-                when,
-            }
-            .into()
-        };
-        match self.state {
-            // "Both sides send HELLO immediately after the handshake;
-            // nothing may be sent before it." (§5.1)
-            ConnState::AwaitingHello if t != FrameType::Hello => Err(unexpected("before HELLO")),
-            ConnState::AwaitingHello => Ok(()),
-            // "A frame after a BYE is rejected." (§7.6)
-            ConnState::ByeReceived => Err(unexpected("after BYE")),
-            ConnState::Closed => Err(unexpected("after close")),
-            // HELLO is sent once, first (§7.1).
-            ConnState::Open if t == FrameType::Hello => Err(unexpected("twice")),
-            ConnState::Open => Ok(()),
-        }
-    }
-
-    fn on_frame(&mut self, f: Frame, now_ms: u64, out: &mut dyn Deliver) -> Result<(), Error> {
-        let t = f.header.frame_type;
-        let unexpected = |when| -> Error {
-            FrameError::Unexpected {
-                frame_type: t,
-                when,
-            }
-            .into()
-        };
-        self.admit(t)?;
-        if self.state == ConnState::AwaitingHello {
-            let Payload::Hello(hello) = f.decoded() else {
-                return Err(unexpected("before HELLO"));
-            };
-            verify_token(&self.ctx, self.peer, &hello.token.to_vec(), now_ms)?;
-            self.state = ConnState::Open;
-            out.incoming(Incoming::Authenticated {
-                features: hello.features,
-            });
-            return Ok(());
-        }
-        match t {
-            FrameType::Hello => Err(unexpected("twice")),
-            FrameType::Data => {
-                out.incoming(Incoming::Data {
-                    tag: f.header.tag,
-                    payload: f.payload,
-                });
-                Ok(())
-            }
-            FrameType::Collective => {
-                out.incoming(Incoming::Collective(f.payload));
-                Ok(())
-            }
-            FrameType::Heartbeat => {
-                let Payload::Heartbeat(Heartbeat { counter }) = f.decoded() else {
-                    return Err(unexpected("malformed"));
-                };
-                // "the counter must be the previous one plus 1 (first 1)" (§7.4)
-                let expected = self.hb_recv + 1;
-                if counter != expected {
-                    return Err(FrameError::HeartbeatCounter {
-                        expected,
-                        got: counter,
-                    }
-                    .into());
-                }
-                self.hb_recv = counter;
-                Ok(())
-            }
-            FrameType::Abort => {
-                let Payload::Abort(a) = f.decoded() else {
-                    return Err(unexpected("malformed"));
-                };
-                self.state = ConnState::Closed;
-                Err(Error::AbortedByPeer {
-                    from: self.peer,
-                    reason: a.reason.code(),
-                    code: a.code,
-                    message: a.message_lossy().into_owned(),
-                })
-            }
-            FrameType::Bye => {
-                self.state = ConnState::ByeReceived;
-                out.incoming(Incoming::Bye);
-                Ok(())
-            }
-            FrameType::CkptBegin
-            | FrameType::CkptData
-            | FrameType::CkptAck
-            | FrameType::CkptCommit
-            | FrameType::Resume => {
-                out.incoming(Incoming::Checkpoint(f.header, f.payload));
-                Ok(())
-            }
-        }
-    }
-
-    /// An orderly close (FIN, or TLS close_notify) from the peer: normal
-    /// after BYE, otherwise the peer is lost (H1613, closed without BYE).
-    pub fn handle_close(&mut self) -> Result<(), Error> {
-        let was = self.state;
-        self.state = ConnState::Closed;
-        match was {
-            ConnState::ByeReceived | ConnState::Closed => Ok(()),
-            _ => Err(Error::PeerLost {
-                peer: self.peer,
-                cause: LossCause::ClosedWithoutBye,
-            }),
-        }
-    }
-
-    /// A reset (or another socket error) from the peer's side.
-    pub fn handle_reset(&mut self, cause: LossCause) -> Result<(), Error> {
-        let was = self.state;
-        self.state = ConnState::Closed;
-        match was {
-            ConnState::ByeReceived | ConnState::Closed => Ok(()),
-            _ => Err(Error::PeerLost {
-                peer: self.peer,
-                cause,
-            }),
-        }
-    }
-
     /// Marks the connection closed by us.
     pub fn close(&mut self) {
         self.state = ConnState::Closed;
@@ -773,41 +473,6 @@ impl Connection {
         } else {
             Some(silence.min(self.last_sent + HEARTBEAT_INTERVAL))
         }
-    }
-}
-
-/// The [`FrameSink`] of one `handle_bytes` call: the connection judges
-/// each header by its state and delivers what it accepts.
-struct Judge<'a> {
-    conn: &'a mut Connection,
-    now_ms: u64,
-    out: &'a mut dyn Deliver,
-}
-
-impl FrameSink for Judge<'_> {
-    fn header(&mut self, header: &FrameHeader) -> Result<PayloadDest, Error> {
-        self.conn.admit(header.frame_type)?;
-        let stream = header.frame_type == FrameType::Data
-            && self.conn.state == ConnState::Open
-            && self.out.stream(header.tag, header.length as usize);
-        Ok(if stream {
-            PayloadDest::Stream
-        } else {
-            PayloadDest::Collect
-        })
-    }
-
-    fn chunk(&mut self, _: &FrameHeader, bytes: &[u8]) {
-        self.out.chunk(bytes);
-    }
-
-    fn end_stream(&mut self, header: &FrameHeader) -> Result<(), Error> {
-        self.out.end_stream(header.tag);
-        Ok(())
-    }
-
-    fn frame(&mut self, frame: Frame) -> Result<(), Error> {
-        self.conn.on_frame(frame, self.now_ms, self.out)
     }
 }
 
