@@ -6,8 +6,9 @@
 //! Leader and followers. Of the threads waiting in calls, one at a time
 //! leads: it drives every peer's socket through the callers' own poller
 //! (every authenticated socket is registered there, readable and writable,
-//! for the whole job), first busy-polling for the spin time, then sleeping
-//! in the kernel until a socket or another thread wakes it. The others
+//! for the whole job), first busy-polling for the spin time (yielding the
+//! core to any other runnable thread between two polls), then sleeping in
+//! the kernel until a socket or another thread wakes it. The others
 //! follow: they sleep on a condition variable and are woken when what
 //! they may be waiting for changed. A leader whose wait is over hands the
 //! lead to a follower.
@@ -267,7 +268,10 @@ impl Shared {
                     return Led::Changed;
                 }
                 if spinning {
-                    std::hint::spin_loop();
+                    // Another runnable thread (other work on the host, a
+                    // peer rank on an oversubscribed core) gets the core
+                    // now; alone, the yield returns at once.
+                    std::thread::yield_now();
                 }
                 continue;
             }
@@ -277,7 +281,6 @@ impl Shared {
                 return Led::Changed;
             }
             self.drive_once(&mut ps, Some(NAP));
-            d.sleeping.store(false, Ordering::SeqCst);
             if self.gen() != gen {
                 return Led::Changed;
             }
@@ -299,7 +302,10 @@ impl Shared {
         } else {
             Some(Duration::ZERO)
         };
-        if poll.poll(events, timeout).is_err() {
+        let polled = poll.poll(events, timeout);
+        // Awake: what this thread delivers now needs no wake-up of itself.
+        self.driver.sleeping.store(false, Ordering::SeqCst);
+        if polled.is_err() {
             // EINTR and the like: the next turn polls again.
             return;
         }

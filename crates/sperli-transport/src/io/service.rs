@@ -100,8 +100,7 @@ fn flush_locked(shared: &Shared, link: &Link, l: &mut LinkIo, out: &mut Serviced
     let mut done = Vec::new();
     let r = l.flush(&mut |s| done.push(s));
     out.backlog = link.note_backlog(l);
-    if !done.is_empty() {
-        shared.mark_written(&mut done);
+    if shared.note_written(&mut done) {
         out.delivered = true;
     }
     if let Err(e) = r {

@@ -153,6 +153,8 @@ impl EventLoop {
             Ok(()) => {}
             Err(Dropped::Socket(e)) => self.drop_unauthenticated(t, e),
         }
+        // What was delivered, now that no lock is held.
+        self.shared.wake();
     }
 
     fn drive_setup_inner(&mut self, t: Token) -> Result<(), Dropped> {
@@ -202,9 +204,6 @@ impl EventLoop {
                         }
                         sink.flush();
                         l.stream = sink.stream.take();
-                        if sink.delivered {
-                            self.shared.wake();
-                        }
                     }
                     match status {
                         ReadStatus::More if !self.unfinished.contains(&t) => {
@@ -324,6 +323,6 @@ impl EventLoop {
         }
         self.socks.retain(|_, s| s.peer.is_some());
         self.shared.setup_done.store(true, Ordering::SeqCst);
-        self.shared.changed();
+        self.shared.bump();
     }
 }

@@ -232,16 +232,26 @@ impl Shared {
         }
     }
 
-    /// Written sends (`seqs`) for their waiters.
+    /// Written sends (`seqs`) for their waiters, who are woken.
     pub fn mark_written(&self, seqs: &mut Vec<u64>) {
+        if self.note_written(seqs) {
+            self.wake();
+        }
+    }
+
+    /// As [`Shared::mark_written`] without waking anyone (under a link's
+    /// lock; the caller wakes the waiters once it released it). True when
+    /// there was something to note.
+    pub fn note_written(&self, seqs: &mut Vec<u64>) -> bool {
         if seqs.is_empty() {
-            return;
+            return false;
         }
         let mut st = self.state();
         for s in seqs.drain(..) {
             st.handle_written(s);
         }
         drop(st);
-        self.changed();
+        self.bump();
+        true
     }
 }
