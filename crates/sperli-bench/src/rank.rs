@@ -30,8 +30,12 @@ fn wanted(size: usize) -> bool {
 /// (`Endpoint::set_spin`), for the spin-off rows of the latency
 /// benchmark; unset, the default stays (and rank 0 says which it is).
 pub fn apply_spin(ep: &Endpoint) {
-    if ep.rank() == 0 {
-        println!("INFO spin_default_us {}", ep.spin().as_micros());
+    if ep.rank() == 0 && std::env::var_os("SPERLI_BENCH_SPIN_US").is_none() {
+        println!(
+            "INFO spin_default_us.{} {}",
+            ep.size(),
+            ep.spin().as_micros()
+        );
     }
     if let Some(us) = std::env::var("SPERLI_BENCH_SPIN_US")
         .ok()

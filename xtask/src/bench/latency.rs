@@ -116,19 +116,29 @@ pub(super) fn section(s: &Samples) -> String {
             goal: 0.95,
         });
     }
+    let spin_at = |n: u32| {
+        s.info
+            .get(&format!("spin_default_us.{n}"))
+            .map_or("?".to_string(), |v| format!("{v} µs"))
+    };
+    let defaults: Vec<String> = COLL_RANKS
+        .iter()
+        .map(|&n| format!("{} at {n} ranks", spin_at(n)))
+        .collect();
     let mut o = String::new();
     let _ = writeln!(o, "## Small messages and the waiting caller (issue 12)\n");
     let _ = writeln!(
         o,
         "A thread waiting in a call reads and decrypts its sockets itself: it busy-polls for \
-         the spin time (`Settings::spin`, default {} µs) before it sleeps in the kernel. \
+         the spin time (`Settings::spin`, default `Spin::Auto`: {}; none where a host's ranks \
+         outnumber its cores) before it sleeps in the kernel. \
          Each row is measured with the default and again with the spin off \
          (`SPERLI_BENCH_SPIN_US=0`: `Endpoint::set_spin(Duration::ZERO)`), in the same \
          run. Goal: the ratio to the baseline of the same run (times: SPERLI over the \
          baseline, at most the goal; bandwidth: SPERLI over bare rustls, at least the goal). \
          Spin: the default may not be slower than spin off (times: default over off at \
          most 1.10, bandwidth at least 0.90, to allow for the noise of one run).\n",
-        s.info.get("spin_default_us").map_or("?", String::as_str)
+        defaults.join(", ")
     );
     let _ = writeln!(
         o,

@@ -19,7 +19,11 @@ pub fn settings() -> Settings {
     }
 }
 
-/// Runs `f` on a thread; panics if it takes longer than `limit`.
+/// Runs `f` on a thread and returns what it returns (re-raising its
+/// panic). If it takes longer than `limit`, the whole test process ends
+/// (status 101, like a failed test): a hung rank thread cannot be stopped,
+/// and left running it would hold its ports and sockets into the tests
+/// that follow.
 pub fn with_deadline<T: Send + 'static>(
     limit: Duration,
     f: impl FnOnce() -> T + Send + 'static,
@@ -40,7 +44,13 @@ pub fn with_deadline<T: Send + 'static>(
                 Ok(()) => unreachable!(),
             }
         }
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("test did not finish within {limit:?}"),
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            eprintln!(
+                "test {:?} did not finish within {limit:?}: ending the test process",
+                thread::current().name()
+            );
+            std::process::exit(101);
+        }
     }
 }
 
