@@ -8,5 +8,6 @@
 
 pub mod example;
 pub mod hosts;
+pub mod mailbox_cli;
 pub mod root_cause;
 pub mod supervise;

@@ -48,6 +48,8 @@ enum Cmd {
         /// The mode and its arguments.
         args: Vec<String>,
     },
+    /// Send one request to the mailbox of a job started with `run --mailbox NAME`.
+    Submit(sperli_launch::mailbox_cli::SubmitArgs),
 }
 
 #[derive(clap::Args)]
@@ -86,6 +88,8 @@ struct RunArgs {
     /// Remote shell for non-local hosts; `{host}` is replaced.
     #[arg(long, default_value = "ssh -o BatchMode=yes {host}")]
     rsh: String,
+    #[command(flatten)]
+    mailbox: sperli_launch::mailbox_cli::MailboxArgs,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     program: Vec<String>,
@@ -196,6 +200,16 @@ fn run(args: RunArgs) -> ExitCode {
         grace: Duration::from_secs(3),
         timeout: args.timeout.map(Duration::from_secs),
     };
+    let mailbox = match sperli_launch::mailbox_cli::MailboxJob::prepare(
+        &args.mailbox,
+        args.n,
+        &entries[0].host,
+        args.restart_max,
+        &interrupt,
+    ) {
+        Ok(m) => m,
+        Err(e) => return fail(e),
+    };
     let lifetime = Duration::from_secs(args.token_lifetime);
     let mut plan = match JobPlan::new(entries.clone(), 1, lifetime) {
         Ok(p) => p,
@@ -228,6 +242,7 @@ fn run(args: RunArgs) -> ExitCode {
                 ];
                 *lr += 1;
                 let mut env = env;
+                env.extend(mailbox.as_ref().and_then(|m| m.env(r)));
                 if let Some(dir) = &args.checkpoint_dir {
                     // Each rank gets its own directory (layouts §7): two ranks
                     // on one host never share one.
@@ -336,6 +351,7 @@ fn demo() -> ExitCode {
         token_lifetime: 600,
         raw_output: false,
         rsh: "ssh -o BatchMode=yes {host}".into(),
+        mailbox: Default::default(),
         program: vec![
             me.to_string_lossy().into_owned(),
             "example".into(),
@@ -366,5 +382,6 @@ fn main() -> ExitCode {
         Cmd::Run(args) => run(args),
         Cmd::Demo => demo(),
         Cmd::Example { args } => sperli_launch::example::run(&args),
+        Cmd::Submit(args) => sperli_launch::mailbox_cli::submit(&args),
     }
 }

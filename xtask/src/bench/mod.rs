@@ -17,6 +17,7 @@
 //! figure.
 
 mod latency;
+mod mailbox;
 mod plot;
 mod report;
 
@@ -154,7 +155,7 @@ fn on_path(name: &str) -> Option<PathBuf> {
 
 fn build(root: &Path) -> Result<Programs, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    println!("==> cargo build --release -p sperli-bench -p sperli-launch");
+    println!("==> cargo build --release -p sperli-bench -p sperli-launch -p sperli-mailbox");
     let st = Command::new(&cargo)
         .args([
             "build",
@@ -163,6 +164,8 @@ fn build(root: &Path) -> Result<Programs, String> {
             "sperli-bench",
             "-p",
             "sperli-launch",
+            "-p",
+            "sperli-mailbox",
             "--bins",
         ])
         .current_dir(root)
@@ -671,6 +674,7 @@ fn measure(p: &Programs, opts: &Options) -> Result<Samples, String> {
             }
         }
         latency::spin_off(p, opts, &mut samples)?;
+        mailbox::job(p, opts, &mut samples)?;
     }
     Ok(samples)
 }
