@@ -11,7 +11,8 @@ use sperli_wire::limits::{MAX_PAYLOAD, MAX_USER_TAG};
 use sperli_wire::{Error, FrameType};
 
 use super::{Endpoint, EAGER_LIMIT};
-use crate::io::link::{loss_cause, Link, Refused, StreamJob};
+use crate::io::link::{Link, Refused, StreamJob};
+use crate::io::service::{self, Serviced};
 use crate::io::shared::Command;
 use crate::pool::BufPool;
 use crate::proto::connection::{Incoming, Outgoing};
@@ -150,18 +151,20 @@ impl Endpoint {
         }
     }
 
-    /// A socket write failed on the caller's thread: the peer is lost
-    /// (unless it left normally), and the job step ends.
+    /// A socket write failed on the caller's thread: what the peer sent
+    /// before is read first (a BYE makes it a departure, the job goes
+    /// on); else the peer is lost and the job step ends.
     fn write_failed(&self, link: &Link, e: &std::io::Error) -> Error {
-        let lost = {
+        let mut out = Serviced::default();
+        let peer = {
             let mut l = link.lock();
-            l.dead = true;
-            l.conn
-                .as_mut()
-                .map(|c| (c.peer(), c.handle_reset(loss_cause(e))))
+            let peer = l.conn.as_ref().map_or(0, |c| c.peer());
+            service::write_failed(&self.shared, &mut l, peer, e, &mut out);
+            peer
         };
-        match lost {
-            Some((_, Err(err))) => {
+        self.shared.wake();
+        match out.error {
+            Some(err) => {
                 if self.shared.fail(err, false) {
                     self.shared.command(Command::Failed);
                 }
@@ -170,8 +173,7 @@ impl Endpoint {
                     Ok(()) => Error::io("writing to a socket", e),
                 }
             }
-            Some((peer, Ok(()))) => departed(peer),
-            None => Error::io("writing to a socket", e),
+            None => departed(peer),
         }
     }
 

@@ -105,8 +105,35 @@ fn flush_locked(shared: &Shared, link: &Link, l: &mut LinkIo, out: &mut Serviced
     }
     if let Err(e) = r {
         let peer = l.conn.as_ref().map_or(0, |c| c.peer());
-        failed(shared, l, peer, SockFail::Socket(loss_cause(&e)), out);
+        write_failed(shared, l, peer, &e, out);
     }
+}
+
+/// A write to `peer`'s socket failed: what the peer sent before comes
+/// first (a BYE and its close make this a departure, not a loss), then the
+/// write error is judged.
+pub(crate) fn write_failed(
+    shared: &Shared,
+    l: &mut LinkIo,
+    peer: u32,
+    e: &std::io::Error,
+    out: &mut Serviced,
+) {
+    if !l.dead {
+        let now_ms = unix_ms(SystemTime::now());
+        let mut sink = ToMatching::new(shared, peer, l.stream.take());
+        let drain_only = shared.error.get().is_some();
+        let r = l.read(BATCH, Instant::now(), now_ms, &mut sink, drain_only);
+        sink.flush();
+        l.stream = sink.stream.take();
+        out.delivered |= sink.delivered;
+        match r {
+            Ok(ReadStatus::Closed) => return closed(shared, l, peer, out),
+            Err(SockFail::Frame(err)) => return lost(shared, l, peer, err, out),
+            _ => {}
+        }
+    }
+    failed(shared, l, peer, SockFail::Socket(loss_cause(e)), out);
 }
 
 /// The peer closed: normal after its BYE (it departed; what was queued to
