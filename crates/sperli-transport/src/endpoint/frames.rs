@@ -43,13 +43,26 @@ impl Endpoint {
     /// Receives a message sent with [`Endpoint::send_large`]: its frames go
     /// straight into the message as they arrive (one copy, from TLS).
     pub fn recv_large(&self, from: u32, tag: u32) -> Result<Vec<u8>, Error> {
+        let mut out = Vec::new();
+        self.recv_large_into(from, tag, &mut out)?;
+        Ok(out)
+    }
+
+    /// As [`Endpoint::recv_large`], into `out` (cleared first): a receiver
+    /// that passes the same vector again reuses its memory, as an MPI
+    /// receive fills the caller's buffer (a fresh vector of more than
+    /// 32 MiB is mapped and faulted in page by page). On an error `out` is
+    /// left empty.
+    pub fn recv_large_into(&self, from: u32, tag: u32, out: &mut Vec<u8>) -> Result<(), Error> {
         self.check()?;
         self.check_rank(from)?;
         if tag > sperli_wire::limits::MAX_USER_TAG {
             return Err(ArgumentError::Tag { tag }.into());
         }
-        let id = self.shared.state().post_large(from, tag);
-        self.wait_recv(id).map(|(_, m)| m)
+        let buf = std::mem::take(out);
+        let id = self.shared.state().post_large_into(from, tag, buf);
+        *out = self.wait_recv(id)?.1;
+        Ok(())
     }
 
     /// Sends a COLLECTIVE frame to `to`; `payload` is the 16-byte collective

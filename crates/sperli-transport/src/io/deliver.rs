@@ -44,6 +44,10 @@ pub(crate) struct ToMatching<'a> {
     pub authenticated: Option<u64>,
     /// Something was delivered: the waiters must look.
     pub delivered: bool,
+    /// A large receive's frame ended: the read pauses there, so the
+    /// waiter can post its next receive before the next header is matched
+    /// (the next frame then streams too, instead of being copied later).
+    paused: bool,
     /// Set-up: frames are held until the connection counts (a second
     /// connection for a rank does not, §5.3), then [`ToMatching::flush`]ed
     /// or dropped; nothing streams.
@@ -59,6 +63,7 @@ impl<'a> ToMatching<'a> {
             stream,
             authenticated: None,
             delivered: false,
+            paused: false,
             hold: false,
         }
     }
@@ -126,6 +131,11 @@ impl Deliver for ToMatching<'_> {
             drop(st);
             self.shared.bump();
             self.delivered = true;
+            self.paused = true;
         }
+    }
+
+    fn pause(&mut self) -> bool {
+        std::mem::take(&mut self.paused)
     }
 }

@@ -325,6 +325,17 @@ impl EventLoop {
             let due = d.released() + HANDBACK;
             if !d.leading() && now >= due {
                 self.take_all_back();
+                // A caller may have left frames in rustls (a read paused
+                // at a frame boundary): no socket event says so.
+                let socks: Vec<(Token, u32, Arc<Link>)> = self
+                    .socks
+                    .iter()
+                    .filter_map(|(t, s)| Some((*t, s.peer?, s.link.clone())))
+                    .collect();
+                for (t, peer, link) in socks {
+                    let r = service::service(&self.shared, &link, peer, READ_BUDGET);
+                    self.serviced(t, r);
+                }
             } else {
                 next = next.min(due.max(now + HANDBACK));
             }

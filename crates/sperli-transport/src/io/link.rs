@@ -86,6 +86,9 @@ pub(crate) enum ReadStatus {
     Drained,
     /// The batch's byte limit was reached; more may wait.
     More,
+    /// The feed paused at a frame boundary (a large receive's frame
+    /// ended): the rest waits in rustls until the socket is read again.
+    Paused,
     /// The TLS handshake just completed and no [`Connection`] exists yet:
     /// the I/O thread checks the peer and makes one, then reads on.
     HandshakeDone,
@@ -232,13 +235,18 @@ impl LinkIo {
                 Ok([]) => return Ok(Some(ReadStatus::Closed)),
                 Ok(chunk) => {
                     let k = chunk.len();
+                    let mut used = k;
                     if !drain_only {
                         if let Some(c) = conn.as_mut() {
-                            c.handle_bytes(chunk, now, now_ms, out)
+                            used = c
+                                .handle_bytes_pausing(chunk, now, now_ms, out)
                                 .map_err(SockFail::Frame)?;
                         }
                     }
-                    reader.consume(k);
+                    reader.consume(used);
+                    if used < k {
+                        return Ok(Some(ReadStatus::Paused));
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
                 // The peer closed TCP without close_notify.

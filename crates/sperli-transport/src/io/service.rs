@@ -63,6 +63,12 @@ pub(crate) fn service(shared: &Shared, link: &Link, peer: u32, budget: usize) ->
                 // The lock is released between batches.
                 continue;
             }
+            Ok(ReadStatus::Paused) => {
+                // The waiter looks first; the rest is read on the next turn.
+                out.more = true;
+                flush_locked(shared, link, l, &mut out);
+                return out;
+            }
             Ok(ReadStatus::Drained) | Ok(ReadStatus::HandshakeDone) => {
                 flush_locked(shared, link, l, &mut out);
                 return out;

@@ -69,6 +69,13 @@ pub trait FrameSink {
     fn end_stream(&mut self, header: &FrameHeader) -> Result<(), Error>;
     /// A collected frame is complete and its payload decoded.
     fn frame(&mut self, frame: Frame) -> Result<(), Error>;
+    /// Asked after each complete frame: true stops the feed right there,
+    /// at the frame boundary ([`FrameReader::feed`] returns how much it
+    /// took), so what the frame completed can act before the next header
+    /// is judged. Default: never.
+    fn pause(&mut self) -> bool {
+        false
+    }
 }
 
 /// A [`FrameSink`] that collects every frame and hands it to a closure
@@ -154,9 +161,11 @@ impl FrameReader {
     }
 
     /// Feeds `input`; reports headers, streamed pieces and whole frames to
-    /// `sink`. The first rejection is returned and the reader refuses all
-    /// further input.
-    pub fn feed(&mut self, mut input: &[u8], sink: &mut dyn FrameSink) -> Result<(), Error> {
+    /// `sink`, and returns how many bytes it took: all of them, unless the
+    /// sink asked for a pause after a frame. The first rejection is
+    /// returned and the reader refuses all further input.
+    pub fn feed(&mut self, mut input: &[u8], sink: &mut dyn FrameSink) -> Result<usize, Error> {
+        let total = input.len();
         while !input.is_empty() || self.frame_complete() {
             match &mut self.state {
                 State::Failed => {
@@ -231,6 +240,9 @@ impl FrameReader {
                             self.state = State::Failed;
                             return Err(e);
                         }
+                        if sink.pause() {
+                            return Ok(total - input.len());
+                        }
                     }
                 }
                 State::Payload { header, left } => {
@@ -250,11 +262,14 @@ impl FrameReader {
                             self.state = State::Failed;
                             return Err(e);
                         }
+                        if sink.pause() {
+                            return Ok(total - input.len());
+                        }
                     }
                 }
             }
         }
-        Ok(())
+        Ok(total)
     }
 
     /// A zero-length payload is complete as soon as its header is.
@@ -433,6 +448,41 @@ mod tests {
         let refused = data(9, &[1; 100_000], 2);
         assert!(r.feed(&refused[..60], &mut Picky::default()).is_err());
         assert_eq!(r.payload_capacity(), 0);
+    }
+
+    /// Pauses after every frame.
+    struct Pausing(Vec<u32>);
+
+    impl FrameSink for Pausing {
+        fn header(&mut self, _: &FrameHeader) -> Result<PayloadDest, Error> {
+            Ok(PayloadDest::Collect)
+        }
+        fn chunk(&mut self, _: &FrameHeader, _: &[u8]) {}
+        fn end_stream(&mut self, _: &FrameHeader) -> Result<(), Error> {
+            Ok(())
+        }
+        fn frame(&mut self, f: Frame) -> Result<(), Error> {
+            self.0.push(f.header.tag);
+            Ok(())
+        }
+        fn pause(&mut self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_pause_stops_the_feed_at_the_frame_boundary() {
+        let mut stream = data(1, b"one", 2);
+        let first = stream.len();
+        stream.extend(data(2, b"two", 2));
+        let mut r = FrameReader::new(rx());
+        let mut sink = Pausing(Vec::new());
+        let n = r.feed(&stream, &mut sink).unwrap();
+        assert_eq!(n, first, "stopped after the first frame");
+        assert_eq!(sink.0, vec![1]);
+        assert!(r.at_frame_boundary());
+        assert_eq!(r.feed(&stream[n..], &mut sink).unwrap(), stream.len() - n);
+        assert_eq!(sink.0, vec![1, 2]);
     }
 
     #[test]

@@ -90,6 +90,17 @@ impl LargeAssembly {
         Self::default()
     }
 
+    /// An empty assembly that puts the message into `buf` (cleared; its
+    /// capacity is reused, so a receiver that passes the same buffer again
+    /// allocates, and faults in, nothing).
+    pub fn with_buffer(mut buf: Vec<u8>) -> Self {
+        buf.clear();
+        Self {
+            buf,
+            ..Self::default()
+        }
+    }
+
     /// The total length, once the first frame's prefix came.
     pub fn total(&self) -> Option<usize> {
         self.total

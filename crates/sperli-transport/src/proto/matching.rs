@@ -283,9 +283,14 @@ impl Matching {
     /// Posts the receive of a `send_large` message from `from` with `tag`:
     /// queued frames go into it first, later ones as they arrive.
     pub fn post_large(&mut self, from: u32, tag: u32) -> RecvId {
+        self.post_large_into(from, tag, Vec::new())
+    }
+
+    /// As [`Matching::post_large`], the message assembled in `buf`.
+    pub fn post_large_into(&mut self, from: u32, tag: u32, buf: Vec<u8>) -> RecvId {
         self.next_id += 1;
         let id = self.next_id;
-        let mut asm = LargeAssembly::new();
+        let mut asm = LargeAssembly::with_buffer(buf);
         while let Some((s, i)) = self.first_match(Some(from), Some(tag)) {
             let u = self.unexpected[s].remove(i).expect("found above");
             match asm.push_frame(&u.payload) {

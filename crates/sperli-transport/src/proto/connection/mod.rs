@@ -89,6 +89,11 @@ pub trait Deliver {
     fn chunk(&mut self, _bytes: &[u8]) {}
     /// The streamed DATA frame with `tag` is complete.
     fn end_stream(&mut self, _tag: u32) {}
+    /// Asked after each complete frame: true stops the bytes fed so far
+    /// at that frame's end (see [`Connection::handle_bytes_pausing`]).
+    fn pause(&mut self) -> bool {
+        false
+    }
 }
 
 impl Deliver for Vec<Incoming> {

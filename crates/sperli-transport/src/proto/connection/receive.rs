@@ -26,6 +26,24 @@ impl Connection {
         now_ms: u64,
         out: &mut dyn Deliver,
     ) -> Result<(), Error> {
+        // A pause is asked once per frame end: every call takes more.
+        let mut at = self.handle_bytes_pausing(bytes, now, now_ms, out)?;
+        while at < bytes.len() {
+            at += self.handle_bytes_pausing(&bytes[at..], now, now_ms, out)?;
+        }
+        Ok(())
+    }
+
+    /// As [`Connection::handle_bytes`], but stops at a frame boundary when
+    /// `out` asks for a pause ([`Deliver::pause`]); returns the bytes
+    /// taken (the rest is fed again later).
+    pub fn handle_bytes_pausing(
+        &mut self,
+        bytes: &[u8],
+        now: Instant,
+        now_ms: u64,
+        out: &mut dyn Deliver,
+    ) -> Result<usize, Error> {
         self.last_recv = now;
         if self.state == ConnState::Closed {
             return Err(FrameError::Unexpected {
@@ -46,20 +64,22 @@ impl Connection {
             },
         );
         self.reader = reader;
-        if let Err(e) = result {
-            self.state = ConnState::Closed;
-            return Err(match e {
-                Error::FrameRejected(FrameError::Payload {
-                    frame_type: FrameType::Hello,
-                    error,
-                }) if pre_hello => Error::Authentication {
-                    peer: Some(self.peer),
-                    error: AuthError::Hello(error),
-                },
-                e => e,
-            });
+        match result {
+            Ok(n) => Ok(n),
+            Err(e) => {
+                self.state = ConnState::Closed;
+                Err(match e {
+                    Error::FrameRejected(FrameError::Payload {
+                        frame_type: FrameType::Hello,
+                        error,
+                    }) if pre_hello => Error::Authentication {
+                        peer: Some(self.peer),
+                        error: AuthError::Hello(error),
+                    },
+                    e => e,
+                })
+            }
         }
-        Ok(())
     }
 
     pub(super) fn rx(&self) -> Receiver {
@@ -234,5 +254,9 @@ impl FrameSink for Judge<'_> {
 
     fn frame(&mut self, frame: Frame) -> Result<(), Error> {
         self.conn.on_frame(frame, self.now_ms, self.out)
+    }
+
+    fn pause(&mut self) -> bool {
+        self.out.pause()
     }
 }

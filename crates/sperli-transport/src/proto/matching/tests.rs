@@ -235,3 +235,18 @@ fn written_and_undelivered_sends_report_once() {
     m.count_recv(false);
     assert_eq!(m.open_handles(), (1, 1));
 }
+
+#[test]
+fn a_large_receive_into_a_buffer_reuses_its_memory() {
+    let msg: Vec<u8> = (0..1000).map(|i| i as u8).collect();
+    let frames = large_frames(&msg);
+    let mut m = Matching::new(2, 0);
+    let mut buf = Vec::with_capacity(4096);
+    buf.extend_from_slice(b"old contents");
+    let ptr = buf.as_ptr();
+    let r = m.post_large_into(1, 4, buf);
+    data(&mut m, 1, 4, &frames[0]);
+    let (_, got) = m.poll_recv(r).unwrap().unwrap();
+    assert_eq!(got, msg);
+    assert_eq!(got.as_ptr(), ptr, "the same allocation");
+}
