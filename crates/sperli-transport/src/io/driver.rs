@@ -7,8 +7,10 @@
 //! leads: it drives every peer's socket through the callers' own poller
 //! (every authenticated socket is registered there, readable and writable,
 //! for the whole job), first busy-polling for the spin time (yielding the
-//! core to any other runnable thread between two polls), then sleeping in
-//! the kernel until a socket or another thread wakes it. The others
+//! core to any other runnable thread between two polls; a yield that ran
+//! other work stops the spinning for 10 ms, as the core is not the
+//! caller's alone), then sleeping in the kernel until a socket or another
+//! thread wakes it. The others
 //! follow: they sleep on a condition variable and are woken when what
 //! they may be waiting for changed. A leader whose wait is over hands the
 //! lead to a follower.
@@ -45,6 +47,16 @@ const NAP: Duration = Duration::from_millis(250);
 /// the others (and comes back to it at once).
 const TURN: usize = 4 * 1024 * 1024;
 
+/// A yield that took longer than this ran other work for a slice of its
+/// own: the core is contended, and a spinning caller would only take turns
+/// with that work (a thread that sleeps is woken at once when its data
+/// comes; one that spins waits for its next turn). Short bursts (an I/O
+/// thread's timers, a peer's wake-up) stay well below it.
+const CONTENDED: Duration = Duration::from_micros(200);
+
+/// After a contended yield, the callers do not spin for this long.
+const CONTENDED_PAUSE: Duration = Duration::from_millis(10);
+
 /// The token of the callers' waker; a peer's socket is `Token(rank + 1)`.
 const WAKER: Token = Token(0);
 
@@ -70,6 +82,9 @@ pub(crate) struct Driver {
     sleeping: AtomicBool,
     /// When the last leader stepped down (µs since `epoch`).
     released_us: AtomicU64,
+    /// Until when the callers do not spin (µs since `epoch`): the core was
+    /// contended.
+    no_spin_until_us: AtomicU64,
     epoch: Instant,
     pollset: Mutex<Pollset>,
     waker: Waker,
@@ -88,6 +103,7 @@ impl Driver {
             leading: AtomicBool::new(false),
             sleeping: AtomicBool::new(false),
             released_us: AtomicU64::new(0),
+            no_spin_until_us: AtomicU64::new(0),
             epoch: Instant::now(),
             pollset: Mutex::new(Pollset {
                 poll,
@@ -133,6 +149,17 @@ impl Driver {
         self.epoch + Duration::from_micros(self.released_us.load(Ordering::SeqCst))
     }
 
+    /// Whether a caller may spin now.
+    fn may_spin(&self) -> bool {
+        self.epoch.elapsed().as_micros() as u64 >= self.no_spin_until_us.load(Ordering::Relaxed)
+    }
+
+    /// A yield ran other work: no spinning for a while.
+    fn note_contended(&self) {
+        let until = (self.epoch.elapsed() + CONTENDED_PAUSE).as_micros() as u64;
+        self.no_spin_until_us.store(until, Ordering::Relaxed);
+    }
+
     fn note_release(&self) {
         let us = self.epoch.elapsed().as_micros() as u64;
         self.released_us.store(us, Ordering::SeqCst);
@@ -156,7 +183,12 @@ impl Shared {
         mut ready: impl FnMut() -> Option<Result<T, Error>>,
     ) -> Result<T, Error> {
         let d = &self.driver;
-        let spin_until = Instant::now() + self.spin();
+        let spin = if d.may_spin() {
+            self.spin()
+        } else {
+            Duration::ZERO
+        };
+        let mut spin_until = Instant::now() + spin;
         let mut leader = false;
         let result = loop {
             let gen = self.gen();
@@ -182,7 +214,7 @@ impl Shared {
                 d.leading.store(true, Ordering::SeqCst);
                 leader = true;
             }
-            match self.lead(gen, spin_until) {
+            match self.lead(gen, &mut spin_until) {
                 Led::Changed => {}
             }
         };
@@ -255,13 +287,14 @@ impl Shared {
     }
 
     /// Leads until the change counter moves past `gen`: busy-polls until
-    /// `spin_until`, then sleeps in the kernel.
-    fn lead(&self, gen: u64, spin_until: Instant) -> Led {
+    /// `spin_until` (sooner, when the core turns out to be contended), then
+    /// sleeps in the kernel.
+    fn lead(&self, gen: u64, spin_until: &mut Instant) -> Led {
         let d = &self.driver;
         let mut ps = d.pollset.lock().unwrap_or_else(|e| e.into_inner());
         self.take_sockets();
         loop {
-            let spinning = Instant::now() < spin_until;
+            let spinning = Instant::now() < *spin_until;
             if !ps.unfinished.is_empty() || spinning {
                 self.drive_once(&mut ps, Some(Duration::ZERO));
                 if self.gen() != gen {
@@ -271,7 +304,12 @@ impl Shared {
                     // Another runnable thread (other work on the host, a
                     // peer rank on an oversubscribed core) gets the core
                     // now; alone, the yield returns at once.
+                    let t = Instant::now();
                     std::thread::yield_now();
+                    if t.elapsed() > CONTENDED {
+                        d.note_contended();
+                        *spin_until = Instant::now();
+                    }
                 }
                 continue;
             }
