@@ -105,9 +105,7 @@ fn bench_settings() -> Settings {
     let spin = std::env::var("PINGPONG_SPIN_US")
         .ok()
         .and_then(|v| v.parse().ok())
-        .map_or(sperli_transport::Spin::Auto, |us| {
-            sperli_transport::Spin::Fixed(Duration::from_micros(us))
-        });
+        .map_or(sperli_transport::DEFAULT_SPIN, Duration::from_micros);
     Settings {
         spin,
         ..Settings::default()

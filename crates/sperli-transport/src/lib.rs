@@ -14,9 +14,8 @@
 //! Progress happens on the thread that waits. A call that sends writes
 //! the frame into TLS and onto the socket itself. A call that waits
 //! (`recv`, `wait`, a collective, a checkpoint step) reads and decrypts
-//! the sockets itself: it busy-polls them for [`Settings::spin`] (50 µs,
-//! none on a host with more ranks than cores), then sleeps in the kernel
-//! until a socket has data. No other thread is woken
+//! the sockets itself: it busy-polls them for [`Settings::spin`] (200 µs),
+//! then sleeps in the kernel until a socket has data. No other thread is woken
 //! for a message on that path. Set-up runs on the thread that called
 //! [`Endpoint::start`].
 //!
@@ -138,54 +137,14 @@ pub enum ErrorMode {
     Return,
 }
 
-/// How long a waiting call busy-polls its sockets before it sleeps in the
-/// kernel, with [`Spin::Auto`] on a host with a core for each of its ranks.
-pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
-
-/// How long a call that waits busy-polls its sockets before it sleeps in
-/// the kernel ([`Settings::spin`]). A message that comes within this time
-/// is seen within a microsecond or two; one that comes later costs a
-/// wake-up (about 30 µs when the thread is woken on the other core).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Spin {
-    /// [`DEFAULT_SPIN`] when the job's ranks on this host do not outnumber
-    /// its cores, else none: a rank that spins on an oversubscribed host
-    /// takes the core a peer needs to send what it waits for (OpenMPI
-    /// yields in that case too). Ranks on this host: those with this
-    /// rank's host name, and, when it is a loopback address or
-    /// `localhost`, every rank on one.
-    #[default]
-    Auto,
-    /// This long (zero: never).
-    Fixed(Duration),
-}
-
-impl Spin {
-    /// The spin time of rank `rank` of a job on `hosts`, on a machine with
-    /// `cores` cores.
-    pub fn resolve(self, hosts: &[&str], rank: u32, cores: usize) -> Duration {
-        match self {
-            Spin::Fixed(d) => d,
-            Spin::Auto => {
-                let loopback = |h: &str| {
-                    h == "localhost"
-                        || h.parse::<std::net::Ipv4Addr>()
-                            .is_ok_and(|a| a.is_loopback())
-                };
-                let own = hosts.get(rank as usize).copied().unwrap_or("");
-                let local = hosts
-                    .iter()
-                    .filter(|h| **h == own || (loopback(own) && loopback(h)))
-                    .count();
-                if local <= cores.max(1) {
-                    DEFAULT_SPIN
-                } else {
-                    Duration::ZERO
-                }
-            }
-        }
-    }
-}
+/// The default of [`Settings::spin`]: how long a call that waits busy-polls
+/// its sockets before it sleeps in the kernel. Chosen by measurement on a
+/// 2-core machine (docs/performance.md, issue 12 notes): it covers the
+/// wait of a barrier or an 8-byte allreduce at 2 to 8 ranks, so such a
+/// wait is seen within a microsecond or two instead of a wake-up of about
+/// 30 µs; spinning yields the core between two polls, so it also helped
+/// where 4 or 8 ranks share the 2 cores.
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(200);
 
 /// Settings of a rank's transport (protocol §5).
 #[derive(Debug, Clone)]
@@ -201,9 +160,14 @@ pub struct Settings {
     /// read the peers' close. Default 1 s.
     pub linger: Duration,
     /// How long a call that waits busy-polls its sockets before it sleeps
-    /// in the kernel: [`Spin::Auto`] by default. [`Endpoint::set_spin`]
-    /// changes it at run time.
-    pub spin: Spin,
+    /// in the kernel ([`DEFAULT_SPIN`]; zero: never). A message that comes
+    /// within this time is seen within a microsecond or two; one that comes
+    /// later costs a wake-up (about 30 µs when the thread is woken on the
+    /// other core). Between two polls the core goes to any other runnable
+    /// thread; when that took long (the core is contended by other work),
+    /// the spinning stops for 10 ms. [`Endpoint::set_spin`] changes it at
+    /// run time.
+    pub spin: Duration,
     /// Where the rank writes the [`failure_record::FailureRecord`] of the
     /// error that ends the job step, before the program sees the error (the
     /// launcher's `SPERLI_ERROR_FILE`). Default none.
@@ -226,30 +190,10 @@ impl Default for Settings {
             setup_window: Duration::from_millis(sperli_wire::limits::SETUP_WINDOW_MS),
             connect_retry: Duration::from_millis(sperli_wire::limits::CONNECT_RETRY_MS),
             linger: Duration::from_secs(1),
-            spin: Spin::Auto,
+            spin: DEFAULT_SPIN,
             error_file: None,
             errors: ErrorMode::Fatal,
             features: sperli_wire::limits::FEATURES_IMPLEMENTED,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn auto_spin_only_where_every_rank_of_this_host_has_a_core() {
-        let two = ["127.0.0.1", "127.0.0.2"];
-        assert_eq!(Spin::Auto.resolve(&two, 0, 2), DEFAULT_SPIN);
-        let four = ["127.0.0.1", "127.0.0.2", "localhost", "127.0.0.4"];
-        assert_eq!(Spin::Auto.resolve(&four, 1, 2), Duration::ZERO);
-        assert_eq!(Spin::Auto.resolve(&four, 1, 4), DEFAULT_SPIN);
-        // Other hosts do not count: two ranks per host on 2 cores.
-        let hosts = ["a", "b", "a", "b", "c"];
-        assert_eq!(Spin::Auto.resolve(&hosts, 0, 2), DEFAULT_SPIN);
-        assert_eq!(Spin::Auto.resolve(&hosts, 0, 1), Duration::ZERO);
-        let us = Duration::from_micros(7);
-        assert_eq!(Spin::Fixed(us).resolve(&four, 0, 1), us);
     }
 }

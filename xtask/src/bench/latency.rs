@@ -130,8 +130,8 @@ pub(super) fn section(s: &Samples) -> String {
     let _ = writeln!(
         o,
         "A thread waiting in a call reads and decrypts its sockets itself: it busy-polls for \
-         the spin time (`Settings::spin`, default `Spin::Auto`: {}; none where a host's ranks \
-         outnumber its cores) before it sleeps in the kernel. \
+         the spin time (`Settings::spin`, default {}) before it sleeps in the kernel, \
+         yielding the core between two polls. \
          Each row is measured with the default and again with the spin off \
          (`SPERLI_BENCH_SPIN_US=0`: `Endpoint::set_spin(Duration::ZERO)`), in the same \
          run. Goal: the ratio to the baseline of the same run (times: SPERLI over the \

@@ -158,11 +158,7 @@ impl Endpoint {
             io_waker,
             io_registry,
             errors: settings.errors,
-            spin: {
-                let hosts: Vec<&str> = desc.hosts.iter().map(|h| h.host.as_str()).collect();
-                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-                settings.spin.resolve(&hosts, desc.rank, cores)
-            },
+            spin: settings.spin,
             linger: settings.linger,
             error_file: settings.error_file.clone(),
         }));
@@ -244,7 +240,7 @@ impl Endpoint {
     }
 
     /// How long a waiting call busy-polls before it sleeps; from
-    /// [`Settings::spin`] (resolved for this host) until changed.
+    /// [`Settings::spin`] until changed.
     pub fn spin(&self) -> Duration {
         self.shared.spin()
     }
