@@ -121,10 +121,13 @@ pub(super) fn section(s: &Samples) -> String {
             .get(&format!("spin_default_us.{n}"))
             .map_or("?".to_string(), |v| format!("{v} µs"))
     };
-    let defaults: Vec<String> = COLL_RANKS
+    let mut defaults: Vec<String> = COLL_RANKS
         .iter()
         .map(|&n| format!("{} at {n} ranks", spin_at(n)))
         .collect();
+    if COLL_RANKS.iter().all(|&n| spin_at(n) == spin_at(COLL_RANKS[0])) {
+        defaults = vec![spin_at(COLL_RANKS[0])];
+    }
     let mut o = String::new();
     let _ = writeln!(o, "## Small messages and the waiting caller (issue 12)\n");
     let _ = writeln!(

@@ -379,7 +379,7 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
         o,
         "8 B to 64 KiB: one-way latency = half a round trip (send, the peer echoes), µs. \
          1 to 64 MiB: one-way bandwidth (messages back to back, then a 1-byte ack), GB/s; \
-         SPERLI sends 64 MiB with `send_large` (one DATA frame carries at most 16 MiB). \
+         SPERLI sends 64 MiB with `send_large` (one DATA frame carries at most 16 MiB) and receives it with `recv_large_into` into one reused vector, as the baselines read into one buffer. \
          Bare TCP and bare rustls run in one process, one blocking thread per side, with \
          the same certificates and TLS configuration as SPERLI. Ratios: SPERLI over the \
          baseline (latency: above 1 is slower; bandwidth: below 1 is slower).\n"
