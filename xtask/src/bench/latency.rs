@@ -125,7 +125,10 @@ pub(super) fn section(s: &Samples) -> String {
         .iter()
         .map(|&n| format!("{} at {n} ranks", spin_at(n)))
         .collect();
-    if COLL_RANKS.iter().all(|&n| spin_at(n) == spin_at(COLL_RANKS[0])) {
+    if COLL_RANKS
+        .iter()
+        .all(|&n| spin_at(n) == spin_at(COLL_RANKS[0]))
+    {
         defaults = vec![spin_at(COLL_RANKS[0])];
     }
     let mut o = String::new();

@@ -142,8 +142,7 @@ pub(crate) fn write_failed(
     failed(shared, l, peer, SockFail::Socket(loss_cause(e)), out);
 }
 
-/// The peer closed: normal after its BYE (it departed; what was queued to
-/// it can never be written), else it is lost.
+/// The peer closed: normal after its BYE (it departed), else it is lost.
 fn closed(shared: &Shared, l: &mut LinkIo, peer: u32, out: &mut Serviced) {
     l.dead = true;
     let Some(c) = l.conn.as_mut() else {
@@ -151,18 +150,8 @@ fn closed(shared: &Shared, l: &mut LinkIo, peer: u32, out: &mut Serviced) {
     };
     match c.handle_close() {
         Ok(()) => {
-            let mut seqs = c.take_queued_seqs();
-            seqs.append(&mut l.drain_seqs);
             l.close_after_bye();
-            let mut st = shared.state();
-            for s in seqs {
-                st.handle_undelivered(s, peer);
-            }
-            st.handle_departed(peer);
-            drop(st);
-            shared.bump();
-            out.delivered = true;
-            out.departed = true;
+            departed(shared, l, peer, out);
         }
         Err(e) => lost(shared, l, peer, e, out),
     }
@@ -181,17 +170,26 @@ fn failed(shared: &Shared, l: &mut LinkIo, peer: u32, f: SockFail, out: &mut Ser
         return;
     };
     match c.handle_reset(cause) {
-        Ok(()) => {
-            // After BYE a reset is a departure too.
-            let mut st = shared.state();
-            st.handle_departed(peer);
-            drop(st);
-            shared.bump();
-            out.delivered = true;
-            out.departed = true;
-        }
+        // After BYE a reset is a departure too.
+        Ok(()) => departed(shared, l, peer, out),
         Err(e) => lost(shared, l, peer, e, out),
     }
+}
+
+/// `peer` left normally: what was queued to it can never be written (its
+/// senders must not wait for it), and waits on it end (H1613 `Departed`).
+fn departed(shared: &Shared, l: &mut LinkIo, peer: u32, out: &mut Serviced) {
+    let mut seqs = l.conn.as_mut().map_or(Vec::new(), |c| c.take_queued_seqs());
+    seqs.append(&mut l.drain_seqs);
+    let mut st = shared.state();
+    for s in seqs {
+        st.handle_undelivered(s, peer);
+    }
+    st.handle_departed(peer);
+    drop(st);
+    shared.bump();
+    out.delivered = true;
+    out.departed = true;
 }
 
 fn lost(shared: &Shared, l: &mut LinkIo, peer: u32, e: Error, out: &mut Serviced) {

@@ -200,22 +200,24 @@ impl LargeAssembly {
     }
 }
 
+/// The frame payloads of `data` under the convention (tests).
+#[cfg(test)]
+pub(crate) fn frames_of(data: &[u8]) -> Vec<Vec<u8>> {
+    split(data.len())
+        .into_iter()
+        .map(|p| {
+            let mut f = p.prefix.map_or(Vec::new(), |x| x.to_vec());
+            f.extend_from_slice(&data[p.range]);
+            f
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const MAX: usize = MAX_PAYLOAD as usize;
-
-    fn frames_of(data: &[u8]) -> Vec<Vec<u8>> {
-        split(data.len())
-            .into_iter()
-            .map(|p| {
-                let mut f = p.prefix.map_or(Vec::new(), |x| x.to_vec());
-                f.extend_from_slice(&data[p.range]);
-                f
-            })
-            .collect()
-    }
 
     #[test]
     fn split_fills_every_frame() {

@@ -197,19 +197,17 @@ impl Connection {
     /// An orderly close (FIN, or TLS close_notify) from the peer: normal
     /// after BYE, otherwise the peer is lost (H1613, closed without BYE).
     pub fn handle_close(&mut self) -> Result<(), Error> {
-        let was = self.state;
-        self.state = ConnState::Closed;
-        match was {
-            ConnState::ByeReceived | ConnState::Closed => Ok(()),
-            _ => Err(Error::PeerLost {
-                peer: self.peer,
-                cause: LossCause::ClosedWithoutBye,
-            }),
-        }
+        self.handle_end(LossCause::ClosedWithoutBye)
     }
 
     /// A reset (or another socket error) from the peer's side.
     pub fn handle_reset(&mut self, cause: LossCause) -> Result<(), Error> {
+        self.handle_end(cause)
+    }
+
+    /// The connection ended from the peer's side: normal after its BYE (or
+    /// ours), else the peer is lost with `cause` (§7.6).
+    fn handle_end(&mut self, cause: LossCause) -> Result<(), Error> {
         let was = self.state;
         self.state = ConnState::Closed;
         match was {

@@ -1,7 +1,7 @@
 //! Matching without sockets.
 
 use super::*;
-use crate::proto::large::split;
+use crate::proto::large::frames_of;
 use sperli_wire::limits::MAX_PAYLOAD;
 
 fn data(m: &mut Matching, from: u32, tag: u32, bytes: &[u8]) {
@@ -159,22 +159,11 @@ fn cancel_drops_the_receive_and_what_it_took() {
     assert_eq!(m.probe(None, None), None);
 }
 
-fn large_frames(data: &[u8]) -> Vec<Vec<u8>> {
-    split(data.len())
-        .into_iter()
-        .map(|p| {
-            let mut f = p.prefix.map_or(Vec::new(), |x| x.to_vec());
-            f.extend_from_slice(&data[p.range]);
-            f
-        })
-        .collect()
-}
-
 #[test]
 fn a_large_receive_takes_queued_frames_then_streams_the_rest() {
     let max = MAX_PAYLOAD as usize;
     let msg: Vec<u8> = (0..2 * max + 100).map(|i| (i % 249) as u8).collect();
-    let frames = large_frames(&msg);
+    let frames = frames_of(&msg);
     assert_eq!(frames.len(), 3);
     let mut m = Matching::new(2, 0);
     data(&mut m, 1, 4, &frames[0]);
@@ -239,7 +228,7 @@ fn written_and_undelivered_sends_report_once() {
 #[test]
 fn a_large_receive_into_a_buffer_reuses_its_memory() {
     let msg: Vec<u8> = (0..1000).map(|i| i as u8).collect();
-    let frames = large_frames(&msg);
+    let frames = frames_of(&msg);
     let mut m = Matching::new(2, 0);
     let mut buf = Vec::with_capacity(4096);
     buf.extend_from_slice(b"old contents");
