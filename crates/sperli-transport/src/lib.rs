@@ -14,9 +14,11 @@
 //! Progress happens on the thread that waits. A call that sends writes
 //! the frame into TLS and onto the socket itself. A call that waits
 //! (`recv`, `wait`, a collective, a checkpoint step) reads and decrypts
-//! the sockets itself: it busy-polls them for [`Settings::spin`] (200 µs),
-//! then sleeps in the kernel until a socket has data. No other thread is woken
-//! for a message on that path. Set-up runs on the thread that called
+//! the sockets itself: it busy-polls them for [`Settings::spin`] (200 µs;
+//! the core goes to any other runnable thread between two polls, and a core
+//! contended by other work stops the spinning for 10 ms), then sleeps in
+//! the kernel until a socket has data. No other thread is woken for a
+//! message on that path. Set-up runs on the thread that called
 //! [`Endpoint::start`].
 //!
 //! The I/O thread keeps the job alive while the program computes: it
@@ -51,6 +53,41 @@
 //!   outstanding operations. [`Endpoint::progress`] makes progress without
 //!   waiting.
 //!
+//! ```
+//! use std::sync::Arc;
+//! use sperli_tls::job_plan::JobPlan;
+//! use sperli_transport::{Endpoint, ErrorMode, Settings};
+//!
+//! // Two ranks as two threads of this process (a real job runs each rank
+//! // as a process started by `sperli run`).
+//! let plan = JobPlan::localhost(2).unwrap();
+//! let settings = Settings {
+//!     errors: ErrorMode::Return,
+//!     ..Settings::default()
+//! };
+//! let ranks: Vec<_> = (0..2)
+//!     .map(|r| {
+//!         let (desc, s) = (plan.description(r), settings.clone());
+//!         std::thread::spawn(move || {
+//!             let ep = Arc::new(Endpoint::start(&desc, s).unwrap());
+//!             if ep.rank() == 1 {
+//!                 ep.send(0, 7, b"hello").unwrap();
+//!                 return ep.recv(0, 8).unwrap();
+//!             }
+//!             // One thread waits for any source while another sends.
+//!             let other = ep.clone();
+//!             let waiter = std::thread::spawn(move || other.recv_match(None, Some(7)));
+//!             ep.send(1, 8, b"back").unwrap();
+//!             let (status, msg) = waiter.join().unwrap().unwrap();
+//!             assert_eq!((status.source, status.len), (1, 5));
+//!             msg
+//!         })
+//!     })
+//!     .collect();
+//! let got: Vec<Vec<u8>> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
+//! assert_eq!(got, [b"hello".to_vec(), b"back".to_vec()]);
+//! ```
+//!
 //! ## Errors
 //!
 //! A failure ends the job step:
@@ -68,8 +105,9 @@
 //!   protocol §7.4 "stops"). The rank sends its ABORT, lingers up to
 //!   [`Settings::linger`] to flush it, and ends its process with exit
 //!   status `H-code - 1600`: 10 for H1610, 12 for H1612, 13 for H1613, 1
-//!   for an error without a code. It does this within the silence limit
-//!   plus the linger (1 s) of the failure, whether the program computes or
+//!   for an error without a code. It does this within the linger (1 s) of
+//!   noticing the failure, so for a silent peer within the silence limit
+//!   plus 1 s of the peer's last byte, whether the program computes or
 //!   waits in a call. A call in progress does not return. The program
 //!   never sees a job-ending error.
 //! - [`ErrorMode::Return`]: the pending call and every later call return
@@ -85,7 +123,8 @@
 //! A rank program started by `sperli run` joins with
 //! `Comm::from_stdin()` (sperli-collective), which uses
 //! `Settings::default()`. Errors are therefore fatal there unless the
-//! program calls `set_errors(ErrorMode::Return)`.
+//! program calls `set_errors(ErrorMode::Return)` (as the sperli-mailbox
+//! server does: it reports the job's errors to its client itself).
 //!
 //! ## Panics
 //!
