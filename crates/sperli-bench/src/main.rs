@@ -3,14 +3,17 @@
 //! ```text
 //! sperli-bench limits [--quick]          the machine's limits, in this process
 //! sperli-bench rank MODE [--quick]       a SPERLI rank (started by `sperli run`)
-//!     MODE: pingpong | coll | startup | rss | ckpt
+//!     MODE: pingpong | coll | startup | rss | ckpt | resume
 //! sperli-bench rank rtt [ROUNDS [BYTES]] ROUNDS round trips of BYTES (default
 //!     10000 of 8) between ranks 0 and 1, with the context switches of both
 //!     rank processes over the loop (for `perf stat -e context-switches`)
+//! sperli-bench ckpt-threads [--quick] [MIB...]
+//!                                        the ckpt measurement, 4 ranks as threads
 //! ```
 //!
 //! The `ckpt` mode needs `sperli run --checkpoint-dir DIR` (on a real disk,
-//! not tmpfs: it measures fsync).
+//! not tmpfs: it measures fsync); `resume` is a later run of that job
+//! (`--job-key FILE` and the same DIR).
 //!
 //! Every figure is printed as one line `RESULT <name> <size in bytes> <value>`
 //! (times in µs, or ms when the name ends in `_ms`; bandwidths in GB/s =
@@ -37,6 +40,13 @@ pub fn iters(quick: bool, full: usize, short: usize) -> usize {
     }
 }
 
+fn usage() -> ! {
+    eprintln!(
+        "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss|ckpt|resume [--quick] | rank rtt [ROUNDS [BYTES]] | ckpt-threads [--quick] [MIB...]"
+    );
+    std::process::exit(2);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
@@ -52,12 +62,14 @@ fn main() {
         }
         ["rank", "rtt", rest @ ..] => latency::rtt(rest),
         ["rank", mode] => rank::run(mode, quick),
-        _ => {
-            eprintln!(
-                "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss|ckpt [--quick] | rank rtt [ROUNDS [BYTES]]"
-            );
-            std::process::exit(2);
+        ["ckpt-threads", mib @ ..] => {
+            let mib: Option<Vec<usize>> = mib.iter().map(|m| m.parse().ok()).collect();
+            match mib {
+                Some(mib) => ckpt::threads(quick, &mib),
+                None => usage(),
+            }
         }
+        _ => usage(),
     };
     if let Err(e) = r {
         eprintln!("sperli-bench: {e}");

@@ -56,9 +56,12 @@ fn unix_ns() -> u128 {
 /// stdin.
 pub fn run(mode: &str, quick: bool) -> Result<(), Error> {
     let started = unix_ns();
+    // These join with a checkpointer instead of a bare communicator.
     if mode == "ckpt" {
-        // Joins with a checkpointer instead of a bare communicator.
         return crate::ckpt::run(quick);
+    }
+    if mode == "resume" {
+        return crate::ckpt::resume(quick);
     }
     let mut comm = Comm::from_stdin()?;
     apply_spin(comm.link());

@@ -2,17 +2,18 @@
 //! `sperli-transport`, and [`Comm::from_stdin`], how a rank started by the
 //! `sperli` launcher joins its job.
 
-use std::io::{BufRead, Read};
+use std::io::{BufRead, IsTerminal, Read};
 use std::time::Duration;
 
 use sperli_transport::{Endpoint, Settings};
 use sperli_wire::abort::AbortReason;
-use sperli_wire::error::{DecodeError, Error, HexError};
+use sperli_wire::error::{DecodeError, Error, HexError, LaunchStdin};
 use sperli_wire::job_description::JobDescription;
+use sperli_wire::payload::Payload;
 use sperli_wire::refused_hosts::{RefusedHosts, ENV_VAR};
 
 use crate::comm::Comm;
-use crate::link::Link;
+use crate::link::{CkptFrame, Link};
 
 impl Link for Endpoint {
     fn rank(&self) -> u32 {
@@ -41,6 +42,25 @@ impl Link for Endpoint {
     }
     fn send_collective_each(&self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
         Endpoint::send_collective_each(self, to, payload)
+    }
+
+    // ---- Checkpoint and RESUME frames (protocol §7.7-§7.11) ----
+    fn send_ckpt(&self, to: u32, epoch: u64, payload: &Payload<'_>) -> Result<(), Error> {
+        Endpoint::send_frame(self, to, epoch, payload)
+    }
+    fn recv_ckpt(&self, from: u32) -> Result<CkptFrame, Error> {
+        let (h, payload) = Endpoint::recv_ckpt(self, from)?;
+        Ok(CkptFrame {
+            frame_type: h.frame_type,
+            epoch: h.epoch,
+            payload,
+        })
+    }
+    fn open_handles(&self) -> (u64, u64) {
+        Endpoint::open_handles(self)
+    }
+    fn job_error(&self) -> Option<Error> {
+        Endpoint::error(self)
     }
 }
 
@@ -71,12 +91,24 @@ impl Comm<Endpoint> {
     /// must keep `job_secret_key` out of logs and files and drop it when
     /// done.
     pub fn from_stdin_with_description() -> Result<(Self, JobDescription), Error> {
+        // Started by hand (a terminal, or nothing on stdin): say in one
+        // line how to start it instead of blocking or a decoding error.
+        let not_launched = |stdin| Error::NotLaunched {
+            stdin,
+            program: std::env::args().next().unwrap_or_else(|| "PROGRAM".into()),
+        };
+        if std::io::stdin().is_terminal() {
+            return Err(not_launched(LaunchStdin::Terminal));
+        }
         let mut line = Vec::new();
         std::io::stdin()
             .lock()
             .take(MAX_DESCRIPTION_LINE)
             .read_until(b'\n', &mut line)
             .map_err(|e| Error::io("reading the job description from stdin", &e))?;
+        if line.is_empty() {
+            return Err(not_launched(LaunchStdin::Empty));
+        }
         if line.last() != Some(&b'\n') {
             return Err(Error::JobDescription(DecodeError::Hex(
                 HexError::MissingNewline,

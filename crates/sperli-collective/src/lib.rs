@@ -39,6 +39,6 @@ pub mod fake;
 pub use comm::Comm;
 pub use element::Element;
 pub use large::max_chunk_elems;
-pub use link::Link;
+pub use link::{CkptFrame, Link};
 pub use sperli_transport::Endpoint;
 pub use sperli_wire::{Error, HCode, Reduction};

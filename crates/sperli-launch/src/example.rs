@@ -11,6 +11,10 @@
 //! - `exit-once CODE RANK`: like `exit`, in the first incarnation only;
 //! - `exit CODE RANK`: once the mesh is up, rank RANK exits with CODE; the
 //!   others then fail (the launcher reports RANK's code);
+//! - `abort CODE RANK`: once the mesh is up, rank RANK aborts the job
+//!   (ABORT reason 2, application abort, with code CODE) and exits 1; the
+//!   others fail with H1612 naming it (the launcher prints the
+//!   originator's reason and code);
 //! - `die-in OP VICTIM LATE [LATE_MS]` (docs/reliability.md, crash tests):
 //!   after a barrier every rank calls the collective OP (`barrier`, `bcast`,
 //!   `reduce`, `allreduce`, `gather`, `scatter`) once; rank LATE enters it
@@ -332,6 +336,23 @@ pub fn run(args: &[String]) -> ExitCode {
             }
             if rank == who && fail_now {
                 std::process::exit(i32::from(code));
+            }
+            comm.barrier()
+        }
+        Some("abort") => {
+            let code: u32 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(42);
+            let who: u32 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0);
+            if let Err(e) = comm.barrier() {
+                eprintln!("rank {rank}: {e}");
+                return ExitCode::from(1);
+            }
+            if rank == who {
+                comm.link().abort(
+                    sperli_wire::abort::AbortReason::Application,
+                    code,
+                    &format!("example abort by rank {rank}"),
+                );
+                return ExitCode::from(1);
             }
             comm.barrier()
         }

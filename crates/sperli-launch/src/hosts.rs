@@ -1,17 +1,19 @@
-//! Host lists and placement (protocol text "Transport und Sicherheit";
-//! layouts §10 "Refused hosts").
+//! Host lists, the deny file and placement (protocol text "Transport und
+//! Sicherheit"; layouts §10 "Refused hosts", §11 "The deny file").
 //!
 //! `-H h1[:port],h2,...` or `--hostfile FILE` (one `host[:port]` per line,
-//! `#` comments, an optional ` slots=N` as mpirun writes it, ignored for
-//! placement). Names are lowercased and a trailing dot dropped, as the
-//! launcher stores them in job descriptions. Every entry is checked against
-//! the refused-host policy before anything starts.
+//! `#` comments, an optional ` slots=N` as mpirun writes it). Names are
+//! lowercased and a trailing dot dropped, as the launcher stores them in
+//! job descriptions. Every entry is checked against the refused-host
+//! policy before anything starts.
 //!
-//! Placement is round-robin over the listed hosts: rank r runs on host
-//! `r mod H`. With two or more hosts, rank r and its checkpoint buddy
-//! `(r + 1) mod size` therefore run on different hosts (except where
-//! `size mod H == 1` wraps the last rank onto rank 0's host, which only
-//! happens when H does not divide the job evenly; see [`place`]).
+//! Placement ([`place`]) is mpirun's: by default (`--map-by slot`) each
+//! host's slots are filled before the next host gets a rank; `--map-by
+//! node` deals the ranks round-robin, one per host with a free slot. A
+//! host without `slots=` has one slot, so a plain list is round-robin
+//! either way, and rank r and its checkpoint buddy r+1 run on different
+//! hosts. When the job has more ranks than slots, placement goes round
+//! again (oversubscribing, as before slots existed).
 
 use std::fmt;
 
@@ -26,6 +28,20 @@ pub struct HostSpec {
     pub host: String,
     /// The first port to use on this host, if given.
     pub port: Option<u16>,
+    /// Ranks this host takes in one round of placement (`slots=N`; 1 when
+    /// not given).
+    pub slots: u32,
+}
+
+impl HostSpec {
+    /// A host with one slot and no port.
+    pub fn named(host: &str) -> Self {
+        Self {
+            host: host.to_owned(),
+            port: None,
+            slots: 1,
+        }
+    }
 }
 
 /// Why a host list is not usable.
@@ -46,12 +62,34 @@ pub enum HostListError {
         /// Why.
         error: sperli_wire::error::HostError,
     },
+    /// A hostfile field other than `slots=N` with N in 1..=4096.
+    #[error("hostfile line {line}: {field:?} is not slots=N with N of 1-4096")]
+    Field {
+        /// The line number (from 1).
+        line: usize,
+        /// The field.
+        field: String,
+    },
     /// A refused host (H1614).
     #[error("{0}")]
     Refused(Error),
     /// The list is empty.
     #[error("the host list is empty")]
     Empty,
+}
+
+/// A deny file (`--deny-hosts`) entry that is not a valid host (layouts
+/// §11: it stops the launcher, as a refusal that cannot be read refuses
+/// nothing).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("deny file line {line}: {entry:?} is not a valid host ({error}); refusing to start")]
+pub struct DenyFileError {
+    /// The line number (from 1).
+    pub line: usize,
+    /// The entry as written.
+    pub entry: String,
+    /// Why it is not a host.
+    pub error: sperli_wire::error::HostError,
 }
 
 impl fmt::Display for HostSpec {
@@ -82,7 +120,11 @@ fn parse_entry(entry: &str) -> Result<HostSpec, HostListError> {
         entry: entry.to_string(),
         error,
     })?;
-    Ok(HostSpec { host, port })
+    Ok(HostSpec {
+        host,
+        port,
+        slots: 1,
+    })
 }
 
 /// Parses `h1[:port],h2,...`, refusing hosts as `policy` says.
@@ -106,17 +148,74 @@ pub fn parse_host_list(list: &str, policy: &RefusedHosts) -> Result<Vec<HostSpec
     )
 }
 
-/// Parses a hostfile: one `host[:port]` per line, `#` comments, optional
-/// `slots=N` after the host (accepted for mpirun compatibility).
+/// Parses a hostfile: one `host[:port] [slots=N]` per line, `#` comments.
+///
+/// ```
+/// use sperli_launch::hosts::parse_hostfile;
+/// use sperli_wire::refused_hosts::RefusedHosts;
+/// let h = parse_hostfile("node1 slots=4\nnode2\n", &RefusedHosts::builtin()).unwrap();
+/// assert_eq!((h[0].slots, h[1].slots), (4, 1));
+/// ```
 pub fn parse_hostfile(text: &str, policy: &RefusedHosts) -> Result<Vec<HostSpec>, HostListError> {
     let mut out = Vec::new();
-    for line in text.lines() {
+    for (i, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
-        if let Some(first) = line.split_whitespace().next() {
-            out.push(parse_entry(first)?);
+        let mut words = line.split_whitespace();
+        let Some(first) = words.next() else {
+            continue;
+        };
+        let mut spec = parse_entry(first)?;
+        for field in words {
+            let bad = || HostListError::Field {
+                line: i + 1,
+                field: field.to_owned(),
+            };
+            let n: u32 = field
+                .strip_prefix("slots=")
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(bad)?;
+            if !(1..=sperli_wire::limits::MAX_SIZE).contains(&n) {
+                return Err(bad());
+            }
+            spec.slots = n;
         }
+        out.push(spec);
     }
     check_all(out, policy)
+}
+
+/// The names of a deny file (layouts §11): separated by commas and any
+/// whitespace, blank lines and lines starting with `#` ignored, each
+/// lowercased with a trailing dot dropped and checked to be a valid host.
+/// Returns them one per line, as [`RefusedHosts::new`] takes them.
+///
+/// ```
+/// use sperli_launch::hosts::parse_deny_file;
+/// let names = parse_deny_file("a.example b.example,127.0.0.3\n# note\n").unwrap();
+/// assert_eq!(names, "a.example\nb.example\n127.0.0.3\n");
+/// assert!(parse_deny_file("ok.example *.bad\n").is_err());
+/// ```
+pub fn parse_deny_file(text: &str) -> Result<String, DenyFileError> {
+    let mut out = String::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with('#') {
+            continue;
+        }
+        for entry in line
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|e| !e.is_empty())
+        {
+            let name = normalize(entry);
+            validate(&name).map_err(|error| DenyFileError {
+                line: i + 1,
+                entry: entry.to_owned(),
+                error,
+            })?;
+            out.push_str(&name);
+            out.push('\n');
+        }
+    }
+    Ok(out)
 }
 
 fn check_all(hosts: Vec<HostSpec>, policy: &RefusedHosts) -> Result<Vec<HostSpec>, HostListError> {
@@ -129,13 +228,68 @@ fn check_all(hosts: Vec<HostSpec>, policy: &RefusedHosts) -> Result<Vec<HostSpec
     Ok(hosts)
 }
 
-/// Round-robin placement: the host index of each of `n` ranks.
+/// How ranks are dealt to hosts (mpirun's `--map-by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MapBy {
+    /// Fill each host's slots before the next (mpirun's default).
+    #[default]
+    Slot,
+    /// One rank per host in turn, skipping hosts whose slots are full.
+    Node,
+}
+
+impl std::str::FromStr for MapBy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "slot" => Ok(MapBy::Slot),
+            "node" => Ok(MapBy::Node),
+            other => Err(format!("--map-by {other:?}: expected slot or node")),
+        }
+    }
+}
+
+/// The host index of each of `n` ranks (see the module docs).
 ///
 /// ```
-/// assert_eq!(sperli_launch::hosts::place(5, 2), vec![0, 1, 0, 1, 0]);
+/// use sperli_launch::hosts::{place, HostSpec, MapBy};
+/// let mut hosts = vec![HostSpec::named("a"), HostSpec::named("b")];
+/// assert_eq!(place(5, &hosts, MapBy::Slot), vec![0, 1, 0, 1, 0]);
+/// hosts[0].slots = 2;
+/// hosts[1].slots = 2;
+/// assert_eq!(place(5, &hosts, MapBy::Slot), vec![0, 0, 1, 1, 0]);
+/// assert_eq!(place(5, &hosts, MapBy::Node), vec![0, 1, 0, 1, 0]);
 /// ```
-pub fn place(n: u32, hosts: usize) -> Vec<usize> {
-    (0..n as usize).map(|r| r % hosts.max(1)).collect()
+pub fn place(n: u32, hosts: &[HostSpec], map_by: MapBy) -> Vec<usize> {
+    if hosts.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::with_capacity(n as usize);
+    while out.len() < n as usize {
+        // One round: every slot once.
+        let mut left: Vec<u32> = hosts.iter().map(|h| h.slots.max(1)).collect();
+        match map_by {
+            MapBy::Slot => {
+                for (h, slots) in left.iter().enumerate() {
+                    for _ in 0..*slots {
+                        out.push(h);
+                    }
+                }
+            }
+            MapBy::Node => {
+                while left.iter().any(|s| *s > 0) {
+                    for (h, slots) in left.iter_mut().enumerate() {
+                        if *slots > 0 {
+                            *slots -= 1;
+                            out.push(h);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out.truncate(n as usize);
+    out
 }
 
 #[cfg(test)]
@@ -180,16 +334,79 @@ mod tests {
         assert_eq!(parse_host_list(" , ", &p), Err(HostListError::Empty));
         let f = parse_hostfile("# c\nnode1 slots=4\n\n127.0.0.3:5000 # x\n", &p).unwrap();
         assert_eq!(f.len(), 2);
+        assert_eq!((f[0].slots, f[1].slots), (4, 1));
         assert_eq!(f[1].port, Some(5000));
+        for bad in [
+            "node1 slots=0",
+            "node1 slots=x",
+            "node1 slots=4097",
+            "node1 max_slots=2",
+            "node1 4",
+        ] {
+            assert!(
+                matches!(
+                    parse_hostfile(bad, &p),
+                    Err(HostListError::Field { line: 1, .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_deny_file_separates_like_the_variable_and_fails_closed() {
+        let names =
+            parse_deny_file("a.example b.example,127.0.0.3\n\n  # c\n\tC.Example.\n").unwrap();
+        assert_eq!(names, "a.example\nb.example\n127.0.0.3\nc.example\n");
+        let p = RefusedHosts::new(None, Some(&names));
+        for h in ["a.example", "x.b.example", "127.0.0.3", "c.example"] {
+            assert!(p.check(h).is_err(), "{h}");
+        }
+        assert!(p.check("127.0.0.4").is_ok());
+        for (text, line) in [
+            ("ok.example\nbad_name\n", 2),
+            ("01.2.3.4", 1),
+            ("a.example,,*.x", 1),
+        ] {
+            let e = parse_deny_file(text).unwrap_err();
+            assert_eq!(e.line, line, "{text:?}");
+            assert!(e.to_string().contains("refusing to start"), "{e}");
+        }
+        assert_eq!(parse_deny_file("").unwrap(), "");
+    }
+
+    fn hosts(slots: &[u32]) -> Vec<HostSpec> {
+        slots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| HostSpec {
+                slots: *s,
+                ..HostSpec::named(&format!("h{i}"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn slots_fill_first_by_default_and_round_robin_on_request() {
+        let h = hosts(&[2, 1, 3]);
+        assert_eq!(place(6, &h, MapBy::Slot), vec![0, 0, 1, 2, 2, 2]);
+        assert_eq!(place(6, &h, MapBy::Node), vec![0, 1, 2, 0, 2, 2]);
+        // More ranks than slots: another round.
+        assert_eq!(place(8, &h, MapBy::Slot), vec![0, 0, 1, 2, 2, 2, 0, 0]);
+        assert_eq!(place(3, &h, MapBy::Slot), vec![0, 0, 1]);
+        assert!(place(3, &[], MapBy::Slot).is_empty());
     }
 
     #[test]
     fn buddies_on_other_hosts() {
-        for hosts in 2..5 {
+        for n_hosts in 2..5 {
+            let h = hosts(&vec![1; n_hosts]);
             for n in 2..20u32 {
-                let p = place(n, hosts);
-                for r in 0..n as usize - 1 {
-                    assert_ne!(p[r], p[r + 1], "n={n} hosts={hosts} r={r}");
+                for map_by in [MapBy::Slot, MapBy::Node] {
+                    let p = place(n, &h, map_by);
+                    for r in 0..n as usize - 1 {
+                        assert_ne!(p[r], p[r + 1], "n={n} hosts={n_hosts} r={r}");
+                    }
                 }
             }
         }

@@ -1,17 +1,23 @@
-//! `sperli`: starts a SPERLI job on a host list (issue 6).
+//! `sperli`: starts a SPERLI job on a host list or a Slurm allocation
+//! (docs/launcher.md).
 //!
 //! ```text
-//! sperli run -n N [-H h1[:port],h2,... | --hostfile FILE] [--restart-max K]
-//!            [--deny-hosts FILE] [--silence-ms MS] [--timeout S] [--raw-output]
-//!            [--rsh TEMPLATE] -- PROGRAM [ARGS...]
+//! sperli run -n N [-H h1[:port],h2,... | --hostfile FILE] [--map-by slot|node]
+//!            [--restart-max K] [--deny-hosts FILE] [--silence-ms MS] [--timeout S]
+//!            [--output-dir DIR] [--raw-output] [--rsh TEMPLATE] [--rsh-local]
+//!            [--no-slurm] -- PROGRAM [ARGS...]
 //! ```
 //!
-//! Each rank gets its job description as one hex line on stdin (never an
-//! argument, an environment variable, a file or a log), and `SPERLI_RANK`,
-//! `SPERLI_SIZE`, `SPERLI_LOCAL_RANK` (and `RANK`, `WORLD_SIZE`,
-//! `LOCAL_RANK`) in its environment.
+//! mpirun's `-np N` is taken as `-n N`. Inside a Slurm allocation without
+//! `-H`/`--hostfile`, hosts and `-n` come from the allocation and every
+//! rank is one `srun` job step. Each rank gets its job description as one
+//! hex line on stdin (never an argument, an environment variable, a file
+//! or a log), and `SPERLI_RANK`, `SPERLI_SIZE`, `SPERLI_LOCAL_RANK`,
+//! `SPERLI_LOCAL_SIZE` (and `RANK`, `WORLD_SIZE`, `LOCAL_RANK`,
+//! `LOCAL_WORLD_SIZE`) in its environment.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -19,15 +25,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use sperli_launch::hosts::{parse_host_list, parse_hostfile, place, HostSpec};
-use sperli_launch::supervise::{run_job, Options, Outcome, RankLaunch, EXIT_USAGE};
-use sperli_tls::job_plan::JobPlan;
+use sperli_launch::ckpt_tree::{at_end, CheckpointTree};
+use sperli_launch::hosts::{parse_deny_file, place, HostSpec, MapBy};
+use sperli_launch::job_key::JobIdentity;
+use sperli_launch::launch_hosts::{hosts_of, HostChoice, Hosts};
+use sperli_launch::spawn::{RankLaunch, Via, DEFAULT_RSH};
+use sperli_launch::supervise::{run_job, Options, Outcome, EXIT_USAGE, SETUP_MARGIN};
+use sperli_wire::env;
 use sperli_wire::job_description::HostEntry;
 use sperli_wire::refused_hosts::{RefusedHosts, ENV_VAR};
+
+/// `sperli --version`.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (SPERLI protocol v1)");
 
 #[derive(Parser)]
 #[command(
     name = "sperli",
+    version = VERSION,
     about = "Run SPERLI jobs: MPI semantics over mutually authenticated TLS 1.3"
 )]
 struct Cli {
@@ -54,40 +68,64 @@ enum Cmd {
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// Number of ranks.
-    #[arg(short = 'n', long = "np")]
-    n: u32,
-    /// Hosts, comma-separated, each `host[:port]` (default: localhost).
+    /// Number of ranks (also `-np N`, as mpirun). Inside a Slurm
+    /// allocation the default is SLURM_NTASKS.
+    #[arg(short = 'n', long = "np", value_parser = clap::value_parser!(u32).range(1..=i64::from(sperli_wire::limits::MAX_SIZE)))]
+    n: Option<u32>,
+    /// Hosts, comma-separated, each `host[:port]` (default: localhost, or
+    /// the Slurm allocation's nodes).
     #[arg(short = 'H', long = "hosts", conflicts_with = "hostfile")]
     hosts: Option<String>,
-    /// A file with one `host[:port]` per line.
+    /// A file with one `host[:port] [slots=N]` per line.
     #[arg(long)]
     hostfile: Option<PathBuf>,
+    /// `slot`: fill each host's slots before the next (default, as
+    /// mpirun); `node`: one rank per host in turn.
+    #[arg(long, default_value = "slot")]
+    map_by: MapBy,
     /// Restart the job at most this many times after a failure.
     #[arg(long, default_value_t = 0)]
     restart_max: u32,
-    /// More refused host names, one per line (an unreadable file stops the launcher).
+    /// More refused host names, separated by commas or whitespace (an
+    /// unreadable file or an entry that is not a host stops the launcher).
     #[arg(long)]
     deny_hosts: Option<PathBuf>,
     /// The silence limit the ranks use, in milliseconds (at least 1500: a
     /// quiet peer sends a heartbeat every 1000 ms).
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1500..))]
     silence_ms: u64,
-    /// End the job after this many seconds (exit status 124).
-    #[arg(long)]
+    /// End the job after this many seconds (at least 1; exit status 124).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     timeout: Option<u64>,
     /// Checkpoint directory; rank r uses `DIR/rank-r` (passed as `SPERLI_CHECKPOINT_DIR`).
     #[arg(long)]
     checkpoint_dir: Option<PathBuf>,
+    /// Keep the job's identity in FILE (created mode 0600 if missing): a
+    /// later run with the same FILE and --checkpoint-dir continues the job
+    /// from its last valid COMMIT (docs/launcher.md).
+    #[arg(long, value_name = "FILE", requires = "checkpoint_dir")]
+    job_key: Option<PathBuf>,
+    /// Keep the checkpoints (and the key file) when the job ends normally.
+    #[arg(long)]
+    keep_checkpoints: bool,
     /// Lifetime of certificates and join tokens, in seconds.
     #[arg(long, default_value_t = 24 * 3600)]
     token_lifetime: u64,
     /// Do not prefix output lines with `[rank]`.
     #[arg(long)]
     raw_output: bool,
+    /// Also write each rank's output to DIR/rank-<r>/stdout and stderr.
+    #[arg(long)]
+    output_dir: Option<PathBuf>,
     /// Remote shell for non-local hosts; `{host}` is replaced.
-    #[arg(long, default_value = "ssh -o BatchMode=yes {host}")]
+    #[arg(long, default_value = DEFAULT_RSH)]
     rsh: String,
+    /// Start ranks on this machine's loopback hosts through --rsh too.
+    #[arg(long)]
+    rsh_local: bool,
+    /// Inside a Slurm allocation, do not use it (hosts from -H, or localhost).
+    #[arg(long)]
+    no_slurm: bool,
     #[command(flatten)]
     mailbox: sperli_launch::mailbox_cli::MailboxArgs,
     /// The program and its arguments.
@@ -100,30 +138,58 @@ fn fail(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(EXIT_USAGE as u8)
 }
 
+/// mpirun's `-np N` (one dash) as `-n N`, before the program's `--`.
+fn mpirun_habits(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut out = Vec::new();
+    let mut program = false;
+    for a in args {
+        if !program && a == "--" {
+            program = true;
+        }
+        match a.to_str() {
+            Some("-np") if !program => out.push("-n".into()),
+            Some(s) if !program && s.starts_with("-np=") => {
+                out.push(format!("-n={}", &s[4..]).into())
+            }
+            _ => out.push(a),
+        }
+    }
+    out
+}
+
 fn policy(deny: Option<&PathBuf>) -> Result<RefusedHosts, String> {
     let var = std::env::var(ENV_VAR).ok();
     let file = match deny {
-        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| {
-            format!(
-                "cannot read --deny-hosts {}: {e} (refusing to start)",
-                p.display()
-            )
-        })?),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| {
+                format!(
+                    "cannot read --deny-hosts {}: {e} (refusing to start)",
+                    p.display()
+                )
+            })?;
+            Some(parse_deny_file(&text).map_err(|e| format!("--deny-hosts {}: {e}", p.display()))?)
+        }
         None => None,
     };
     Ok(RefusedHosts::new(var.as_deref(), file.as_deref()))
 }
 
-/// Host entries for every rank: round-robin over `hosts`; ranks that share
-/// a host get consecutive ports from the host's given port, or free ports.
 /// The first port on a remote host given without one.
 const DEFAULT_REMOTE_PORT: u16 = 29500;
 
-fn assign(n: u32, hosts: &[HostSpec]) -> Result<Vec<HostEntry>, String> {
+/// Host entries for every rank, placed by `map_by` over `hosts`; ranks
+/// that share a host get consecutive ports from the host's given port, or
+/// free ports. Returns the entries and each rank's host index.
+fn assign(
+    n: u32,
+    hosts: &[HostSpec],
+    map_by: MapBy,
+) -> Result<(Vec<HostEntry>, Vec<usize>), String> {
     let mut next_port: HashMap<usize, u16> = HashMap::new();
-    place(n, hosts.len())
-        .into_iter()
-        .map(|h| {
+    let placed = place(n, hosts, map_by);
+    let entries = placed
+        .iter()
+        .map(|&h| {
             let spec = &hosts[h];
             let port = match spec.port {
                 Some(p) => {
@@ -149,60 +215,84 @@ fn assign(n: u32, hosts: &[HostSpec]) -> Result<Vec<HostEntry>, String> {
                 port,
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok((entries, placed))
+}
+
+/// Ends the job on SIGINT, SIGTERM and SIGHUP: the signal's number.
+fn interrupt_flag() -> Result<Arc<AtomicI32>, String> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let interrupt = Arc::new(AtomicI32::new(0));
+    let flag = interrupt.clone();
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+        .map_err(|e| format!("cannot handle signals: {e}"))?;
+    std::thread::spawn(move || {
+        for s in signals.forever() {
+            flag.store(s, Ordering::Relaxed);
+        }
+    });
+    Ok(interrupt)
 }
 
 fn run(args: RunArgs) -> ExitCode {
-    if args.n == 0 || args.n > sperli_wire::limits::MAX_SIZE {
-        return fail(format!("-n must be 1..=4096, got {}", args.n));
-    }
     let policy = match policy(args.deny_hosts.as_ref()) {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
-    let hosts = match (&args.hosts, &args.hostfile) {
-        (Some(list), _) => parse_host_list(list, &policy),
-        (None, Some(file)) => match std::fs::read_to_string(file) {
-            Ok(text) => parse_hostfile(&text, &policy),
-            Err(e) => return fail(format!("cannot read hostfile {}: {e}", file.display())),
+    let Hosts {
+        specs: hosts,
+        vias,
+        allocation_n,
+    } = match hosts_of(
+        &HostChoice {
+            hosts: args.hosts.as_deref(),
+            hostfile: args.hostfile.as_deref(),
+            no_slurm: args.no_slurm,
+            rsh_local: args.rsh_local,
         },
-        (None, None) => parse_host_list("localhost", &policy),
-    };
-    let hosts = match hosts {
+        &policy,
+    ) {
         Ok(h) => h,
         Err(e) => return fail(e),
     };
-    let mut entries = match assign(args.n, &hosts) {
+    let Some(n) = args.n.or(allocation_n) else {
+        return fail("-n N is required (outside a Slurm allocation)");
+    };
+    if n == 0 || n > sperli_wire::limits::MAX_SIZE {
+        return fail(format!("-n must be 1..=4096, got {n}"));
+    }
+    let (mut entries, placed) = match assign(n, &hosts, args.map_by) {
         Ok(e) => e,
         Err(e) => return fail(e),
     };
-    // Hosts the round-robin placement left unused: a failed rank may move
-    // to one of them on restart (never to a refused host: the list was
-    // checked above, and each move is checked again).
-    let mut spares: Vec<HostSpec> = hosts.iter().skip(args.n as usize).cloned().collect();
-    let interrupt = Arc::new(AtomicI32::new(0));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let flag = interrupt.clone();
-        let mut signals = match signal_hook::iterator::Signals::new([sig]) {
-            Ok(s) => s,
-            Err(e) => return fail(format!("cannot handle signals: {e}")),
-        };
-        std::thread::spawn(move || {
-            for s in signals.forever() {
-                flag.store(s, Ordering::Relaxed);
-            }
-        });
-    }
-    let opts = Options {
+    let mut rank_via: Vec<Via> = placed.iter().map(|&h| vias[h].clone()).collect();
+    // Hosts the placement left unused: a failed rank may move to one of
+    // them on restart (never to a refused host: the list was checked
+    // above, and each move is checked again).
+    let mut spares: Vec<(HostSpec, Via)> = hosts
+        .iter()
+        .zip(&vias)
+        .enumerate()
+        .filter(|(i, _)| !placed.contains(i))
+        .map(|(_, (h, v))| (h.clone(), v.clone()))
+        .collect();
+    let interrupt = match interrupt_flag() {
+        Ok(f) => f,
+        Err(e) => return fail(e),
+    };
+    let mut opts = Options {
         rsh: args.rsh.clone(),
         raw_output: args.raw_output,
+        output_dir: args.output_dir.clone(),
+        output_append: false,
         wait_after_failure: Duration::from_millis(args.silence_ms + 2000),
         grace: Duration::from_secs(3),
         timeout: args.timeout.map(Duration::from_secs),
+        start_deadline: Duration::from_millis(sperli_wire::limits::SETUP_WINDOW_MS) + SETUP_MARGIN,
     };
     let mailbox = match sperli_launch::mailbox_cli::MailboxJob::prepare(
         &args.mailbox,
-        args.n,
+        n,
         &entries[0].host,
         args.restart_max,
         &interrupt,
@@ -211,10 +301,15 @@ fn run(args: RunArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     let lifetime = Duration::from_secs(args.token_lifetime);
-    let mut plan = match JobPlan::new(entries.clone(), 1, lifetime) {
-        Ok(p) => p,
-        Err(e) => return fail(format!("cannot create the job: {e}")),
+    let mut identity = match JobIdentity::open(args.job_key.as_deref()) {
+        Ok(i) => i,
+        Err(e) => return fail(e),
     };
+    let mut plan = match identity.plan(entries.clone(), lifetime) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let tree = (args.checkpoint_dir.as_deref()).map(|d| CheckpointTree::new(d, plan.job_id, n));
     if let Some(dir) = &args.checkpoint_dir {
         if let Err(e) = std::fs::create_dir_all(dir) {
             return fail(format!(
@@ -225,20 +320,29 @@ fn run(args: RunArgs) -> ExitCode {
     }
     loop {
         let incarnation = plan.incarnation;
+        opts.output_append = incarnation > 1;
+        let mut local_size: HashMap<&str, u32> = HashMap::new();
+        for e in &entries {
+            *local_size.entry(&e.host).or_insert(0) += 1;
+        }
         let mut local_rank: HashMap<&str, u32> = HashMap::new();
-        let ranks = (0..args.n)
+        let ranks = (0..n)
             .map(|r| {
                 let host = &entries[r as usize].host;
                 let lr = local_rank.entry(host).or_insert(0);
+                let ls = local_size[host.as_str()];
+                // SPERLI's names, and torchrun's for programs written for it.
                 let env = vec![
-                    ("SPERLI_RANK".into(), r.to_string()),
-                    ("SPERLI_SIZE".into(), args.n.to_string()),
-                    ("SPERLI_LOCAL_RANK".into(), lr.to_string()),
-                    ("SPERLI_SILENCE_MS".into(), args.silence_ms.to_string()),
-                    ("SPERLI_INCARNATION".into(), incarnation.to_string()),
+                    (env::RANK.into(), r.to_string()),
+                    (env::SIZE.into(), n.to_string()),
+                    (env::LOCAL_RANK.into(), lr.to_string()),
+                    (env::LOCAL_SIZE.into(), ls.to_string()),
+                    (env::SILENCE_MS.into(), args.silence_ms.to_string()),
+                    (env::INCARNATION.into(), incarnation.to_string()),
                     ("RANK".into(), r.to_string()),
-                    ("WORLD_SIZE".into(), args.n.to_string()),
+                    ("WORLD_SIZE".into(), n.to_string()),
                     ("LOCAL_RANK".into(), lr.to_string()),
+                    (env::LOCAL_WORLD_SIZE.into(), ls.to_string()),
                 ];
                 *lr += 1;
                 let mut env = env;
@@ -248,13 +352,14 @@ fn run(args: RunArgs) -> ExitCode {
                     // on one host never share one.
                     let own = dir.join(format!("rank-{r}"));
                     env.push((
-                        "SPERLI_CHECKPOINT_DIR".into(),
+                        env::CHECKPOINT_DIR.into(),
                         own.to_string_lossy().into_owned(),
                     ));
                 }
                 RankLaunch {
                     rank: r,
                     host: host.clone(),
+                    via: rank_via[r as usize].clone(),
                     argv: args.program.clone(),
                     env,
                     stdin_line: plan.description(r).to_line(),
@@ -262,53 +367,65 @@ fn run(args: RunArgs) -> ExitCode {
             })
             .collect();
         let outcome = run_job(ranks, &opts, &interrupt);
+        let restarts = identity.restarts(incarnation);
+        if !matches!(outcome, Outcome::Failed(_)) || restarts >= args.restart_max {
+            at_end(
+                tree.as_ref(),
+                &mut identity,
+                matches!(outcome, Outcome::Success),
+                args.keep_checkpoints,
+            );
+        }
         match &outcome {
             Outcome::Success => return ExitCode::SUCCESS,
-            Outcome::Failed { rank, exit } if incarnation <= args.restart_max => {
+            Outcome::Failed(blame) if restarts < args.restart_max => {
+                let rank = blame.verdict.rank as usize;
                 eprintln!(
-                    "sperli: rank {rank} failed ({exit}); restarting the job as incarnation {} ({} of {} restarts)",
+                    "sperli: {blame}; restarting the job as incarnation {} ({} of {} restarts)",
                     incarnation + 1,
-                    incarnation,
+                    restarts + 1,
                     args.restart_max
                 );
-                if let Some(spare) = (!spares.is_empty()).then(|| spares.remove(0)) {
+                if let Some((spare, via)) = (!spares.is_empty()).then(|| spares.remove(0)) {
                     if policy.check(&spare.host).is_ok() {
                         let port = match spare.port {
                             Some(p) => p,
-                            None => match sperli_tls::job_plan::free_port(&spare.host) {
-                                Ok(p) => p,
-                                Err(e) => return fail(format!("no free port: {e}")),
-                            },
+                            None if sperli_launch::supervise::is_local(&spare.host) => {
+                                match sperli_tls::job_plan::free_port(&spare.host) {
+                                    Ok(p) => p,
+                                    Err(e) => return fail(format!("no free port: {e}")),
+                                }
+                            }
+                            None => DEFAULT_REMOTE_PORT,
                         };
                         eprintln!(
                             "sperli: moving rank {rank} from {} to spare host {}",
-                            entries[*rank as usize].host, spare.host
+                            entries[rank].host, spare.host
                         );
-                        entries[*rank as usize] = HostEntry {
+                        entries[rank] = HostEntry {
                             host: spare.host.clone(),
                             port,
                         };
+                        rank_via[rank] = via;
                     }
                 }
-                if let Err(e) = plan.next_incarnation(entries.clone()) {
+                if let Err(e) = identity.next_incarnation(&mut plan, entries.clone()) {
                     return fail(format!("cannot renew the job for a restart: {e}"));
                 }
             }
-            Outcome::Failed { rank, exit } => {
-                eprintln!("sperli: rank {rank} failed ({exit}); the job failed");
+            Outcome::Failed(blame) => {
+                eprintln!("sperli: {blame}; the job failed");
                 return ExitCode::from(outcome.exit_code().clamp(1, 255) as u8);
             }
             Outcome::TimedOut => {
-                eprintln!("sperli: --timeout passed; the job was ended");
+                eprintln!("sperli: --timeout passed; every rank was ended");
                 return ExitCode::from(outcome.exit_code() as u8);
             }
             Outcome::Interrupted(sig) => {
                 eprintln!("sperli: interrupted by signal {sig}; every rank was ended");
                 return ExitCode::from(outcome.exit_code().clamp(1, 255) as u8);
             }
-            Outcome::SpawnFailed { rank, kind } => {
-                return fail(format!("cannot start rank {rank}: {kind:?}"));
-            }
+            Outcome::SpawnFailed(f) => return fail(f),
         }
     }
 }
@@ -340,17 +457,23 @@ fn demo() -> ExitCode {
     println!("restarts every rank, and they resume from the last COMMIT. Output lines are prefixed with [rank].");
     println!();
     let args = RunArgs {
-        n: 4,
+        n: Some(4),
         hosts: Some("127.0.0.1,127.0.0.2,127.0.0.3,localhost".into()),
         hostfile: None,
+        map_by: MapBy::Slot,
         restart_max: 1,
         deny_hosts: None,
         checkpoint_dir: Some(scratch.clone()),
+        job_key: None,
+        keep_checkpoints: false,
         silence_ms: 2000,
         timeout: Some(120),
         token_lifetime: 600,
         raw_output: false,
-        rsh: "ssh -o BatchMode=yes {host}".into(),
+        output_dir: None,
+        rsh: DEFAULT_RSH.into(),
+        rsh_local: false,
+        no_slurm: true,
         mailbox: Default::default(),
         program: vec![
             me.to_string_lossy().into_owned(),
@@ -378,7 +501,11 @@ fn demo() -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    match Cli::parse().command {
+    // Orphans of the ranks (a rank's children whose parent exited) become
+    // the launcher's children: it waits for them, so no process of a job
+    // outlives it unnoticed.
+    sperli_launch::os::become_subreaper();
+    match Cli::parse_from(mpirun_habits(std::env::args_os())).command {
         Cmd::Run(args) => run(args),
         Cmd::Demo => demo(),
         Cmd::Example { args } => sperli_launch::example::run(&args),

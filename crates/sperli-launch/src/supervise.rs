@@ -1,155 +1,85 @@
 //! Starting ranks and watching them: stdin hand-over of the job
-//! description, `[rank]`-prefixed output, exit status, timeouts, signals.
+//! description, output, exit status, the root cause, timeouts, signals,
+//! and the end of every process of the job (docs/launcher.md).
 //!
 //! A rank's job description goes only to its stdin (never an argument, an
-//! environment variable, a file or a log). Each output line of a rank is
-//! written whole under one lock, so lines of different ranks never tear.
+//! environment variable, a file or a log). Each rank leads a process
+//! group of its own ([`crate::os`]); signals go to the group, so what a
+//! rank starts ends with it. A rank's group is waited for as a whole: the
+//! launcher binary is the reaper of its ranks' orphans, so the job ends
+//! when no process of any rank's group is left. The job's watchdog
+//! ([`crate::watchdog`]) ends the groups if the launcher dies first.
+//!
+//! Call [`run_job`] from a thread that lives as long as the job (the main
+//! thread): the ranks' death signal fires when the thread that spawned
+//! them ends.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
+use crossbeam_channel::{Receiver, Sender};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use sperli_transport::failure_record;
+use sperli_transport::failure_record::{self, FailureRecord};
 
-use crate::root_cause::{root_cause, Failure, RecordDir};
+use crate::os::{is_subreaper, signal_group};
+pub use crate::outcome::{Blame, Outcome, RankExit, EXIT_TIMEOUT, EXIT_USAGE};
+use crate::output::{open_output_file, pump, PumpEvent, PumpTarget, Sink, Stream};
+use crate::procfs::{proc_state, ProcState};
+use crate::root_cause::{root_cause, Cause, Failure, Liveness, RecordDir, Verdict};
+pub use crate::spawn::RankLaunch;
+use crate::spawn::{command_for, os_error_text, Control, SpawnFailure, Via};
+use crate::watchdog::Watchdog;
 
-/// Exit code of the launcher when `--timeout` ends a job (as `timeout(1)`).
-pub const EXIT_TIMEOUT: i32 = 124;
-/// Exit code of the launcher for a usage or set-up error before any rank ran.
-pub const EXIT_USAGE: i32 = 2;
-
-/// How to start one rank.
-pub struct RankLaunch {
-    /// The rank.
-    pub rank: u32,
-    /// Its host (loopback hosts are spawned as children).
-    pub host: String,
-    /// The program and its arguments.
-    pub argv: Vec<String>,
-    /// Extra environment (never secrets).
-    pub env: Vec<(String, String)>,
-    /// The job description line for stdin (secret).
-    pub stdin_line: String,
-}
-
-impl std::fmt::Debug for RankLaunch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RankLaunch")
-            .field("rank", &self.rank)
-            .field("host", &self.host)
-            .field("argv", &self.argv)
-            .finish_non_exhaustive()
-    }
-}
+/// How long after its spawn a rank must have started (for a wrapped rank:
+/// its wrapper said so) before the launcher gives up on it: the ranks'
+/// set-up window plus this margin.
+pub const SETUP_MARGIN: Duration = Duration::from_secs(5);
 
 /// Supervision settings.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Remote-shell template for non-local hosts; `{host}` is replaced.
+    /// Remote-shell template for [`Via::Rsh`] ranks; `{host}` is replaced.
     pub rsh: String,
     /// Write rank output without the `[rank]` prefix.
     pub raw_output: bool,
+    /// `--output-dir`: also write each rank's output to
+    /// `DIR/rank-<r>/{stdout,stderr}`.
+    pub output_dir: Option<PathBuf>,
+    /// Append to the output files (a later incarnation) instead of
+    /// truncating them.
+    pub output_append: bool,
     /// After the first failure, how long the other ranks get to stop on
-    /// their own (they notice within the silence limit) before SIGTERM.
+    /// their own (they notice within the silence limit) before SIGTERM;
+    /// also how long the launcher waits for a blamed rank to exit.
     pub wait_after_failure: Duration,
     /// Between SIGTERM and SIGKILL.
     pub grace: Duration,
     /// End the job after this long.
     pub timeout: Option<Duration>,
+    /// A rank that has not started this long after its spawn fails the
+    /// job (the set-up window plus [`SETUP_MARGIN`]).
+    pub start_deadline: Duration,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Self {
-            rsh: "ssh -o BatchMode=yes {host}".into(),
+            rsh: crate::spawn::DEFAULT_RSH.into(),
             raw_output: false,
+            output_dir: None,
+            output_append: false,
             wait_after_failure: Duration::from_secs(7),
             grace: Duration::from_secs(3),
             timeout: None,
+            start_deadline: Duration::from_millis(sperli_wire::limits::SETUP_WINDOW_MS)
+                + SETUP_MARGIN,
         }
-    }
-}
-
-/// How a rank ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RankExit {
-    /// Exited with this code.
-    Code(i32),
-    /// Killed by this signal.
-    Signal(i32),
-}
-
-impl RankExit {
-    /// Whether this is a clean exit.
-    pub fn success(self) -> bool {
-        self == RankExit::Code(0)
-    }
-
-    /// The launcher's exit code for it: the code, or 128 + signal.
-    pub fn exit_code(self) -> i32 {
-        match self {
-            RankExit::Code(c) => c,
-            RankExit::Signal(s) => 128 + s,
-        }
-    }
-}
-
-impl std::fmt::Display for RankExit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RankExit::Code(c) => write!(f, "exit code {c}"),
-            RankExit::Signal(s) => write!(f, "signal {s}"),
-        }
-    }
-}
-
-/// How a job run ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// Every rank exited 0.
-    Success,
-    /// A rank failed; `rank` is the root cause
-    /// ([`crate::root_cause::root_cause`] of the failures seen within 150
-    /// ms of the first, or longer while every failed rank blames another).
-    Failed {
-        /// The root-cause rank.
-        rank: u32,
-        /// How it ended.
-        exit: RankExit,
-    },
-    /// `--timeout` passed.
-    TimedOut,
-    /// The launcher got SIGINT or SIGTERM (the signal number).
-    Interrupted(i32),
-    /// A rank could not be started.
-    SpawnFailed {
-        /// The rank.
-        rank: u32,
-        /// The OS error kind.
-        kind: std::io::ErrorKind,
-    },
-}
-
-impl Outcome {
-    /// The launcher's exit status for this outcome.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            Outcome::Success => 0,
-            Outcome::Failed { exit, .. } => exit.exit_code(),
-            Outcome::TimedOut => EXIT_TIMEOUT,
-            Outcome::Interrupted(sig) => 128 + sig,
-            Outcome::SpawnFailed { .. } => EXIT_USAGE,
-        }
-    }
-
-    /// Whether a restart may help (a rank failed; not a timeout or Ctrl-C).
-    pub fn restartable(&self) -> bool {
-        matches!(self, Outcome::Failed { .. })
     }
 }
 
@@ -158,275 +88,525 @@ pub fn is_local(host: &str) -> bool {
     sperli_wire::host::is_loopback(host)
 }
 
-fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,@".contains(&b))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
+/// What the supervisor hears from the helper threads of rank `.0` (its
+/// index in the job).
+#[derive(Debug)]
+enum Event {
+    Exited(usize, RankExit),
+    GroupEmpty(usize),
+    Pump(usize, PumpEvent),
 }
 
-fn command_for(r: &RankLaunch, opts: &Options) -> Option<Command> {
-    let (program, rest) = r.argv.split_first()?;
-    if is_local(&r.host) {
-        let mut c = Command::new(program);
-        c.args(rest).envs(r.env.iter().map(|(k, v)| (k, v)));
-        Some(c)
-    } else {
-        let mut words = opts
-            .rsh
-            .split_whitespace()
-            .map(|w| w.replace("{host}", &r.host));
-        let mut c = Command::new(words.next()?);
-        c.args(words);
-        let mut remote: Vec<String> = vec!["env".into()];
-        remote.extend(r.env.iter().map(|(k, v)| shell_quote(&format!("{k}={v}"))));
-        remote.extend(r.argv.iter().map(|a| shell_quote(a)));
-        c.arg(remote.join(" "));
-        Some(c)
-    }
+/// One started rank.
+struct Slot {
+    rank: u32,
+    host: String,
+    via: Via,
+    child: Child,
+    pgid: u32,
+    spawned_at: Instant,
+    started: bool,
+    exit: Option<(RankExit, Instant)>,
+    finalized: bool,
+    record: Option<FailureRecord>,
+    open_streams: u8,
+    group_empty: bool,
+    /// Dropping it closes a wrapped rank's stdin (its watchdog ends it).
+    _stdin_hold: Option<Sender<()>>,
 }
 
-type Sink = Arc<Mutex<()>>;
-
-/// Waits for one child by pid (the `Child` stays with the supervisor for
-/// signalling; this thread only reaps).
-fn wait_pid(pid: u32) -> Option<RankExit> {
+/// Waits for every process of the group `pgid` the launcher is the parent
+/// of: the leader's exit, then (with the launcher as subreaper) its
+/// orphans'.
+fn reap_group(idx: usize, pgid: u32, tx: Sender<Event>) {
     use nix::sys::wait::{waitpid, WaitStatus};
-    let pid = Pid::from_raw(i32::try_from(pid).ok()?);
+    let Ok(leader) = i32::try_from(pgid) else {
+        return;
+    };
+    let mut reported = false;
     loop {
-        match waitpid(pid, None) {
-            Ok(WaitStatus::Exited(_, code)) => return Some(RankExit::Code(code)),
-            Ok(WaitStatus::Signaled(_, sig, _)) => return Some(RankExit::Signal(sig as i32)),
-            Ok(_) => continue,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return None,
+        match waitpid(Pid::from_raw(-leader), None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid.as_raw() == leader => {
+                reported = true;
+                let _ = tx.send(Event::Exited(idx, RankExit::Code(code)));
+            }
+            Ok(WaitStatus::Signaled(pid, sig, _)) if pid.as_raw() == leader => {
+                reported = true;
+                let _ = tx.send(Event::Exited(idx, RankExit::Signal(sig as i32)));
+            }
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break,
         }
     }
+    if !reported {
+        // Reaped elsewhere: the status is lost.
+        let _ = tx.send(Event::Exited(idx, RankExit::Code(255)));
+    }
+    let _ = tx.send(Event::GroupEmpty(idx));
 }
 
-fn pump(src: impl Read + Send + 'static, prefix: Option<String>, to_stderr: bool, lock: Sink) {
-    thread::spawn(move || {
-        let mut reader = BufReader::new(src);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match reader.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-            if line.last() != Some(&b'\n') {
-                line.push(b'\n');
-            }
-            let mut out = Vec::with_capacity(line.len() + 8);
-            if let Some(p) = &prefix {
-                out.extend_from_slice(p.as_bytes());
-            }
-            out.extend_from_slice(&line);
-            let _guard = lock.lock();
-            let _ = if to_stderr {
-                std::io::stderr().lock().write_all(&out)
-            } else {
-                std::io::stdout().lock().write_all(&out)
-            };
-        }
-    });
+/// Opens the output files of `rank` when `--output-dir` is set.
+fn output_files(
+    opts: &Options,
+    rank: u32,
+) -> Result<(Option<std::fs::File>, Option<std::fs::File>), String> {
+    let Some(dir) = &opts.output_dir else {
+        return Ok((None, None));
+    };
+    let open = |s| {
+        open_output_file(dir, rank, s, opts.output_append).map_err(|e| {
+            format!(
+                "cannot write --output-dir {}: {}",
+                dir.display(),
+                os_error_text(&e)
+            )
+        })
+    };
+    Ok((Some(open(Stream::Stdout)?), Some(open(Stream::Stderr)?)))
 }
 
-fn signal_all(children: &mut [(u32, Child, Option<RankExit>)], sig: Signal) {
-    for (_, child, done) in children.iter_mut() {
-        if done.is_none() {
-            if let Ok(pid) = i32::try_from(child.id()) {
-                let _ = kill(Pid::from_raw(pid), sig);
-            }
-        }
-    }
+/// A rank whose process runs, before its helper threads do.
+struct Spawned {
+    launch: RankLaunch,
+    child: Child,
+    files: (Option<std::fs::File>, Option<std::fs::File>),
+    at: Instant,
 }
 
-/// Collects the exits as the waiting threads (one per rank) report them:
-/// roughly in the order they happen, not exactly (see
-/// [`crate::root_cause`]).
-fn reap(
-    children: &mut [(u32, Child, Option<RankExit>)],
-    exits: &crossbeam_channel::Receiver<(u32, RankExit)>,
-) -> Vec<(u32, RankExit)> {
-    let mut newly = Vec::new();
-    if let Ok(first) = exits.recv_timeout(Duration::from_millis(20)) {
-        newly.push(first);
-        newly.extend(exits.try_iter());
+/// Starts the process of rank `r`. Every rank is spawned before any
+/// helper thread starts: a fork is cheaper while the launcher has few
+/// threads (the death signal needs `pre_exec`, so `fork` it is).
+fn spawn_rank(
+    r: RankLaunch,
+    opts: &Options,
+    records: Option<&RecordDir>,
+) -> Result<Spawned, SpawnFailure> {
+    let fail = |what: String| SpawnFailure {
+        rank: r.rank,
+        host: r.host.clone(),
+        what,
+    };
+    let mut cmd = command_for(&r, &opts.rsh).map_err(|e| fail(e.to_string()))?;
+    let files = output_files(opts, r.rank).map_err(fail)?;
+    if let (Some(d), Via::Direct) = (records, &r.via) {
+        cmd.env(failure_record::ENV_VAR, d.file(r.rank));
     }
-    for (rank, e) in &newly {
-        if let Some(c) = children.iter_mut().find(|c| c.0 == *rank) {
-            c.2 = Some(*e);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().map_err(|e| {
+        let what = cmd.get_program().to_string_lossy().into_owned();
+        fail(format!("{what}: {}", os_error_text(&e)))
+    })?;
+    Ok(Spawned {
+        launch: r,
+        child,
+        files,
+        at: Instant::now(),
+    })
+}
+
+/// Starts the helper threads of a spawned rank (job index `idx`): its
+/// output pumps, the hand-over of its job description, the waiter of its
+/// process group.
+fn attach_rank(idx: usize, s: Spawned, opts: &Options, lock: &Sink, tx: &Sender<Event>) -> Slot {
+    let Spawned {
+        launch: r,
+        mut child,
+        files: (out_file, err_file),
+        at,
+    } = s;
+    let prefix = (!opts.raw_output).then(|| format!("[{}] ", r.rank));
+    let report = |tx: Sender<Event>| move |e| drop(tx.send(Event::Pump(idx, e)));
+    if let Some(out) = child.stdout.take() {
+        let target = PumpTarget {
+            stream: Stream::Stdout,
+            prefix: prefix.clone(),
+            file: out_file,
+            controls: false,
+        };
+        pump(out, target, lock.clone(), report(tx.clone()));
+    }
+    if let Some(err) = child.stderr.take() {
+        let target = PumpTarget {
+            stream: Stream::Stderr,
+            prefix,
+            file: err_file,
+            controls: r.via.wrapped(),
+        };
+        pump(err, target, lock.clone(), report(tx.clone()));
+    }
+    let mut hold = None;
+    if let Some(mut stdin) = child.stdin.take() {
+        let line = r.stdin_line;
+        // A thread of its own: a description larger than the pipe buffer
+        // must not block the launcher. A wrapped rank's stdin stays open
+        // until the job ends: its end is what ends the remote rank.
+        let (keep_tx, keep_rx) = crossbeam_channel::bounded::<()>(0);
+        if r.via.wrapped() {
+            hold = Some(keep_tx);
         }
+        thread::spawn(move || {
+            let _ = stdin.write_all(line.as_bytes());
+            let _ = keep_rx.recv();
+        });
     }
-    newly
+    let pgid = child.id();
+    let waiter = tx.clone();
+    thread::spawn(move || reap_group(idx, pgid, waiter));
+    Slot {
+        rank: r.rank,
+        host: r.host,
+        started: !r.via.wrapped(),
+        via: r.via,
+        child,
+        pgid,
+        spawned_at: at,
+        exit: None,
+        finalized: false,
+        record: None,
+        open_streams: 2,
+        group_empty: false,
+        _stdin_hold: hold,
+    }
 }
 
 /// How long after the first failure other failures still count when the
 /// root cause is chosen.
 const ROOT_CAUSE_WINDOW: Duration = Duration::from_millis(150);
 
+/// How long a wrapped rank's stderr may lag behind its exit (its failure
+/// record comes on it).
+const RECORD_LAG: Duration = Duration::from_millis(500);
+
+/// How long the output of ended ranks may take to drain.
+const DRAIN: Duration = Duration::from_secs(1);
+
+/// The state of one run of a job.
+struct Job<'a> {
+    slots: Vec<Slot>,
+    opts: &'a Options,
+    records: Option<RecordDir>,
+    watchdog: Option<Watchdog>,
+    failures: Vec<Failure>,
+    first_failure: Option<Instant>,
+    outcome: Option<Outcome>,
+    /// End every rank now (not after the wait for failures).
+    end_now: bool,
+    termed_at: Option<Instant>,
+    killed: bool,
+    reaper: bool,
+}
+
+impl Job<'_> {
+    fn handle(&mut self, ev: Event) {
+        match ev {
+            Event::Exited(i, e) => self.slots[i].exit = Some((e, Instant::now())),
+            Event::GroupEmpty(i) => {
+                self.slots[i].group_empty = true;
+                let pgid = self.slots[i].pgid;
+                if let Some(w) = &mut self.watchdog {
+                    w.forget(pgid);
+                }
+            }
+            Event::Pump(i, PumpEvent::Closed(_)) => {
+                self.slots[i].open_streams = self.slots[i].open_streams.saturating_sub(1)
+            }
+            Event::Pump(i, PumpEvent::Control(c)) => match c {
+                Control::Started => self.slots[i].started = true,
+                Control::Record(line) => self.slots[i].record = FailureRecord::parse(&line),
+                Control::CannotStart(what) => {
+                    if self.outcome.is_none() {
+                        let s = &self.slots[i];
+                        self.outcome = Some(Outcome::SpawnFailed(SpawnFailure {
+                            rank: s.rank,
+                            host: s.host.clone(),
+                            what,
+                        }));
+                        self.end_now = true;
+                    }
+                }
+            },
+        }
+    }
+
+    /// Turns exits into failures (a wrapped rank's once its record came).
+    fn collect_failures(&mut self) {
+        for s in &mut self.slots {
+            let Some((exit, at)) = s.exit else {
+                continue;
+            };
+            if s.finalized || (s.via.wrapped() && s.open_streams > 0 && at.elapsed() < RECORD_LAG) {
+                continue;
+            }
+            s.finalized = true;
+            if exit.success() || self.outcome.is_some() {
+                continue;
+            }
+            if s.via.wrapped() && !s.started {
+                let verdict = Verdict {
+                    rank: s.rank,
+                    cause: Cause::StartFailed(exit),
+                    also: Vec::new(),
+                    exit_code: exit.exit_code().max(1),
+                    abort: None,
+                };
+                let host = s.host.clone();
+                self.outcome = Some(Outcome::Failed(Blame { verdict, host }));
+                self.end_now = true;
+                continue;
+            }
+            let record = match (&s.via, &self.records) {
+                (Via::Direct, Some(d)) => d.read(s.rank),
+                (Via::Direct, None) => None,
+                _ => s.record.take(),
+            };
+            self.failures.push(Failure {
+                rank: s.rank,
+                exit,
+                record,
+            });
+            self.first_failure.get_or_insert_with(Instant::now);
+        }
+    }
+
+    fn liveness(&self, rank: u32) -> Liveness {
+        let Some(s) = self.slots.iter().find(|s| s.rank == rank) else {
+            return Liveness::Exited;
+        };
+        match s.exit {
+            Some((e, _)) if e.success() => Liveness::Exited,
+            Some(_) => Liveness::Running,
+            None if !s.started => Liveness::NotStarted,
+            None if s.via == Via::Direct && proc_state(s.pgid) == ProcState::Stopped => {
+                Liveness::Stopped
+            }
+            None => Liveness::Running,
+        }
+    }
+
+    /// Decides the root cause once the failures so far explain the job's
+    /// end (see the module docs of [`crate::root_cause`]).
+    fn decide(&mut self) {
+        if self.outcome.is_some() || self.failures.is_empty() {
+            return;
+        }
+        let Some(v) = root_cause(&self.failures, &|r| self.liveness(r)) else {
+            return;
+        };
+        let waited = self.first_failure.map_or(Duration::ZERO, |f| f.elapsed());
+        let all_exited = self.slots.iter().all(|s| s.finalized);
+        let accept = all_exited
+            || waited >= self.opts.wait_after_failure
+            || (waited >= ROOT_CAUSE_WINDOW
+                && match v.cause {
+                    Cause::Exited(..) => true,
+                    Cause::NotStarted => self
+                        .slots
+                        .iter()
+                        .all(|s| s.rank == v.rank || s.exit.is_some()),
+                    // The blamed rank has not exited: it is the root cause
+                    // once nobody else is left to explain the failure and
+                    // /proc shows it alive (stopped or running, not about
+                    // to be reaped). A rank behind a remote shell or srun
+                    // cannot be looked at, and its exit takes longer to
+                    // come: it gets the whole wait.
+                    _ => {
+                        let others_done = self
+                            .slots
+                            .iter()
+                            .all(|s| s.rank == v.rank || s.exit.is_some());
+                        let visibly_alive = self.slots.iter().any(|s| {
+                            s.rank == v.rank
+                                && s.exit.is_none()
+                                && s.via == Via::Direct
+                                && proc_state(s.pgid) != ProcState::Gone
+                        });
+                        others_done && visibly_alive
+                    }
+                });
+        if accept {
+            let host = self
+                .slots
+                .iter()
+                .find(|s| s.rank == v.rank)
+                .map_or_else(String::new, |s| s.host.clone());
+            if v.still_running() {
+                self.end_now = true;
+            }
+            self.outcome = Some(Outcome::Failed(Blame { verdict: v, host }));
+        }
+    }
+
+    /// The launcher's own set-up deadline: ranks that never started.
+    fn check_starts(&mut self) {
+        if self.outcome.is_some() {
+            return;
+        }
+        let late = self.slots.iter().find(|s| {
+            !s.started && s.exit.is_none() && s.spawned_at.elapsed() >= self.opts.start_deadline
+        });
+        if let Some(first) = late {
+            // Every other rank that has not started either is named too.
+            let also = self
+                .slots
+                .iter()
+                .filter(|s| !s.started && s.exit.is_none() && s.rank != first.rank)
+                .map(|s| s.rank)
+                .collect();
+            let verdict = Verdict {
+                rank: first.rank,
+                cause: Cause::NotStarted,
+                also,
+                exit_code: 1,
+                abort: None,
+            };
+            let host = first.host.clone();
+            self.outcome = Some(Outcome::Failed(Blame { verdict, host }));
+            self.end_now = true;
+        }
+    }
+
+    fn signal_all(&mut self, sig: Signal) {
+        for s in &self.slots {
+            if !s.group_empty {
+                signal_group(s.pgid, sig);
+                if sig == Signal::SIGTERM {
+                    // A stopped rank handles SIGTERM only once it runs.
+                    signal_group(s.pgid, Signal::SIGCONT);
+                }
+            }
+        }
+    }
+
+    /// SIGTERM when it is time, SIGKILL after the grace.
+    fn terminate(&mut self) {
+        let all_exited = self.slots.iter().all(|s| s.exit.is_some());
+        let due = self.end_now
+            || self
+                .first_failure
+                .is_some_and(|f| f.elapsed() >= self.opts.wait_after_failure)
+            // Every rank's first process ended: what they left in their
+            // groups ends too.
+            || (all_exited && self.slots.iter().any(|s| !s.group_empty));
+        if due && self.termed_at.is_none() {
+            self.signal_all(Signal::SIGTERM);
+            self.termed_at = Some(Instant::now());
+        }
+        if let Some(t) = self.termed_at {
+            if !self.killed && t.elapsed() >= self.opts.grace {
+                self.signal_all(Signal::SIGKILL);
+                self.killed = true;
+            }
+        }
+    }
+
+    fn done(&self, drain_since: &mut Option<Instant>) -> bool {
+        let leaders = self.slots.iter().all(|s| s.finalized);
+        // Without the launcher as subreaper an empty-looking group may
+        // still hold orphans: they get the final SIGKILL below.
+        let groups = self.slots.iter().all(|s| s.group_empty) || self.killed;
+        if !(leaders && groups) {
+            return false;
+        }
+        let start = *drain_since.get_or_insert_with(Instant::now);
+        self.slots.iter().all(|s| s.open_streams == 0) || start.elapsed() >= DRAIN
+    }
+}
+
 /// Starts every rank, streams output, and waits for the job to end.
 /// `interrupt` holds the number of a SIGINT/SIGTERM the launcher received
-/// (0: none); it ends the job: SIGTERM to every rank, SIGKILL after the grace.
-pub fn run_job(
-    ranks: Vec<RankLaunch>,
-    opts: &Options,
-    interrupt: &std::sync::atomic::AtomicI32,
-) -> Outcome {
+/// (0: none); it ends the job: SIGTERM to every rank's group, SIGKILL after
+/// the grace.
+pub fn run_job(ranks: Vec<RankLaunch>, opts: &Options, interrupt: &AtomicI32) -> Outcome {
     let lock: Sink = Arc::new(Mutex::new(()));
-    let records = RecordDir::create();
-    let mut children = Vec::new();
-    let mut outcome = None;
+    let (tx, rx): (Sender<Event>, Receiver<Event>) = crossbeam_channel::unbounded();
+    let mut job = Job {
+        slots: Vec::new(),
+        opts,
+        records: RecordDir::create(),
+        watchdog: Watchdog::start(),
+        failures: Vec::new(),
+        first_failure: None,
+        outcome: None,
+        end_now: false,
+        termed_at: None,
+        killed: false,
+        reaper: is_subreaper(),
+    };
+    let mut spawned = Vec::with_capacity(ranks.len());
     for r in ranks {
-        let Some(mut cmd) = command_for(&r, opts) else {
-            outcome = Some(Outcome::SpawnFailed {
-                rank: r.rank,
-                kind: std::io::ErrorKind::InvalidInput,
-            });
-            break;
-        };
-        if let (Some(d), true) = (&records, is_local(&r.host)) {
-            cmd.env(failure_record::ENV_VAR, d.file(r.rank));
-        }
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        match cmd.spawn() {
-            Ok(mut child) => {
-                let prefix = (!opts.raw_output).then(|| format!("[{}] ", r.rank));
-                if let Some(out) = child.stdout.take() {
-                    pump(out, prefix.clone(), false, lock.clone());
+        match spawn_rank(r, opts, job.records.as_ref()) {
+            Ok(s) => {
+                if let Some(w) = &mut job.watchdog {
+                    w.watch(s.child.id());
                 }
-                if let Some(err) = child.stderr.take() {
-                    pump(err, prefix, true, lock.clone());
-                }
-                if let Some(mut stdin) = child.stdin.take() {
-                    let line = r.stdin_line;
-                    // A separate thread: a description larger than the pipe
-                    // buffer must not block the launcher.
-                    thread::spawn(move || {
-                        let _ = stdin.write_all(line.as_bytes());
-                    });
-                }
-                children.push((r.rank, child, None));
+                spawned.push(s);
             }
-            Err(e) => {
-                outcome = Some(Outcome::SpawnFailed {
-                    rank: r.rank,
-                    kind: e.kind(),
-                });
+            Err(f) => {
+                job.outcome = Some(Outcome::SpawnFailed(f));
+                job.end_now = true;
                 break;
             }
         }
     }
-    let (exit_tx, exits) = crossbeam_channel::unbounded();
-    for (rank, child, _) in &children {
-        let (rank, pid) = (*rank, child.id());
-        let tx = exit_tx.clone();
-        thread::spawn(move || {
-            if let Some(e) = wait_pid(pid) {
-                let _ = tx.send((rank, e));
-            }
-        });
+    for (idx, s) in spawned.into_iter().enumerate() {
+        job.slots.push(attach_rank(idx, s, opts, &lock, &tx));
     }
+    drop(tx);
     let start = Instant::now();
-    let mut failed_at: Option<Instant> = None;
-    let mut failures: Vec<Failure> = Vec::new();
-    let mut termed_at: Option<Instant> = None;
-    let killed = AtomicBool::new(false);
-    if outcome.is_some() {
-        signal_all(&mut children, Signal::SIGKILL);
-        killed.store(true, Ordering::Relaxed);
-    }
+    let mut drain_since = None;
     loop {
-        let newly = reap(&mut children, &exits);
-        if outcome.is_none() {
-            // A rank writes its record before it can exit: it is there now.
-            failures.extend(
-                newly
-                    .iter()
-                    .filter(|(_, e)| !e.success())
-                    .map(|&(rank, exit)| Failure {
-                        rank,
-                        exit,
-                        record: records.as_ref().and_then(|d| d.read(rank)),
-                    }),
-            );
-            if failed_at.is_none() && !failures.is_empty() {
-                failed_at = Some(Instant::now());
+        if let Ok(ev) = rx.recv_timeout(Duration::from_millis(20)) {
+            job.handle(ev);
+            while let Ok(ev) = rx.try_recv() {
+                job.handle(ev);
             }
         }
-        let all_done = children.iter().all(|(_, _, d)| d.is_some());
-        // The root cause is decided once the failures of a short window
-        // after the first are in: exits that race each other (a rank dies,
-        // its peers notice within milliseconds) may be reported out of order
-        // on a loaded machine. While every failed rank blames another, the
-        // one they blame is still to come: wait for it, up to the moment
-        // the survivors are terminated.
-        let waited = failed_at.map_or(Duration::ZERO, |f| f.elapsed());
-        if outcome.is_none()
-            && !failures.is_empty()
-            && (all_done
-                || (waited >= ROOT_CAUSE_WINDOW && failures.iter().any(Failure::is_primary))
-                || waited >= opts.wait_after_failure)
-        {
-            if let Some(f) = root_cause(&failures) {
-                outcome = Some(Outcome::Failed {
-                    rank: f.rank,
-                    exit: f.exit,
-                });
+        job.collect_failures();
+        job.decide();
+        job.check_starts();
+        if job.outcome.is_none() {
+            let sig = interrupt.load(Ordering::Relaxed);
+            if sig != 0 {
+                job.outcome = Some(Outcome::Interrupted(sig));
+                job.end_now = true;
+            } else if opts.timeout.is_some_and(|t| start.elapsed() >= t) {
+                job.outcome = Some(Outcome::TimedOut);
+                job.end_now = true;
             }
         }
-        if all_done {
+        job.terminate();
+        if job.done(&mut drain_since) {
             break;
         }
-        let now = Instant::now();
-        let sig = interrupt.load(Ordering::Relaxed);
-        if outcome.is_none() && sig != 0 {
-            outcome = Some(Outcome::Interrupted(sig));
-            failed_at = Some(now - opts.wait_after_failure);
-        }
-        if outcome.is_none() && opts.timeout.is_some_and(|t| now - start >= t) {
-            outcome = Some(Outcome::TimedOut);
-            failed_at = Some(now - opts.wait_after_failure);
-        }
-        if let Some(f) = failed_at {
-            if termed_at.is_none() && now - f >= opts.wait_after_failure {
-                signal_all(&mut children, Signal::SIGTERM);
-                termed_at = Some(now);
-            }
-        }
-        if let Some(t) = termed_at {
-            if !killed.load(Ordering::Relaxed) && now - t >= opts.grace {
-                signal_all(&mut children, Signal::SIGKILL);
-                killed.store(true, Ordering::Relaxed);
-            }
+    }
+    if !job.reaper {
+        // Orphans of the ranks' groups that the launcher could not wait for.
+        for s in &job.slots {
+            signal_group(s.pgid, Signal::SIGKILL);
         }
     }
-    for (_, child, _) in &mut children {
+    for s in &mut job.slots {
         // Already reaped by the waiting threads; this only releases handles.
-        let _ = child.try_wait();
+        let _ = s.child.try_wait();
     }
-    // Let the output pumps drain what the ranks wrote last.
-    thread::sleep(Duration::from_millis(50));
+    if let Some(w) = job.watchdog.take() {
+        w.end();
+    }
     let _guard = lock.lock();
-    outcome.unwrap_or(Outcome::Success)
+    job.outcome.unwrap_or(Outcome::Success)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicI32;
 
     fn sh(rank: u32, script: &str) -> RankLaunch {
         RankLaunch {
             rank,
             host: "127.0.0.1".into(),
+            via: Via::Direct,
             argv: vec!["sh".into(), "-c".into(), script.into()],
             env: vec![("SPERLI_RANK".into(), rank.to_string())],
             stdin_line: "00ff\n".into(),
@@ -459,13 +639,7 @@ mod tests {
             sh(2, "sleep 30"),
         ];
         let o = run_job(ranks, &quick(), &none);
-        assert_eq!(
-            o,
-            Outcome::Failed {
-                rank: 1,
-                exit: RankExit::Code(3)
-            }
-        );
+        assert_eq!(o.failed_rank(), Some(1));
         assert_eq!(o.exit_code(), 3);
     }
 
@@ -495,19 +669,80 @@ mod tests {
     }
 
     #[test]
-    fn remote_command_quotes() {
-        let r = RankLaunch {
-            host: "node-b.example".into(),
-            argv: vec!["prog".into(), "a b".into()],
-            ..sh(1, "")
+    fn a_missing_program_names_rank_host_program_and_os_error() {
+        let none = AtomicI32::new(0);
+        let plain = crate::spawn::tests::not_executable("supervise");
+        let mut r = sh(0, "");
+        r.argv = vec![plain.to_string_lossy().into_owned()];
+        match run_job(vec![sh(1, "sleep 30"), r], &quick(), &none) {
+            Outcome::SpawnFailed(f) => assert_eq!(
+                f.to_string(),
+                format!(
+                    "cannot start rank 0 on 127.0.0.1: {}: permission denied",
+                    plain.display()
+                )
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_rank_that_never_starts_fails_the_job_at_the_deadline() {
+        use std::os::unix::fs::PermissionsExt;
+        let none = AtomicI32::new(0);
+        let hang = std::env::temp_dir().join(format!("sperli-hang-rsh-{}", std::process::id()));
+        std::fs::write(&hang, "#!/bin/sh\nexec sleep 600\n").unwrap();
+        std::fs::set_permissions(&hang, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut r = sh(1, "true");
+        r.via = Via::Rsh;
+        r.host = "127.0.0.2".into();
+        let opts = Options {
+            rsh: format!("{} {{host}}", hang.display()),
+            start_deadline: Duration::from_millis(500),
+            ..quick()
         };
-        let c = command_for(&r, &Options::default()).unwrap();
-        let args: Vec<_> = c
-            .get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(c.get_program(), "ssh");
-        assert_eq!(args[..3], ["-o", "BatchMode=yes", "node-b.example"]);
-        assert_eq!(args[3], "env SPERLI_RANK=1 prog 'a b'");
+        let mut r2 = sh(2, "true");
+        r2.via = Via::Rsh;
+        let t = Instant::now();
+        let o = run_job(vec![sh(0, "sleep 30"), r, r2], &opts, &none);
+        match &o {
+            Outcome::Failed(b) => {
+                assert_eq!((b.verdict.rank, &b.verdict.cause), (1, &Cause::NotStarted));
+                assert_eq!(b.verdict.also, [2]);
+                assert!(
+                    b.to_string()
+                        .starts_with("rank 1 on 127.0.0.2 never started"),
+                    "{b}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(t.elapsed() < Duration::from_secs(10));
+        let _ = std::fs::remove_file(&hang);
+    }
+
+    #[test]
+    fn a_stopped_rank_is_the_root_cause() {
+        // Rank 1 "loses" rank 0 (its record blames rank 0) while rank 0 is
+        // stopped.
+        let none = AtomicI32::new(0);
+        let ranks = vec![
+            sh(0, "kill -STOP $$; sleep 30"),
+            sh(
+                1,
+                "sleep 0.3; echo 'H1613 blame=0' > \"$SPERLI_ERROR_FILE\"; exit 1",
+            ),
+        ];
+        let o = run_job(ranks, &quick(), &none);
+        match &o {
+            Outcome::Failed(b) => {
+                assert_eq!((b.verdict.rank, &b.verdict.cause), (0, &Cause::Stopped));
+                assert!(b
+                    .to_string()
+                    .starts_with("rank 0 on 127.0.0.1 failed: it is stopped"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(o.exit_code(), 1);
     }
 }

@@ -1,26 +1,63 @@
 //! End-to-end tests of the `sperli` launcher with real TLS ranks on
 //! 127.0.0.0/8 (the example program `sperli-example`).
+//!
+//! One test binary; slow cases (the 30 s set-up window, scale) run with
+//! `SPERLI_SLOW_TESTS=1`, the Slurm cluster with `SPERLI_SLURM_TESTS=1`
+//! (`.ci/run` sets both).
 
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+mod blame;
+mod habits;
+mod messages;
+mod orphans;
+mod procs;
 mod reliability;
+mod requeue;
+mod slurm;
 
-fn sperli(args: &[&str]) -> Output {
-    let example = env!("CARGO_BIN_EXE_sperli-example");
-    let mut full: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    if let Some(pos) = full.iter().position(|a| a == "EXAMPLE") {
-        full[pos] = example.to_string();
+/// The scale runs (64 ranks on 2 cores) need the machine for themselves:
+/// they hold this lock exclusively, every other test of this binary holds
+/// it shared, so they never overlap (the tests of other crates run in
+/// other binaries, one after another).
+static CPU: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Runs beside the other tests, never beside a scale run.
+fn shared_cpu() -> std::sync::RwLockReadGuard<'static, ()> {
+    CPU.read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Runs alone among this binary's tests.
+fn exclusive_cpu() -> std::sync::RwLockWriteGuard<'static, ()> {
+    CPU.write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Whether the slow tests run (`SPERLI_SLOW_TESTS=1`); says so when not.
+fn slow() -> bool {
+    if std::env::var(sperli_wire::env::SLOW_TESTS).as_deref() == Ok("1") {
+        return true;
     }
+    eprintln!("skipped: set SPERLI_SLOW_TESTS=1 to run this slow test");
+    false
+}
+
+/// `sperli ARGS` to the end, `EXAMPLE` (also inside a word) replaced by
+/// the example program.
+fn sperli(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sperli"))
-        .args(&full)
+        .args(procs::with_example(args))
         .env_remove("SPERLI_REFUSED_HOSTS")
+        .stdin(std::process::Stdio::null())
         .output()
         .expect("run sperli")
 }
 
 #[test]
 fn four_ranks_on_four_loopback_hosts() {
+    let _cpu = crate::shared_cpu();
     let out = sperli(&[
         "run",
         "-n",
@@ -48,6 +85,7 @@ fn four_ranks_on_four_loopback_hosts() {
 
 #[test]
 fn hello_lines_are_prefixed() {
+    let _cpu = crate::shared_cpu();
     let out = sperli(&[
         "run",
         "-n",
@@ -70,6 +108,7 @@ fn hello_lines_are_prefixed() {
 
 #[test]
 fn a_rank_that_exits_3_makes_the_launcher_exit_3() {
+    let _cpu = crate::shared_cpu();
     let t = Instant::now();
     let out = sperli(&[
         "run",
@@ -96,6 +135,7 @@ fn a_rank_that_exits_3_makes_the_launcher_exit_3() {
 
 #[test]
 fn refused_hosts_are_refused_before_anything_starts() {
+    let _cpu = crate::shared_cpu();
     for list in [
         "127.0.0.1,host-a.invalid",
         "127.0.0.1,HOST-B.INVALID",
@@ -115,6 +155,7 @@ fn refused_hosts_are_refused_before_anything_starts() {
 
 #[test]
 fn a_silence_limit_below_the_heartbeat_margin_is_a_usage_error() {
+    let _cpu = crate::shared_cpu();
     let out = sperli(&[
         "run",
         "-n",
@@ -133,6 +174,7 @@ fn a_silence_limit_below_the_heartbeat_margin_is_a_usage_error() {
 
 #[test]
 fn an_unreadable_deny_file_stops_the_launcher() {
+    let _cpu = crate::shared_cpu();
     let out = sperli(&[
         "run",
         "-n",
@@ -161,6 +203,8 @@ fn longest_hex_run(bytes: &[u8]) -> usize {
     best
 }
 
+/// The rank processes among the children of `pid` (they have
+/// `SPERLI_RANK` in their environment; the job's watchdog has not).
 fn children_of(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
@@ -172,7 +216,7 @@ fn children_of(pid: u32) -> Vec<u32> {
         };
         // Field 4 (after the parenthesised command) is the parent pid.
         let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
-        if after.split_whitespace().nth(1) == Some(&pid.to_string()) {
+        if after.split_whitespace().nth(1) == Some(&pid.to_string()) && rank_of(p).is_some() {
             out.push(p);
         }
     }
@@ -205,6 +249,7 @@ fn files_under(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
 
 #[test]
 fn the_job_description_is_in_no_cmdline_environ_or_file() {
+    let _cpu = crate::shared_cpu();
     let scratch = std::env::temp_dir().join(format!("sperli-secret-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(scratch.join("tmp")).unwrap();
@@ -251,6 +296,7 @@ fn the_job_description_is_in_no_cmdline_environ_or_file() {
 
 #[test]
 fn sigkill_of_a_rank_stops_the_others_and_the_launcher_restarts() {
+    let _cpu = crate::shared_cpu();
     let child = Command::new(env!("CARGO_BIN_EXE_sperli"))
         .args([
             "run",
@@ -307,6 +353,7 @@ fn sigkill_of_a_rank_stops_the_others_and_the_launcher_restarts() {
 
 #[test]
 fn a_failed_rank_moves_to_a_spare_host_on_restart() {
+    let _cpu = crate::shared_cpu();
     let out = sperli(&[
         "run",
         "-n",
@@ -336,6 +383,7 @@ fn a_failed_rank_moves_to_a_spare_host_on_restart() {
 
 #[test]
 fn sigterm_to_the_launcher_ends_every_rank() {
+    let _cpu = crate::shared_cpu();
     let child = Command::new(env!("CARGO_BIN_EXE_sperli"))
         .args(["run", "-n", "3", "--timeout", "60", "--"])
         .arg(env!("CARGO_BIN_EXE_sperli-example"))
@@ -475,6 +523,7 @@ fn killed_ckpt_run(dir: &std::path::Path) -> Option<(String, String, bool)> {
 
 #[test]
 fn a_rank_killed_mid_run_resumes_from_the_last_commit_with_the_same_result() {
+    let _cpu = crate::shared_cpu();
     let scratch = std::env::temp_dir().join(format!("sperli-ckpt-e2e-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     let clean = (0..3)

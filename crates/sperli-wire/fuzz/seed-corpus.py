@@ -24,7 +24,8 @@ comment at the top of each fuzz_targets/*.rs):
                     right
   host              `host NUL variable NUL deny-file`, from the hosts of the
                     vectors plus a few hand-written policies
-  ckpt_data         also the push chunks as `u16 len` records (assembler)
+  ckpt_chunks       the push chunks as `u16 len` records (tracker,
+                    assembler)
 
 File names are the SHA-1 of the content (like libFuzzer's), so running the
 script twice gives the same files. Only the Python standard library is used.
@@ -192,7 +193,7 @@ def main(argv):
     # The push chunks as assembler records (u16 len + payload), and the same
     # file sent as two chunks.
     for p in push_records:
-        corpus.add("ckpt_data", struct.pack("<H", len(p)) + p)
+        corpus.add("ckpt_chunks", struct.pack("<H", len(p)) + p)
         chunk = p[24:]
         if len(chunk) >= 2:
             half = len(chunk) // 2
@@ -200,7 +201,7 @@ def main(argv):
             head = p[:8]
             a = head + struct.pack("<QQ", 0, total) + chunk[:half]
             b = head + struct.pack("<QQ", half, total) + chunk[half:]
-            corpus.add("ckpt_data", struct.pack("<H", len(a)) + a
+            corpus.add("ckpt_chunks", struct.pack("<H", len(a)) + a
                        + struct.pack("<H", len(b)) + b)
     for small in (b"", b"00", b"0aff", b"0AFF", b"abc"):
         corpus.add("hex", small)

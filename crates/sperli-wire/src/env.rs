@@ -9,10 +9,13 @@
 //! | [`RANK`] | launcher | program | this rank, `0..size` |
 //! | [`SIZE`] | launcher | program | the job size |
 //! | [`LOCAL_RANK`] | launcher | program | this rank's index among the ranks on its host |
+//! | [`LOCAL_SIZE`] | launcher | program | how many of the job's ranks run on its host |
 //! | [`INCARNATION`] | launcher | program | the job's incarnation, from 1 (protocol §10.1) |
 //! | [`SILENCE_MS`] | launcher | rank | the silence limit in ms (protocol §5.2) |
 //! | [`CHECKPOINT_DIR`] | launcher | rank | this rank's own checkpoint directory (protocol §9.1) |
 //! | [`ERROR_FILE`] | launcher | rank | where the rank writes its failure record |
+//! | [`LOCAL_WORLD_SIZE`] | launcher | program | torchrun's name for [`LOCAL_SIZE`] |
+//! | [`MAILBOX`] | launcher (`--mailbox`), rank 0 only | rank 0 | the name of the job's task mailbox (docs/mailbox.md) |
 //!
 //! Variables of the test and benchmark harnesses, never set by the
 //! launcher for a user's job, are listed at the end of this module.
@@ -26,6 +29,9 @@ pub const RANK: &str = "SPERLI_RANK";
 pub const SIZE: &str = "SPERLI_SIZE";
 /// This rank's index among the job's ranks on the same host.
 pub const LOCAL_RANK: &str = "SPERLI_LOCAL_RANK";
+/// How many of the job's ranks run on this rank's host (torchrun's
+/// `LOCAL_WORLD_SIZE`).
+pub const LOCAL_SIZE: &str = "SPERLI_LOCAL_SIZE";
 /// The job's incarnation, from 1; a restart counts it on (protocol §10.1).
 pub const INCARNATION: &str = "SPERLI_INCARNATION";
 /// The silence limit in milliseconds (protocol §5.2), from `sperli run
@@ -38,8 +44,20 @@ pub const CHECKPOINT_DIR: &str = "SPERLI_CHECKPOINT_DIR";
 /// the error that ended its job step, before the program sees the error.
 pub const ERROR_FILE: &str = "SPERLI_ERROR_FILE";
 
+/// torchrun's name for [`LOCAL_SIZE`], set too so torchrun habits work.
+pub const LOCAL_WORLD_SIZE: &str = "LOCAL_WORLD_SIZE";
+/// The name of the job's task mailbox (`sperli run --mailbox NAME`), set
+/// for rank 0 only (docs/mailbox.md). A name, not a secret.
+pub const MAILBOX: &str = "SPERLI_MAILBOX";
+
 /// Test harness: `1` runs the slow scale and fault tests.
 pub const SLOW_TESTS: &str = "SPERLI_SLOW_TESTS";
+/// Test harness: `1` runs the launcher's Slurm test (a real three-node
+/// cluster on the machine; needs root and the Slurm packages).
+pub const SLURM_TESTS: &str = "SPERLI_SLURM_TESTS";
+/// Test harness: a marker the launcher tests put into a job's environment
+/// to find every process of that job in `/proc`.
+pub const TEST_JOB: &str = "SPERLI_TEST_JOB";
 /// Test harness: kill this rank at a named checkpoint step (the
 /// fault-injection hook of the checkpoint tests).
 pub const TEST_CKPT_KILL: &str = "SPERLI_TEST_CKPT_KILL";
@@ -53,11 +71,14 @@ mod tests {
             super::RANK,
             super::SIZE,
             super::LOCAL_RANK,
+            super::LOCAL_SIZE,
             super::INCARNATION,
             super::SILENCE_MS,
             super::CHECKPOINT_DIR,
             super::ERROR_FILE,
             super::SLOW_TESTS,
+            super::SLURM_TESTS,
+            super::TEST_JOB,
             super::TEST_CKPT_KILL,
         ];
         let set: std::collections::BTreeSet<_> = all.iter().collect();

@@ -6,6 +6,7 @@
 
 use std::fmt;
 
+use crate::ckpt_chunks::ChunkError;
 use crate::frame_type::FrameType;
 use crate::ids::{JobId, Sha256Digest};
 
@@ -359,6 +360,10 @@ pub enum FrameError {
         /// Bytes the frame has (header + payload).
         total: usize,
     },
+    /// A CKPT_DATA frame that does not continue the file being received
+    /// (protocol §7.8: chunks in order, the total never changes).
+    #[error("CKPT_DATA chunk: {0}")]
+    Chunk(ChunkError),
 }
 
 /// What failed when a peer authenticated (H1611).
@@ -514,6 +519,19 @@ pub enum LossCause {
         /// The OS error kind.
         kind: std::io::ErrorKind,
     },
+}
+
+/// What a rank's stdin was when it held no job description at all (H1615,
+/// [`Error::NotLaunched`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchStdin {
+    /// A terminal: the program was started by hand.
+    #[error("stdin is a terminal")]
+    Terminal,
+    /// Empty (end of file at once, e.g. `/dev/null`).
+    #[error("stdin is empty")]
+    Empty,
 }
 
 /// Why a host is refused (H1614; protocol text "Transport und Sicherheit").
@@ -721,6 +739,14 @@ pub enum Error {
     },
     /// H1615.
     JobDescription(DecodeError),
+    /// H1615: no job description at all: the program was not started by
+    /// the launcher. Its message is one line that says how to start it.
+    NotLaunched {
+        /// What stdin was.
+        stdin: LaunchStdin,
+        /// The program as it was started (`argv[0]`).
+        program: String,
+    },
     /// H1616.
     SetupTimeout {
         /// The set-up window.
@@ -752,8 +778,9 @@ pub enum Error {
     BadCommit(CommitError),
     /// H1622.
     NoResumableEpoch {
-        /// Why (the last failure).
-        reason: Box<Error>,
+        /// Why: the first failure of the resume exchange this rank knows
+        /// of (protocol §10.2).
+        reason: Box<ResumeFailure>,
     },
     /// H1623.
     CommitSizeMismatch {
@@ -782,12 +809,71 @@ pub enum Error {
         /// The hard limit.
         hard: u64,
     },
+    /// A failure of this machine that is neither bad input nor file or
+    /// socket I/O (no H-code; ABORT code 0).
+    Local(LocalError),
     /// A local I/O failure (no H-code: not bad input).
     Io {
         /// What was being done.
         op: &'static str,
         /// The OS error kind.
         kind: std::io::ErrorKind,
+    },
+}
+
+/// Why no epoch can be resumed (H1622, [`Error::NoResumableEpoch`];
+/// protocol §10.2): the first failure a rank knows of.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResumeFailure {
+    /// This rank's own failure: its rank file, the copy its buddy sent, or
+    /// a COMMIT (an error with its own code, e.g. H1620).
+    #[error("{0}")]
+    Own(Error),
+    /// This rank's own file is missing and its buddy answered that it has
+    /// no valid copy (CKPT_DATA kind 3).
+    #[error(
+        "epoch {epoch}: the own rank file is missing and rank {buddy} has no valid copy of it"
+    )]
+    NoBuddyCopy {
+        /// The buddy, (rank + 1) mod size.
+        buddy: u32,
+        /// The epoch being loaded.
+        epoch: u64,
+    },
+    /// Rank 0's view: rank `rank` answered RESUME status 2 for `epoch`.
+    #[error("rank {rank} cannot load its state of epoch {epoch} (RESUME status 2)")]
+    CannotLoad {
+        /// The rank that cannot load.
+        rank: u32,
+        /// The epoch it was asked to load.
+        epoch: u64,
+    },
+    /// The view of a rank that loaded: rank 0 ended the exchange with
+    /// RESUME status 2 after `epoch`, the last epoch it chose.
+    #[error("rank 0 ended the resume with RESUME status 2 after epoch {epoch}")]
+    Abandoned {
+        /// The last epoch rank 0 chose.
+        epoch: u64,
+    },
+}
+
+/// A local failure that is neither bad input nor I/O ([`Error::Local`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LocalError {
+    /// The system random number generator failed (signing needs fresh
+    /// randomness: ML-DSA signs hedged).
+    #[error("the system random number generator failed while {op}")]
+    Random {
+        /// What needed it, e.g. "signing the COMMIT file".
+        op: &'static str,
+    },
+    /// A helper thread of this rank panicked.
+    #[error("a helper thread panicked while {op}")]
+    ThreadPanicked {
+        /// What it was doing.
+        op: &'static str,
     },
 }
 
@@ -849,6 +935,10 @@ impl fmt::Display for Error {
             Error::PeerLost { peer, cause } => write!(f, "peer rank {peer} lost: {cause}"),
             Error::HostRefused { host, rule } => write!(f, "host {host:?} refused: {rule}"),
             Error::JobDescription(e) => write!(f, "invalid job description: {e}"),
+            Error::NotLaunched { stdin, program } => write!(
+                f,
+                "no job description ({stdin}): {program} is a SPERLI rank program; start it with `sperli run -n N -- {program}`"
+            ),
             Error::SetupTimeout { after_ms, missing } => write!(
                 f,
                 "connection set-up timed out after {after_ms} ms; missing ranks {missing:?}"
@@ -872,6 +962,7 @@ impl fmt::Display for Error {
                 "checkpoint with {sends} open send and {recvs} open receive handles"
             ),
             Error::Usage(e) => write!(f, "{e}"),
+            Error::Local(e) => write!(f, "{e}"),
             Error::FdLimit { needed, soft, hard } => write!(
                 f,
                 "the open-file limit (soft {soft}, hard {hard}) is below the {needed} this job needs; raise it with `ulimit -n {needed}`"
@@ -894,6 +985,7 @@ impl std::error::Error for Error {
             Error::BadCommit(e) => Some(e),
             Error::NoResumableEpoch { reason } => Some(reason.as_ref()),
             Error::Usage(e) => Some(e),
+            Error::Local(e) => Some(e),
             _ => None,
         }
     }
@@ -925,6 +1017,20 @@ pub enum UsageError {
     /// A call on an endpoint whose job step already ended normally.
     #[error("the endpoint was used after its job step finished")]
     AfterFinish,
+    /// Checkpoint frames through a link that does not carry them.
+    #[error("this link carries no checkpoint or RESUME frames")]
+    NoCheckpointFrames,
+    /// A checkpoint after epoch `u64::MAX`: the epoch counter is used up.
+    #[error("no checkpoint epoch is left after {}", u64::MAX)]
+    EpochsExhausted,
+    /// A variable the launcher sets is missing from the environment.
+    #[error("{var} is not set: {hint}")]
+    MissingEnv {
+        /// The variable, e.g. `SPERLI_CHECKPOINT_DIR`.
+        var: &'static str,
+        /// How to get it set, e.g. "run with sperli run --checkpoint-dir DIR".
+        hint: &'static str,
+    },
 }
 
 impl Error {
@@ -938,7 +1044,7 @@ impl Error {
             Error::AbortedByPeer { .. } => HCode::H1612,
             Error::PeerLost { .. } => HCode::H1613,
             Error::HostRefused { .. } => HCode::H1614,
-            Error::JobDescription(_) => HCode::H1615,
+            Error::JobDescription(_) | Error::NotLaunched { .. } => HCode::H1615,
             Error::SetupTimeout { .. } => HCode::H1616,
             Error::CollectiveMismatch(_) => HCode::H1617,
             Error::InvalidArguments(_) => HCode::H1618,
@@ -948,7 +1054,9 @@ impl Error {
             Error::NoResumableEpoch { .. } => HCode::H1622,
             Error::CommitSizeMismatch { .. } => HCode::H1623,
             Error::OpenHandles { .. } => HCode::H1624,
-            Error::Io { .. } | Error::FdLimit { .. } | Error::Usage(_) => return None,
+            Error::Io { .. } | Error::FdLimit { .. } | Error::Usage(_) | Error::Local(_) => {
+                return None
+            }
         })
     }
 

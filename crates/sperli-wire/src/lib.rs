@@ -15,6 +15,7 @@ pub mod abort;
 pub mod bye;
 pub mod ckpt_ack;
 pub mod ckpt_begin;
+pub mod ckpt_chunks;
 pub mod ckpt_data;
 pub mod ckpt_path;
 pub mod codec;

@@ -7,8 +7,9 @@
 //! alternates from run to run), so drift of the machine hits both sides.
 //! Each figure is the median of the runs with its spread (min..max). The
 //! memory/descriptor jobs (`rank rss`) and the checkpoint job (`rank ckpt`,
-//! in a fresh checkpoint directory on a real disk, removed afterwards) have
-//! no OpenMPI twin.
+//! in a fresh checkpoint directory on a real disk, followed by a later run
+//! of the same job that resumes it, `rank resume`; the directory is
+//! removed afterwards) have no OpenMPI twin.
 //!
 //! The full run writes `docs/performance.md` and `docs/img/*.svg`; `--quick`
 //! (fewer runs and iterations, under five minutes on 2 cores) writes to
@@ -16,6 +17,7 @@
 //! a program crashes, errs, times out or prints no figure: never on a slow
 //! figure.
 
+mod ckpt;
 mod latency;
 mod mailbox;
 mod plot;
@@ -589,7 +591,7 @@ fn job(
             let mut a = vec!["rank"];
             a.extend(&args);
             let launcher: Vec<String> = match &ckpt_dir {
-                Some(d) => vec!["--checkpoint-dir".into(), d.display().to_string()],
+                Some(d) => ckpt::launcher_args(d),
                 None => Vec::new(),
             };
             (
@@ -605,7 +607,12 @@ fn job(
         },
     };
     let label = format!("{name} {} n={n}", mode.word());
-    let o = run_retrying(&label, &argv, env, samples);
+    let mut o = run_retrying(&label, &argv, env, samples);
+    if let (Some(d), Ok(_)) = (&ckpt_dir, &o) {
+        if let Err(e) = ckpt::resume_job(p, d, opts.quick, samples) {
+            o = Err(e);
+        }
+    }
     if let Some(d) = &ckpt_dir {
         if d.exists() {
             std::fs::remove_dir_all(d).map_err(|e| {

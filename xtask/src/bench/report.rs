@@ -706,8 +706,10 @@ fn ckpt_section(o: &mut String, s: &Samples, quick: bool) {
          *transfer* = every rank sends the same bytes once to rank (r+1) mod \
          {CKPT_RANKS} and receives its predecessor's (`send_large` / `recv_large`, all \
          ranks at once: the buddy push). Each is rank 0's wall clock between two \
-         barriers; a run's figure is the median of its repetitions ({reps}; no warm-up), \
-         the table shows the median (min..max) of the runs. write+fsync+transfer and the \
+         barriers; a run's figure is the median of its repetitions ({reps}) after two \
+         untimed rounds of all three (a job checkpoints the same state again and again: \
+         the first checkpoints of a size write new files, later ones write over the files \
+         recycled from epoch e - 2), the table shows the median (min..max) of the runs. write+fsync+transfer and the \
          ratio (checkpoint over write+fsync+transfer) are taken per run. Goal (issue 7): \
          ratio <= 1.5.\n"
     );
@@ -728,12 +730,12 @@ fn ckpt_section(o: &mut String, s: &Samples, quick: bool) {
             cell(s.get(&g, "ckpt_ratio", size))
         );
     }
+    super::ckpt::resume_rows(o, s, quick);
     let _ = writeln!(
         o,
-        "\nThe checkpoint benchmark of the crate itself (`cargo bench -p sperli-ckpt --bench \
-         ckpt`: the same three measurements with the 4 ranks as threads of one process, \
-         also at 256 MiB) and what a checkpoint does beyond the baseline are under \
-         \"sperli-ckpt\" below.\n"
+        "\nThe same three measurements with the 4 ranks as threads of one process \
+         (`sperli-bench ckpt-threads [MIB...]`) and where the time of a checkpoint goes are \
+         under \"sperli-ckpt\" below.\n"
     );
 }
 

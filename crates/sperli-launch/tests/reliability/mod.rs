@@ -12,15 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use sperli_wire::ckpt_path::{buddy_file_name, rank_file_name};
 use sperli_wire::ids::Sha256Digest;
 
-use super::{children_of, port_race, result_line, wait_for_ranks};
-
-fn slow() -> bool {
-    if std::env::var("SPERLI_SLOW_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    eprintln!("skipped: set SPERLI_SLOW_TESTS=1 to run this slow test");
-    false
-}
+use super::{children_of, port_race, result_line, slow, wait_for_ranks};
 
 /// `sperli ARGS -- sperli-example EXAMPLE...` with `env`, killed after
 /// `limit` (a watchdog over the launcher's own --timeout); None after a
@@ -77,6 +69,7 @@ fn retry(f: impl Fn() -> Option<Output>) -> Output {
 /// process's sockets are closed by the kernel, so nobody waits for silence.
 #[test]
 fn sigkill_inside_each_collective_ends_every_rank_promptly() {
+    let _cpu = crate::shared_cpu();
     for op in [
         "barrier",
         "bcast",
@@ -132,6 +125,7 @@ fn sigkill_inside_each_collective_ends_every_rank_promptly() {
 /// docs/reliability.md.)
 #[test]
 fn sigstop_of_a_rank_is_h1613_silence_within_the_limit() {
+    let _cpu = crate::shared_cpu();
     let child = Command::new(env!("CARGO_BIN_EXE_sperli"))
         .args([
             "run",
@@ -335,6 +329,7 @@ fn crashed_run(
                 "2000",
                 "--timeout",
                 "120",
+                "--keep-checkpoints",
                 "--checkpoint-dir",
                 root.to_str().unwrap(),
             ],
@@ -357,6 +352,7 @@ fn crashed_run(
 /// it.
 #[test]
 fn sigkill_inside_each_checkpoint_step_resumes_with_the_right_result() {
+    let _cpu = crate::shared_cpu();
     let base = scratch("steps");
     let want = reference(&base.join("clean"));
     let points = [
@@ -409,6 +405,7 @@ fn sigkill_inside_each_checkpoint_step_resumes_with_the_right_result() {
 /// epoch 2 and ends with the right result.
 #[test]
 fn sigkill_inside_resume_is_restarted_again_and_resumes() {
+    let _cpu = crate::shared_cpu();
     let base = scratch("resume");
     let want = reference(&base.join("clean"));
     let root = base.join("crashed");
@@ -463,6 +460,7 @@ fn scale_run(n: u32, silence_ms: &str) -> (u128, u128, u64, u64, usize) {
                 silence_ms,
                 "--timeout",
                 "240",
+                "--keep-checkpoints",
                 "--checkpoint-dir",
                 root.to_str().unwrap(),
             ],
@@ -518,6 +516,7 @@ fn scale_to_64_ranks_on_loopback() {
     if !slow() {
         return;
     }
+    let _cpu = crate::exclusive_cpu();
     println!("ranks startup_ms wall_ms hwm_max_kib hwm_mean_kib fds_max");
     for n in [8, 16, 32, 64] {
         let (startup, wall, hwm_max, hwm_mean, fds) = scale_run(n, "5000");

@@ -1,0 +1,87 @@
+//! What the launcher needs from the OS that `std` does not offer: a child
+//! that dies with the launcher (`PR_SET_PDEATHSIG`), the launcher as the
+//! reaper of its ranks' orphans (`PR_SET_CHILD_SUBREAPER`), and signals to
+//! a process group. (What `/proc` says about a process: [`crate::procfs`].)
+//!
+//! The one `unsafe` block of the crate is here: `Command::pre_exec` runs a
+//! closure in the forked child before `exec`, where only async-signal-safe
+//! calls are allowed. nix's `prctl` and `getppid` wrappers are single
+//! system calls without allocation, so they qualify.
+#![allow(unsafe_code)]
+
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::{getppid, Pid};
+
+/// Makes `cmd`'s child the leader of a process group of its own (so a
+/// signal to the group reaches every process the rank starts), and has
+/// the kernel send it SIGKILL when the thread that spawns it ends (the
+/// launcher's main thread: the launcher died, however it died).
+pub fn rank_group_dying_with_launcher(cmd: &mut Command) {
+    cmd.process_group(0);
+    let parent = Pid::this();
+    // SAFETY: the closure runs in the child between fork and exec. It only
+    // makes two system calls (prctl, getppid) through nix's thin wrappers,
+    // which neither allocate nor take locks, so it is async-signal-safe;
+    // it touches no memory shared with the parent except the copied pid.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            // The launcher may have died between fork and prctl: then no
+            // signal comes, so do not start at all.
+            if getppid() != parent {
+                return Err(nix::errno::Errno::ESRCH.into());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Makes this process the reaper of its descendants' orphans: a rank's
+/// grandchild whose parent exits becomes the launcher's child, so the
+/// launcher can wait for it and knows when a rank's process group is
+/// empty. Best effort (false where the kernel refuses).
+pub fn become_subreaper() -> bool {
+    nix::sys::prctl::set_child_subreaper(true).is_ok()
+}
+
+/// Sends `sig` to the process group `pgid`; false when the group has no
+/// process left.
+pub fn signal_group(pgid: u32, sig: Signal) -> bool {
+    match i32::try_from(pgid) {
+        Ok(p) if p > 1 => killpg(Pid::from_raw(p), sig).is_ok(),
+        _ => false,
+    }
+}
+
+/// Whether this process is the reaper of its descendants' orphans.
+pub fn is_subreaper() -> bool {
+    nix::sys::prctl::get_child_subreaper().unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rank_leads_its_own_group() {
+        use crate::procfs::{group_members, proc_state, ProcState};
+        let mut c = Command::new("sleep");
+        c.arg("30");
+        rank_group_dying_with_launcher(&mut c);
+        let mut child = c.spawn().unwrap();
+        let pid = child.id();
+        assert!(signal_group(pid, Signal::SIGSTOP));
+        let t = std::time::Instant::now();
+        while proc_state(pid) != ProcState::Stopped {
+            assert!(t.elapsed() < std::time::Duration::from_secs(10));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(group_members(pid), vec![pid]);
+        assert!(signal_group(pid, Signal::SIGKILL));
+        let _ = child.wait();
+        assert!(!signal_group(pid, Signal::SIGKILL));
+    }
+}

@@ -1,0 +1,143 @@
+//! How a job run ended: each rank's exit, the root cause with its host
+//! and the message the launcher prints, and the launcher's exit status
+//! (docs/launcher.md, "Exit status", "Which rank failed").
+
+use nix::sys::signal::Signal;
+
+use crate::root_cause::{Cause, Verdict};
+use crate::spawn::SpawnFailure;
+
+/// Exit code of the launcher when `--timeout` ends a job (as `timeout(1)`).
+pub const EXIT_TIMEOUT: i32 = 124;
+/// Exit code of the launcher for a usage or set-up error before any rank
+/// ran, and for a rank that could not be started.
+pub const EXIT_USAGE: i32 = 2;
+
+/// How a rank ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankExit {
+    /// Exited with this code.
+    Code(i32),
+    /// Killed by this signal.
+    Signal(i32),
+}
+
+impl RankExit {
+    /// Whether this is a clean exit.
+    pub fn success(self) -> bool {
+        self == RankExit::Code(0)
+    }
+
+    /// The launcher's exit code for it: the code, or 128 + signal.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            RankExit::Code(c) => c,
+            RankExit::Signal(s) => 128 + s,
+        }
+    }
+}
+
+impl std::fmt::Display for RankExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RankExit::Code(c) => write!(f, "exit code {c}"),
+            RankExit::Signal(s) => match Signal::try_from(*s) {
+                Ok(sig) => write!(f, "signal {s} ({})", sig.as_str()),
+                Err(_) => write!(f, "signal {s}"),
+            },
+        }
+    }
+}
+
+/// A failed job's root cause with the host it ran on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blame {
+    /// The verdict ([`crate::root_cause::root_cause`]).
+    pub verdict: Verdict,
+    /// The root-cause rank's host.
+    pub host: String,
+}
+
+impl std::fmt::Display for Blame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = &self.verdict;
+        write!(f, "rank {} on {} ", v.rank, self.host)?;
+        match &v.cause {
+            Cause::Exited(e, Some(code)) if *code != 0 => write!(f, "failed ({e}, H{code})")?,
+            Cause::Exited(e, _) => write!(f, "failed ({e})")?,
+            Cause::Stopped => f.write_str("failed: it is stopped (SIGSTOP or a debugger) and its peers lost it")?,
+            Cause::Unresponsive => {
+                f.write_str("failed: its peers lost it, but it did not exit (hung, or its host is unreachable)")?
+            }
+            Cause::NeverJoined => {
+                f.write_str("never joined the job: its peers' set-up ended without it (H1616)")?
+            }
+            Cause::NotStarted => write!(
+                f,
+                "never started within the set-up window ({} s): the remote shell or srun did not run it",
+                sperli_wire::limits::SETUP_WINDOW_MS / 1000
+            )?,
+            Cause::StartFailed(e) => write!(
+                f,
+                "was not started: the remote shell or srun ended ({e}) before the rank ran (its message is above)"
+            )?,
+        }
+        if !v.also.is_empty() {
+            let also: Vec<String> = v.also.iter().map(u32::to_string).collect();
+            write!(f, " (so did ranks {})", also.join(", "))?;
+        }
+        if let Some((from, a)) = &v.abort {
+            let reason = sperli_wire::abort::AbortReason::from_code(a.reason);
+            write!(
+                f,
+                "; the job was aborted by rank {from}: reason {reason}, code {}",
+                a.code
+            )?;
+            if !a.message.is_empty() {
+                write!(f, ": {}", a.message)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a job run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every rank exited 0.
+    Success,
+    /// A rank failed; the root cause ([`crate::root_cause::root_cause`]).
+    Failed(Blame),
+    /// `--timeout` passed.
+    TimedOut,
+    /// The launcher got SIGINT or SIGTERM (the signal number).
+    Interrupted(i32),
+    /// A rank could not be started.
+    SpawnFailed(SpawnFailure),
+}
+
+impl Outcome {
+    /// The launcher's exit status for this outcome.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Outcome::Success => 0,
+            Outcome::Failed(b) => b.verdict.exit_code,
+            Outcome::TimedOut => EXIT_TIMEOUT,
+            Outcome::Interrupted(sig) => 128 + sig,
+            Outcome::SpawnFailed { .. } => EXIT_USAGE,
+        }
+    }
+
+    /// Whether a restart may help (a rank failed; not a timeout or Ctrl-C).
+    pub fn restartable(&self) -> bool {
+        matches!(self, Outcome::Failed(_))
+    }
+
+    /// The root-cause rank, if a rank failed.
+    pub fn failed_rank(&self) -> Option<u32> {
+        match self {
+            Outcome::Failed(b) => Some(b.verdict.rank),
+            _ => None,
+        }
+    }
+}
