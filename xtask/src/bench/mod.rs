@@ -18,6 +18,7 @@
 //! figure.
 
 mod ckpt;
+mod latency;
 mod mailbox;
 mod pipelined;
 mod plot;
@@ -680,6 +681,7 @@ fn measure(p: &Programs, opts: &Options) -> Result<Samples, String> {
                 job(p, opts, side, mode, &mut samples)?;
             }
         }
+        latency::spin_off(p, opts, &mut samples)?;
         mailbox::job(p, opts, &mut samples)?;
         pipelined::jobs(p, opts, run, &mut samples)?;
     }
@@ -769,6 +771,7 @@ pub fn run(args: &[String]) -> i32 {
     }
     println!("{}", report::goals_section(&samples, opts.quick));
     println!("{}", pipelined::goals(&samples));
+    println!("{}", latency::section(&samples));
     println!(
         "xtask bench: wrote {} and {}/{{bandwidth,allreduce,allreduce-pipelined}}.svg in {secs:.0} s",
         doc.display(),
