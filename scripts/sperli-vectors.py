@@ -7,8 +7,10 @@ This is a second implementation of the SPERLI v1 codecs, written from
 /work/shared/spec/sperli-v1-layouts.md and the format header of the vectors
 file (xtask/src/vectors_header.txt); the pipelined collectives of HELLO
 feature bit 1 (the `features=` receivers and the `collective-stream` kind)
-are written from section 14 of docs/sperli-protocol.md alone.  It never
-calls the Rust code.
+are written from section 14 of docs/sperli-protocol.md alone, the
+communicators of feature bit 2 (communicator ids in COLLECTIVE tags, the
+`communicator-split` and `communicator-take` kinds) from its section 15
+alone.  It never calls the Rust code.
 
 Every entry is checked on its own: the verdict is recomputed from the bytes,
 the stated fields are compared with what the bytes decode to, the bytes are
@@ -88,6 +90,10 @@ KIND_KEYS = {
     "reduce": (("type", "reduction", "left", "right", "result"), ()),
     "collective-stream": (("receiver", "call", "due", "frames", "verdict"),
                           ("at", "taken", "complete")),
+    "communicator-split": (("parent", "exchange", "verdict"),
+                           ("records", "id", "members", "rank")),
+    "communicator-take": (("receiver", "communicators", "take", "frames",
+                           "verdict", "at"), ()),
 }
 
 KEY_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
@@ -587,6 +593,10 @@ def header_verdict(h, rx):
         return "reject H1610 payload_length"
     if t == DATA:
         if h["tag"] >= 1 << 31:
+            return "reject H1610 tag"
+    elif t == COLLECTIVE and rx["features"] & FEATURE_COMMUNICATORS:
+        # 15.2: with bit 2 the tag is the communicator id, 0..=2^31-1
+        if h["tag"] > MAX_COMMUNICATOR_ID:
             return "reject H1610 tag"
     elif h["tag"] != 0:
         return "reject H1610 tag"
@@ -1391,6 +1401,8 @@ def fmt_elements(got):
 # ---------------------------------------------------------------------------
 
 FEATURE_PIPELINED = 2
+FEATURE_COMMUNICATORS = 4
+MAX_COMMUNICATOR_ID = (1 << 31) - 1
 MAX_CHUNK_DATA = MAX_PAYLOAD - 16 - 16
 REDUCING_OPS = (3, 4, 8)          # reduce, allreduce, reduce_scatter
 COLL_HEAD = [("operation", U8, None), ("element_type", U8, None),
@@ -1599,6 +1611,124 @@ def check_collective_stream(entry):
 
 
 # ---------------------------------------------------------------------------
+# Communicators: HELLO feature bit 2 (docs/sperli-protocol.md, 15)
+# ---------------------------------------------------------------------------
+
+NO_COLOR = (1 << 64) - 1
+SPLIT_RECORD = 24
+SPLIT_VERDICTS = ("accept", "reject H1617 exchange", "reject H1617 length",
+                  "reject H1618 ids")
+
+
+def split_compute(x, size, me):
+    """15.3: from the allgathered records (24 bytes per parent rank),
+    (verdict, records, id, members, rank) for parent rank `me`."""
+    if len(x) != SPLIT_RECORD * size:
+        return "reject H1617 length", None, None, None, None
+    recs = []
+    for i in range(size):
+        color, key, highest = struct.unpack_from("<QQQ", x, SPLIT_RECORD * i)
+        if color != NO_COLOR and color > 0xFFFFFFFF:
+            return "reject H1617 exchange", None, None, None, None
+        if key >= 1 << 63:
+            key -= 1 << 64            # two's complement i64
+        if not -(1 << 31) <= key < 1 << 31:
+            return "reject H1617 exchange", None, None, None, None
+        if highest > MAX_COMMUNICATOR_ID:
+            return "reject H1617 exchange", None, None, None, None
+        recs.append((None if color == NO_COLOR else color, key, highest))
+    new_id = 1 + max(h for _, _, h in recs)
+    if new_id > MAX_COMMUNICATOR_ID:
+        return "reject H1618 ids", None, None, None, None
+    mine = recs[me][0]
+    if mine is None:
+        return "accept", recs, new_id, None, None
+    group = sorted((k, p) for p, (c, k, _) in enumerate(recs) if c == mine)
+    members = [p for _, p in group]
+    return "accept", recs, new_id, members, members.index(me)
+
+
+def check_communicator_split(entry):
+    probs = []
+    par = dict(parse_field_list(entry["parent"]))
+    if sorted(par) != ["rank", "size"]:
+        return ["parent: fields must be size rank"]
+    size, me = dec(par["size"], 32), dec(par["rank"], 32)
+    if not 1 <= size or me >= size:
+        return ["parent: rank %d is not below size %d" % (me, size)]
+    x = unhex(entry["exchange"])
+    verdict, recs, new_id, members, rank = split_compute(x, size, me)
+    stated = entry["verdict"]
+    if stated not in SPLIT_VERDICTS:
+        probs.append("verdict: not a split verdict: %r" % stated)
+    if stated != verdict:
+        probs.append("verdict: entry says %r, computed %r" % (stated, verdict))
+    keys = ("records", "id", "members", "rank")
+    if verdict != "accept":
+        for k in keys:
+            if k in entry:
+                probs.append("%s: given for a rejected split" % k)
+        return probs
+    for k in keys:
+        if k not in entry:
+            probs.append("%s: missing in an accepted split" % k)
+    if probs:
+        return probs
+    want = {
+        "records": " ".join("%s/%d/%d" % ("none" if c is None else c, k, h)
+                            for c, k, h in recs),
+        "id": str(new_id),
+        "members": "none" if members is None else ",".join(map(str, members)),
+        "rank": "none" if rank is None else str(rank),
+    }
+    for k in keys:
+        if entry[k] != want[k]:
+            probs.append("%s: entry says %r, computed %r" % (k, entry[k], want[k]))
+    return probs
+
+
+def check_communicator_take(entry):
+    probs = []
+    rx = dict(parse_field_list(entry["receiver"]))
+    if sorted(rx) != ["highest", "making", "rank"]:
+        return ["receiver: fields must be rank highest making"]
+    me, highest = dec(rx["rank"], 32), dec(rx["highest"], 32)
+    if rx["making"] not in ("yes", "no"):
+        return ["receiver: making is yes or no"]
+    making = rx["making"] == "yes"
+    comms = {}
+    for item in entry["communicators"].split(" "):
+        cid, _, mem = item.partition(":")
+        members = [dec(m, 32) for m in mem.split(",")]
+        if me not in members:
+            probs.append("communicators: %s does not hold the receiver" % cid)
+        comms[dec(cid, 32)] = members
+    tk = dict(parse_field_list(entry["take"]))
+    if sorted(tk) != ["communicator", "from"]:
+        return probs + ["take: fields must be from communicator"]
+    frm, c = dec(tk["from"], 32), dec(tk["communicator"], 32)
+    if frm not in comms.get(c, []):
+        probs.append("take: rank %d is not a member of communicator %d" % (frm, c))
+    tags = [dec(t, 32) for t in entry["frames"].split(" ") if t != ""]
+    verdict, at = "accept", "none"
+    for i, t in enumerate(tags):
+        if t == c:
+            at = str(i)
+            break
+        # 15.4 table: kept for a shared communicator of which the sender is
+        # a member, or above highest while making one; else H1617
+        kept = (frm in comms[t]) if t in comms else (making and t > highest)
+        if not kept:
+            verdict, at = "reject H1617 communicator", str(i)
+            break
+    if entry["verdict"] != verdict:
+        probs.append("verdict: entry says %r, computed %r" % (entry["verdict"], verdict))
+    if entry["at"] != at:
+        probs.append("at: entry says %r, computed %r" % (entry["at"], at))
+    return probs
+
+
+# ---------------------------------------------------------------------------
 # Driver
 # ---------------------------------------------------------------------------
 
@@ -1611,6 +1741,8 @@ CHECKERS = {
     "join-token": check_join_token,
     "reduce": check_reduce,
     "collective-stream": check_collective_stream,
+    "communicator-split": check_communicator_split,
+    "communicator-take": check_communicator_take,
 }
 
 

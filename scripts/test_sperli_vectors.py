@@ -191,6 +191,8 @@ VERDICTS = {
     + ["reject H1615 " + c for c in sv.JOBDESC_CHECKS],
     "collective-stream": ["accept"] + ["reject %s %s" % (h, c) for h in ("H1610", "H1617", "H1618")
                                        for c in sv.STREAM_CHECKS],
+    "communicator-split": list(sv.SPLIT_VERDICTS),
+    "communicator-take": ["accept", "reject H1617 communicator"],
 }
 
 
@@ -431,6 +433,47 @@ class PipelinedChecks(unittest.TestCase):
         self.assertEqual(rule(head(4, 6, 1, 3) + chunk(2**64 - 1, 8, 8), 3), "chunk_end")
         self.assertEqual(rule(head(4, 6, 1, 3) + chunk(0, 16, 4), 3), "chunk_align")
         self.assertIsNone(rule(head(4, 6, 1, 3) + chunk(8, 12, 4), 3))
+
+
+class Communicators(unittest.TestCase):
+    """Feature bit 2 (protocol 15): tags, splits and takes."""
+
+    assertProblem = NegativeChecks.assertProblem
+
+    def test_tag_needs_bit_2(self):
+        by_name = {e["name"]: e for e in load(VECTORS)}
+        e = dict(by_name["frame-collective-communicator-3"])
+        e["receiver"] = e["receiver"].replace(" features=5", " features=3")
+        self.assertProblem(e, "reject H1610 tag")
+
+    def test_wrong_split_lines(self):
+        by_name = {e["name"]: e for e in load(VECTORS)}
+        for key, value in (("id", "7"), ("members", "2,0,4"), ("rank", "0"),
+                           ("records", "0/0/0")):
+            e = dict(by_name["split-uneven-groups-rank-4"])
+            e[key] = value
+            self.assertProblem(e, key)
+        e = dict(by_name["split-uneven-groups-rank-4"])
+        e["parent"] = "size=6 rank=3"
+        self.assertProblem(e, "members")
+
+    def test_split_compute(self):
+        rec = lambda c, k, h: ((2**64 - 1 if c is None else c).to_bytes(8, "little")
+                               + (k % 2**64).to_bytes(8, "little") + h.to_bytes(8, "little"))
+        x = rec(1, 0, 2) + rec(0, 5, 2) + rec(1, -3, 2) + rec(None, 0, 2)
+        v, _, new_id, members, rank = sv.split_compute(x, 4, 0)
+        self.assertEqual((v, new_id, members, rank), ("accept", 3, [2, 0], 1))
+        self.assertEqual(sv.split_compute(x, 4, 3)[3], None)
+        self.assertEqual(sv.split_compute(x[:-1], 4, 0)[0], "reject H1617 length")
+
+    def test_wrong_take_lines(self):
+        by_name = {e["name"]: e for e in load(VECTORS)}
+        e = dict(by_name["take-passes-over-a-shared-communicator"])
+        e["at"] = "0"
+        self.assertProblem(e, "at")
+        e = dict(by_name["take-id-above-highest-while-making"])
+        e["receiver"] = "rank=1 highest=5 making=no"
+        self.assertProblem(e, "verdict")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ comment at the top of each fuzz_targets/*.rs):
   hex               the lines of job descriptions (without "\\n")
   reduce            type code, reduction code, 0 (split in halves), left,
                     right
+  communicator      size, rank, then a split's exchange (the
+                    `communicator-split` entries)
   pipeline          a features byte + `u16 len` records of COLLECTIVE
                     payloads: the COLLECTIVE frames of a `features=`
                     receiver, and the frames of each `collective-stream`
@@ -81,10 +83,13 @@ def fields(value):
 
 
 def receiver_bytes(value):
+    # fuzz_targets/common: the job's features 1 and 2 ride in bits 1 and 2
+    # of the size's top byte
     f = fields(value)
+    feats = int(f.get("features", "1")) & 0b110
     return (bytes.fromhex(f["job"])
             + struct.pack("<IIII", int(f["rank"]), int(f["peer"]),
-                          int(f["incarnation"]), int(f["size"])))
+                          int(f["incarnation"]), int(f["size"]) | (feats << 24)))
 
 
 class Corpus:
@@ -175,6 +180,10 @@ def main(argv):
             recs = b"".join(struct.pack("<H", len(f)) + f
                             for f in (bytes.fromhex(x) for x in e["frames"].split()))
             corpus.add("pipeline", bytes([feats]) + recs)
+        elif kind == "communicator-split":
+            f = fields(e["parent"])
+            corpus.add("communicator", bytes([int(f["size"]), int(f["rank"])])
+                       + bytes.fromhex(e["exchange"]))
         elif kind == "rank-file":
             corpus.add("rank_file", bytes.fromhex(e["bytes"]))
         elif kind == "commit-file":

@@ -607,6 +607,29 @@ pub enum MismatchError {
         /// The type that came.
         got: FrameType,
     },
+    /// A COLLECTIVE frame of a communicator that is not one of both
+    /// ranks' (feature bit 2, protocol §15.4), found while a call on
+    /// communicator `expected` took frames from `from` (a job rank).
+    #[error("from rank {from}: a frame of communicator {got}, which this rank does not share with it (a call on communicator {expected} took frames)")]
+    Communicator {
+        /// The sender (job rank).
+        from: u32,
+        /// The communicator of the call that took frames.
+        expected: u32,
+        /// The frame's communicator id (its header tag).
+        got: u32,
+    },
+    /// A record of a split's exchange that breaks its rule (feature bit 2,
+    /// protocol §15.3).
+    #[error("split exchange: rank {from}'s {field} is {got}")]
+    Exchange {
+        /// The parent rank whose record it is.
+        from: u32,
+        /// `color`, `key` or `highest`.
+        field: &'static str,
+        /// The value.
+        got: u64,
+    },
 }
 
 /// Why collective arguments are invalid (H1618).
@@ -686,6 +709,45 @@ pub enum ArgumentError {
         len: usize,
         /// The maximum.
         max: usize,
+    },
+    /// No communicator id is left: the next one would be above
+    /// 2147483647 (feature bit 2, protocol §15.3).
+    #[error("no communicator id is left above {highest}")]
+    CommunicatorIds {
+        /// The largest id in use.
+        highest: u64,
+    },
+    /// A v-call refused on every rank because rank `rank` refused it
+    /// (its own counts or block did not fit: protocol §8.9).
+    #[error("rank {rank} refused the call: its counts or its block are not valid")]
+    RefusedBy {
+        /// The rank that refused (communicator rank).
+        rank: u32,
+    },
+    /// One count per rank is needed (v-calls, protocol §8.9).
+    #[error("{got} counts for {size} ranks")]
+    Counts {
+        /// Counts given.
+        got: usize,
+        /// The communicator's size.
+        size: u32,
+    },
+    /// Counts that do not add up to the data (v-calls).
+    #[error("counts add up to {sum} elements, the data has {len}")]
+    CountsSum {
+        /// The sum of the counts.
+        sum: u64,
+        /// The data's elements.
+        len: usize,
+    },
+    /// A message longer than the buffer given to receive it (MPI's
+    /// `MPI_ERR_TRUNCATE`); the message is dropped.
+    #[error("a message of {len} bytes does not fit a buffer of {room} bytes")]
+    Truncated {
+        /// The message's bytes.
+        len: usize,
+        /// The buffer's bytes.
+        room: usize,
     },
 }
 
@@ -1038,6 +1100,18 @@ pub enum UsageError {
     /// A checkpoint after epoch `u64::MAX`: the epoch counter is used up.
     #[error("no checkpoint epoch is left after {}", u64::MAX)]
     EpochsExhausted,
+    /// split or dup in a job that did not negotiate HELLO feature bit 2
+    /// (protocol §15.1): nothing is sent, the job goes on.
+    #[error("communicators need HELLO feature bit 2 on every rank of the job (protocol §15.1); this job runs without it")]
+    NoCommunicators,
+    /// A receive or probe from any source on a communicator made by split
+    /// or dup (messages carry no communicator: name the source).
+    #[error("a receive from any source is only available on the job's communicator; name the source on a communicator made by split or dup")]
+    AnySourceOnSubcommunicator,
+    /// A call that needs the communicator's own thread (a non-blocking
+    /// collective) where the link cannot be shared with one.
+    #[error("this communicator's progress thread is gone (the communicator was taken apart)")]
+    ProgressStopped,
     /// A variable the launcher sets is missing from the environment.
     #[error("{var} is not set: {hint}")]
     MissingEnv {

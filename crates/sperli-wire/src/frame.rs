@@ -48,7 +48,8 @@ pub enum Received<'a> {
 }
 
 /// Judges a whole frame held in memory: the header check, then (only if
-/// accepted) the payload. `bytes` must be exactly one frame.
+/// accepted) the payload, both with the job's features in `rx` (protocol
+/// §6.2 checks 12 and 13). `bytes` must be exactly one frame.
 pub fn decode_frame<'a>(bytes: &'a [u8], rx: &Receiver) -> Result<Received<'a>, FrameError> {
     let Some((head, payload)) = bytes.split_first_chunk::<HEADER_LEN>() else {
         return Err(FrameError::CutShort {
@@ -72,7 +73,8 @@ pub fn decode_frame<'a>(bytes: &'a [u8], rx: &Receiver) -> Result<Received<'a>, 
         Verdict::Discard { length } => expect(length).map(|()| Received::Discard),
         Verdict::Accept(h) => {
             expect(h.length)?;
-            Ok(Received::Accept(h, Payload::decode(h.frame_type, payload)?))
+            let p = Payload::decode_with(h.frame_type, payload, rx.features)?;
+            Ok(Received::Accept(h, p))
         }
     }
 }
@@ -92,6 +94,7 @@ mod tests {
             peer_rank: 0,
             incarnation: 1,
             size: 2,
+            features: crate::limits::FEATURE_V1_CORE,
         };
         let h = FrameHeader::new(FrameType::Data, job, 0, 1, 1).with_tag(4);
         let f = encode_frame(h, &Payload::Data(Data(b"hi")));

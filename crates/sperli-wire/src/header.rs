@@ -10,7 +10,8 @@ use crate::error::FrameError;
 use crate::frame_type::FrameType;
 use crate::ids::JobId;
 use crate::limits::{
-    commit_file_len, HEADER_LEN, MAX_ABORT_MESSAGE, MAX_CKPT_CHUNK, MAX_PAYLOAD, MAX_USER_TAG,
+    commit_file_len, FEATURE_COMMUNICATORS, HEADER_LEN, MAX_ABORT_MESSAGE, MAX_CKPT_CHUNK,
+    MAX_COMMUNICATOR_ID, MAX_PAYLOAD, MAX_USER_TAG,
 };
 
 /// A header with every field as it is on the wire, valid or not. Used to
@@ -36,7 +37,8 @@ pub struct RawHeader {
     pub target: u32,
     /// Sender's incarnation.
     pub incarnation: u32,
-    /// Tag (DATA only; 0 for every other type).
+    /// Tag (DATA; COLLECTIVE with feature bit 2: the communicator id; 0
+    /// for every other type).
     pub tag: u32,
     /// Checkpoint epoch (checkpoint and RESUME frames; 0 otherwise).
     pub epoch: u64,
@@ -174,6 +176,12 @@ pub struct Receiver {
     pub incarnation: u32,
     /// The job size (CKPT_COMMIT's payload length depends on it).
     pub size: u32,
+    /// The HELLO feature bits the job negotiated, as the receiver knows
+    /// them (protocol §6.2 checks 12 and 13, §7.1.1): bit 2 lets a
+    /// COLLECTIVE frame carry a communicator id in its tag (§15.2), bit 1
+    /// the pipelined payloads (§14.2). [`crate::limits::FEATURE_V1_CORE`]
+    /// for a v1 job.
+    pub features: u64,
 }
 
 /// The answer of [`check`].
@@ -216,7 +224,7 @@ pub fn payload_length_rule(t: FrameType, size: u32) -> (u32, u32) {
 /// use sperli_wire::header::{check, FrameHeader, Receiver, Verdict};
 /// use sperli_wire::{FrameType, JobId};
 /// let job = JobId([1; 16]);
-/// let rx = Receiver { job_id: job, own_rank: 1, peer_rank: 0, incarnation: 1, size: 2 };
+/// let rx = Receiver { job_id: job, own_rank: 1, peer_rank: 0, incarnation: 1, size: 2, features: 1 };
 /// let h = FrameHeader::new(FrameType::Data, job, 0, 1, 1).with_tag(5);
 /// assert!(matches!(check(&h.to_bytes(), &rx), Verdict::Accept(_)));
 /// let old = FrameHeader { length: 9, ..FrameHeader::new(FrameType::Data, job, 0, 1, 0) };
@@ -291,8 +299,14 @@ fn judge(h: &RawHeader, rx: &Receiver) -> Result<Option<FrameHeader>, FrameError
             got: h.length,
         });
     }
+    let communicators = rx.features & FEATURE_COMMUNICATORS != 0;
     if frame_type == FrameType::Data {
         if h.tag > MAX_USER_TAG {
+            return Err(FrameError::ReservedTag { got: h.tag });
+        }
+    } else if frame_type == FrameType::Collective && communicators {
+        // Protocol §15.2: with bit 2 the tag is the communicator id.
+        if h.tag > MAX_COMMUNICATOR_ID {
             return Err(FrameError::ReservedTag { got: h.tag });
         }
     } else if h.tag != 0 {
@@ -343,6 +357,7 @@ mod tests {
         peer_rank: 1,
         incarnation: 3,
         size: 4,
+        features: crate::limits::FEATURE_V1_CORE,
     };
 
     fn raw(t: FrameType) -> RawHeader {
@@ -446,6 +461,38 @@ mod tests {
             fix(&mut h);
         }
         assert!(matches!(verdict(h), Verdict::Accept(_)));
+    }
+
+    #[test]
+    fn a_collective_tag_is_a_communicator_id_only_with_bit_2() {
+        use crate::limits::{FEATURES_IMPLEMENTED, FEATURE_PIPELINED};
+        let mut h = raw(FrameType::Collective);
+        h.length = 16;
+        h.tag = 5;
+        for f in [1, 1 | FEATURE_PIPELINED] {
+            let rx = Receiver { features: f, ..RX };
+            assert!(matches!(
+                check(&h.to_bytes(), &rx),
+                Verdict::Reject(FrameError::NonZeroTag { .. })
+            ));
+        }
+        let rx = Receiver {
+            features: FEATURES_IMPLEMENTED,
+            ..RX
+        };
+        assert!(matches!(check(&h.to_bytes(), &rx), Verdict::Accept(a) if a.tag == 5));
+        h.tag = MAX_COMMUNICATOR_ID + 1;
+        match check(&h.to_bytes(), &rx) {
+            Verdict::Reject(e) => assert_eq!(check_name(&e), "tag"),
+            v => panic!("{v:?}"),
+        }
+        // DATA and the other types are unchanged by the bit.
+        let mut b = raw(FrameType::Bye);
+        b.tag = 5;
+        assert!(matches!(
+            check(&b.to_bytes(), &rx),
+            Verdict::Reject(FrameError::NonZeroTag { .. })
+        ));
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod ckpt_path;
 pub mod codec;
 pub mod collective;
 pub mod commit_file;
+pub mod communicator;
 pub mod data;
 pub mod element;
 pub mod env;

@@ -46,15 +46,49 @@ pub enum Payload<'a> {
 
 impl<'a> Payload<'a> {
     /// Decodes the payload of a frame of type `t` (whose header passed
-    /// [`crate::header::check`]). Any failure is H1610.
+    /// [`crate::header::check`]) as a receiver in a job that negotiated
+    /// the HELLO `features` judges it (protocol §6.2 check 13, §7.1.1): a
+    /// COLLECTIVE payload by the rules of the extensions in `features`
+    /// (the pipelined phases and operations of §14.2 only with bit 1).
+    /// Any failure is H1610. This is what a frame reader calls when a
+    /// frame arrives.
     ///
-    /// A COLLECTIVE payload is judged here by the rules of every extension
-    /// this implementation knows ([`FEATURES_IMPLEMENTED`]): it must be a
-    /// frame some job could accept. Whether *this* job accepts it depends
-    /// on the features the job negotiated (protocol §7.1.1, §14.1: a
-    /// pipelined frame in a job without bit 1 is H1610); the collective
-    /// layer judges that when it takes the frame, with
-    /// [`crate::pipeline::CollectivePayload::decode`].
+    /// ```
+    /// use sperli_wire::collective::{CollectiveHeader, Operation, Phase};
+    /// use sperli_wire::limits::{FEATURE_PIPELINED, FEATURE_V1_CORE};
+    /// use sperli_wire::payload::Payload;
+    /// use sperli_wire::pipeline::{encode_open, Open};
+    /// use sperli_wire::FrameType;
+    /// let h = CollectiveHeader { operation: Operation::Allreduce, element_type: 6,
+    ///     reduction: 1, phase: Phase::Open, root: 0, sequence: 1 };
+    /// let mut p = Vec::new();
+    /// encode_open(&h, Open { total: 8, fanout: 1 }, &mut p);
+    /// let with_bit_1 = FEATURE_V1_CORE | FEATURE_PIPELINED;
+    /// assert!(Payload::decode_with(FrameType::Collective, &p, with_bit_1).is_ok());
+    /// assert!(Payload::decode_with(FrameType::Collective, &p, FEATURE_V1_CORE).is_err());
+    /// ```
+    pub fn decode_with(t: FrameType, bytes: &'a [u8], features: u64) -> Result<Self, FrameError> {
+        if t == FrameType::Collective {
+            let c = CollectivePayload::decode(bytes, features).map_err(|error| {
+                FrameError::Payload {
+                    frame_type: t,
+                    error,
+                }
+            })?;
+            return Ok(Payload::Collective(Collective {
+                header: c.header,
+                data: &bytes[COLLECTIVE_HEADER_LEN..],
+            }));
+        }
+        Self::decode(t, bytes)
+    }
+
+    /// Decodes the payload of a frame of type `t` by the rules of every
+    /// extension this implementation knows ([`FEATURES_IMPLEMENTED`]): a
+    /// payload some job could accept. A receiver judges an arriving frame
+    /// with [`Payload::decode_with`] and its job's features instead; this
+    /// form re-reads a payload that was judged already (it cannot fail
+    /// then) and suits tools that know no job.
     pub fn decode(t: FrameType, bytes: &'a [u8]) -> Result<Self, FrameError> {
         let wrap = |error| FrameError::Payload {
             frame_type: t,

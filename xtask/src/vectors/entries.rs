@@ -837,5 +837,6 @@ pub fn all() -> Vec<Entry> {
     v.extend(tokens());
     v.extend(reduces());
     v.extend(super::pipelined::entries());
+    v.extend(super::communicators::entries());
     v
 }

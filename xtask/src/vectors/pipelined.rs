@@ -284,15 +284,34 @@ fn star(h: CollectiveHeader, len: usize) -> Vec<u8> {
 }
 
 fn frame(name: &str, own: u32, peer: u32, features: Option<u64>, payload: &[u8]) -> Entry {
+    frame_tagged(name, own, peer, features, 0, payload)
+}
+
+/// A COLLECTIVE `frame` entry with header `tag` (a communicator id with
+/// feature bit 2, protocol §15.2). A frame whose header the receiver
+/// rejects carries only its 52 header bytes (the receiver reads no more).
+pub fn frame_tagged(
+    name: &str,
+    own: u32,
+    peer: u32,
+    features: Option<u64>,
+    tag: u32,
+    payload: &[u8],
+) -> Entry {
     let mut rx = format!("job={JOB} rank={own} peer={peer} incarnation={INC} size={SIZE}");
     if let Some(f) = features {
         rx.push_str(&format!(" features={f}"));
     }
-    let h = FrameHeader::new(FrameType::Collective, JOB, peer, own, INC);
-    let e = Entry::new(name, "frame")
-        .with("receiver", rx)
-        .with("bytes", hex::encode(&encode_frame_bytes(h, payload)));
-    derive(e).unwrap_or_else(|why| panic!("{name}: {why}"))
+    let h = FrameHeader::new(FrameType::Collective, JOB, peer, own, INC).with_tag(tag);
+    let bytes = encode_frame_bytes(h, payload);
+    let entry = |b: &[u8]| {
+        Entry::new(name, "frame")
+            .with("receiver", rx.clone())
+            .with("bytes", hex::encode(b))
+    };
+    derive(entry(&bytes))
+        .or_else(|_| derive(entry(&bytes[..52])))
+        .unwrap_or_else(|why| panic!("{name}: {why}"))
 }
 
 fn frames() -> Vec<Entry> {
@@ -379,6 +398,30 @@ fn frames() -> Vec<Entry> {
         let e = frame(name, 1, 0, Some(BOTH), &p);
         assert_eq!(e.get("verdict"), Some("reject H1610 payload"), "{name}");
         v.push(e);
+    }
+    // Protocol §14.1: the frames of bit 1 in a job without it are judged
+    // when they arrive, as payloads that do not decode by the v1 rules.
+    let without = [
+        ("reject-open-without-bit-1", open_ar),
+        (
+            "reject-partial-without-bit-1",
+            chunk(header(O::Allreduce, P::Partial, 0), 0, 40, 16),
+        ),
+        ("reject-allgather-without-bit-1", ag),
+    ];
+    for (name, p) in without {
+        for (suffix, f) in [
+            ("", FEATURE_V1_CORE),
+            (
+                "-with-bit-2",
+                FEATURE_V1_CORE | sperli_wire::limits::FEATURE_COMMUNICATORS,
+            ),
+        ] {
+            let name = format!("{name}{suffix}");
+            let e = frame(&name, 2, 1, Some(f), &p);
+            assert_eq!(e.get("verdict"), Some("reject H1610 payload"), "{name}");
+            v.push(e);
+        }
     }
     v
 }

@@ -28,6 +28,8 @@ pub fn inputs(kind: &str) -> Option<&'static [&'static str]> {
         "join-token-message" | "join-token" => &["bytes"],
         "reduce" => &["type", "reduction", "left", "right"],
         "collective-stream" => &["receiver", "call", "due", "frames"],
+        "communicator-split" => &["parent", "exchange"],
+        "communicator-take" => &["receiver", "communicators", "take", "frames"],
         _ => return None,
     })
 }
@@ -150,18 +152,28 @@ pub fn derive(e: Entry) -> Result<Entry, String> {
         }
         "reduce" => reduce_entry(e),
         "collective-stream" => super::pipelined::derive_stream(e),
+        "communicator-split" => super::communicators::derive_split(e),
+        "communicator-take" => super::communicators::derive_take(e),
         k => Err(format!("unknown kind {k}")),
     }
 }
 
 fn frame(e: Entry) -> Result<Entry, String> {
     let rx_line = e.get("receiver").unwrap_or("");
+    // Protocol §12, §14.8, §15.5: a receiver judges the tag (check 12) and
+    // a COLLECTIVE payload (check 13) with the job's features, `features=`
+    // (absent: 1, v1 only).
+    let features = match field(rx_line, "features") {
+        Ok(_) => num(rx_line, "features")?,
+        Err(_) => sperli_wire::limits::FEATURE_V1_CORE,
+    };
     let rx = Receiver {
         job_id: job(rx_line)?,
         own_rank: num(rx_line, "rank")?,
         peer_rank: num(rx_line, "peer")?,
         incarnation: num(rx_line, "incarnation")?,
         size: num(rx_line, "size")?,
+        features,
     };
     let b = bytes_of(&e, "bytes")?;
     if b.len() < HEADER_LEN {
@@ -174,12 +186,6 @@ fn frame(e: Entry) -> Result<Entry, String> {
         }
         return Ok(e.with("verdict", format!("reject H1610 {}", check_name(&err))));
     }
-    // Protocol §12, §14.8: a receiver judges a COLLECTIVE payload with the
-    // job's features, `features=` (absent: 1, v1 only).
-    let features = match field(rx_line, "features") {
-        Ok(_) => num(rx_line, "features")?,
-        Err(_) => sperli_wire::limits::FEATURE_V1_CORE,
-    };
     if head[4] == FrameType::Collective.code() {
         if let sperli_wire::header::Verdict::Accept(h) = sperli_wire::header::check(head, &rx) {
             if b.len() != HEADER_LEN + h.length as usize {

@@ -5,7 +5,9 @@ use sperli_wire::header::Receiver;
 use sperli_wire::JobId;
 
 /// Bytes a receiver takes: job id (16), own rank, peer rank, incarnation,
-/// size (4 each, little-endian).
+/// size (4 each, little-endian). The size's low 13 bits are the size; bits
+/// 1 and 2 of its top byte are the job's HELLO features 1 and 2 (bit 0 is
+/// always set), so a v1 receiver has a top byte of 0.
 pub const RECEIVER_LEN: usize = 32;
 
 /// Lowercase hex, for panic messages.
@@ -26,7 +28,8 @@ pub fn receiver(bytes: &[u8]) -> Receiver {
         own_rank: u32_at(16),
         peer_rank: u32_at(20),
         incarnation: u32_at(24),
-        size: u32_at(28),
+        size: u32_at(28) & 0x1fff,
+        features: 1 | (u64::from(b[31]) & 0b110),
     }
 }
 
