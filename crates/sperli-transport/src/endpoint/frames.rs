@@ -2,9 +2,11 @@
 //! COLLECTIVE (sperli-collective) and the checkpoint and RESUME frames
 //! (sperli-ckpt).
 
-use sperli_wire::error::{ArgumentError, FrameError, MismatchError};
+use sperli_wire::error::{ArgumentError, FrameError, MismatchError, UsageError};
 use sperli_wire::header::FrameHeader;
-use sperli_wire::limits::{COLLECTIVE_HEADER_LEN, MAX_PAYLOAD};
+use sperli_wire::limits::{
+    COLLECTIVE_HEADER_LEN, FEATURE_COMMUNICATORS, MAX_COMMUNICATOR_ID, MAX_PAYLOAD,
+};
 use sperli_wire::payload::Payload;
 use sperli_wire::{Error, FrameType};
 
@@ -78,18 +80,99 @@ impl Endpoint {
         self.send_collective_bytes(to, Bytes::Owned(payload))
     }
 
-    fn send_collective_bytes(&self, to: u32, payload: Bytes<'_>) -> Result<(), Error> {
-        match self.start_collective(to, payload)? {
+    /// As [`Endpoint::send_collective`] on communicator `tag`: the frame
+    /// header's tag carries the communicator id (HELLO feature bit 2,
+    /// protocol §15.2; 0 is the job's communicator). A tag other than 0 in
+    /// a job without bit 2 is refused before anything is sent
+    /// (`UsageError::NoCommunicators`), as is an id above 2147483647.
+    pub fn send_collective_tagged(&self, to: u32, tag: u32, payload: &[u8]) -> Result<(), Error> {
+        match self.start_collective(to, tag, Bytes::Borrowed(payload))? {
             Some(seq) => self.wait_written(seq),
             None => Ok(()),
         }
     }
 
-    /// Checks and starts one COLLECTIVE frame to `to`; `Some(seq)` when the
-    /// caller must still wait for it to be written (a large payload).
-    fn start_collective(&self, to: u32, payload: Bytes<'_>) -> Result<Option<u64>, Error> {
+    /// As [`Endpoint::send_collective_tagged`] with a payload the transport
+    /// takes over (no copy).
+    pub fn send_collective_vec_tagged(
+        &self,
+        to: u32,
+        tag: u32,
+        payload: Vec<u8>,
+    ) -> Result<(), Error> {
+        match self.start_collective(to, tag, Bytes::Owned(payload))? {
+            Some(seq) => self.wait_written(seq),
+            None => Ok(()),
+        }
+    }
+
+    /// As [`Endpoint::send_collective_each`] on communicator `tag`.
+    pub fn send_collective_each_tagged(
+        &self,
+        to: &[u32],
+        tag: u32,
+        payload: &[u8],
+    ) -> Result<(), Error> {
+        let mut pending = Vec::new();
+        for &r in to {
+            if let Some(seq) = self.start_collective(r, tag, Bytes::Borrowed(payload))? {
+                pending.push(seq);
+            }
+        }
+        for seq in pending {
+            self.wait_written(seq)?;
+        }
+        Ok(())
+    }
+
+    /// The earliest COLLECTIVE payload from `from` of communicator `tag`
+    /// (protocol §15.4). Frames of `from` with other tags stay for their
+    /// communicators; each one this take passes over (or that arrives
+    /// while it waits) is shown to `pass` with its tag, and an error of
+    /// `pass` ends the take with that error (the layer above then ends the
+    /// job: a frame of another communicator is H1617). `pass` runs under
+    /// the transport's lock and must not call the transport.
+    pub fn recv_collective_where(
+        &self,
+        from: u32,
+        tag: u32,
+        pass: impl Fn(u32) -> Result<(), Error>,
+    ) -> Result<Vec<u8>, Error> {
+        self.check_rank(from)?;
+        self.check()?;
+        self.wait(|| {
+            self.shared
+                .state()
+                .wait_on(Some(from), |m| m.pop_collective_where(from, tag, &pass))
+        })
+    }
+
+    fn send_collective_bytes(&self, to: u32, payload: Bytes<'_>) -> Result<(), Error> {
+        match self.start_collective(to, 0, payload)? {
+            Some(seq) => self.wait_written(seq),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks and starts one COLLECTIVE frame to `to` with header `tag`;
+    /// `Some(seq)` when the caller must still wait for it to be written (a
+    /// large payload).
+    fn start_collective(
+        &self,
+        to: u32,
+        tag: u32,
+        payload: Bytes<'_>,
+    ) -> Result<Option<u64>, Error> {
         self.check()?;
         self.check_rank(to)?;
+        if tag != 0 {
+            if self.features() & FEATURE_COMMUNICATORS == 0 {
+                return Err(UsageError::NoCommunicators.into());
+            }
+            if tag > MAX_COMMUNICATOR_ID {
+                return Err(ArgumentError::Tag { tag }.into());
+            }
+        }
         if payload.len() < COLLECTIVE_HEADER_LEN {
             return Err(Error::CollectiveMismatch(MismatchError::Length {
                 from: self.rank(),
@@ -106,11 +189,15 @@ impl Endpoint {
         }
         if to == self.rank() {
             let payload = payload.into_vec(&self.shared.pool);
-            self.deliver_local(Incoming::Collective(payload));
+            self.deliver_local(Incoming::Collective { tag, payload });
             return Ok(None);
         }
         let big = payload.len() > EAGER_LIMIT;
-        let h = self.shared.ctx.header(FrameType::Collective, to);
+        let h = self
+            .shared
+            .ctx
+            .header(FrameType::Collective, to)
+            .with_tag(tag);
         let seq = if big { self.seq() } else { 0 };
         let written = self.push_bytes(to, h, payload, seq)?;
         Ok((big && !written).then_some(seq))
@@ -123,20 +210,12 @@ impl Endpoint {
     /// while the previous peer reads. Peak memory: the ciphertext of one
     /// payload per peer in `to`.
     pub fn send_collective_each(&self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
-        let mut pending = Vec::new();
-        for &r in to {
-            if let Some(seq) = self.start_collective(r, Bytes::Borrowed(payload))? {
-                pending.push(seq);
-            }
-        }
-        for seq in pending {
-            self.wait_written(seq)?;
-        }
-        Ok(())
+        self.send_collective_each_tagged(to, 0, payload)
     }
 
-    /// The next COLLECTIVE payload from `from`, in arrival order (DATA that
-    /// arrives meanwhile is kept for `recv`, and vice versa).
+    /// The next COLLECTIVE payload from `from` of the job's communicator
+    /// (tag 0), in arrival order (DATA that arrives meanwhile is kept for
+    /// `recv`, and vice versa; so are frames of other communicators).
     pub fn recv_collective(&self, from: u32) -> Result<Vec<u8>, Error> {
         self.check_rank(from)?;
         self.check()?;

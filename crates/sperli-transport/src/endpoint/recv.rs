@@ -114,6 +114,64 @@ impl Endpoint {
         self.wait_recv(id)
     }
 
+    /// Receives the first message to arrive that matches `source` and
+    /// `tag` (`None`: any), of any length: a message sent as several DATA
+    /// frames by the convention of protocol §7.2 (every frame but the last
+    /// exactly 16777216 bytes) is joined; a shorter message is one frame,
+    /// as with [`Endpoint::recv_match`].
+    pub fn recv_joined(&self, source: Option<u32>, tag: Option<u32>) -> Result<Message, Error> {
+        self.check_source(source, tag)?;
+        let id = self.shared.state().post_joined(source, tag);
+        self.wait_recv(id)
+    }
+
+    /// Posts a receive of [`Endpoint::recv_joined`]; posted receives of
+    /// either kind match in post order.
+    pub fn irecv_joined(
+        &self,
+        source: Option<u32>,
+        tag: Option<u32>,
+    ) -> Result<RecvHandle<'_>, Error> {
+        self.check_source(source, tag)?;
+        let id = {
+            let mut st = self.shared.state();
+            st.count_recv(true);
+            st.post_joined(source, tag)
+        };
+        Ok(RecvHandle {
+            ep: self,
+            id,
+            closed: false,
+        })
+    }
+
+    /// As [`Endpoint::probe`] for the messages of [`Endpoint::recv_joined`]:
+    /// waits until the whole message has arrived and reports its whole
+    /// length.
+    pub fn probe_joined(&self, source: Option<u32>, tag: Option<u32>) -> Result<Status, Error> {
+        self.check_source(source, tag)?;
+        self.wait(|| {
+            let st = self.shared.state();
+            if let Some(s) = st.probe_joined(source, tag) {
+                return Some(Ok(s));
+            }
+            let s = source?;
+            st.departed(s).then(|| Err(departed(s)))
+        })
+    }
+
+    /// As [`Endpoint::iprobe`] for the messages of [`Endpoint::recv_joined`]
+    /// (`None` also while a message's later frames are on their way).
+    pub fn iprobe_joined(
+        &self,
+        source: Option<u32>,
+        tag: Option<u32>,
+    ) -> Result<Option<Status>, Error> {
+        self.check_source(source, tag)?;
+        self.progress()?;
+        Ok(self.shared.state().probe_joined(source, tag))
+    }
+
     /// Posts a receive from `from` with `tag` (or any tag with `None`).
     /// Posted receives match in post order.
     pub fn irecv(&self, from: u32, tag: Option<u32>) -> Result<RecvHandle<'_>, Error> {

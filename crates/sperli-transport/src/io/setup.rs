@@ -197,7 +197,7 @@ impl EventLoop {
                 }
                 Ok(status) => {
                     if let Some(features) = authenticated {
-                        if !self.authenticated(t, peer, features) {
+                        if !self.authenticated(t, peer, features, l) {
                             // A second connection for the rank: its
                             // frames do not count (§5.3).
                             return Err(Dropped::Socket(None));
@@ -289,7 +289,8 @@ impl EventLoop {
 
     /// `rank`'s HELLO verified on socket `t` with `features`. False for a
     /// second connection claiming an authenticated rank.
-    fn authenticated(&mut self, t: Token, rank: u32, features: u64) -> bool {
+    /// `held` is socket `t`'s link, locked by the caller.
+    fn authenticated(&mut self, t: Token, rank: u32, features: u64, held: &mut LinkIo) -> bool {
         if !self.setup.handle_authenticated(rank) {
             return false;
         }
@@ -305,13 +306,19 @@ impl EventLoop {
             }
             let _ = self.shared.driver.register(rank, &s.link);
         }
-        self.check_setup_done();
+        self.check_setup_done_holding(Some((t, held)));
         true
     }
 
     /// Once every peer is authenticated: no more accepts, half-done
     /// sockets go, and the program may run.
     pub(crate) fn check_setup_done(&mut self) {
+        self.check_setup_done_holding(None);
+    }
+
+    /// As [`EventLoop::check_setup_done`] while the caller holds the lock
+    /// of one socket's link (`held`: its token and the locked link).
+    fn check_setup_done_holding(&mut self, held: Option<(Token, &mut LinkIo)>) {
         if !self.setup.is_done() || self.shared.setup_done.load(Ordering::SeqCst) {
             return;
         }
@@ -322,6 +329,30 @@ impl EventLoop {
             let _ = self.poll.registry().deregister(&mut l);
         }
         self.socks.retain(|_, s| s.peer.is_some());
+        // Protocol §6.2 checks 12 and 13: from now on every connection
+        // judges with the job's features, and what came before is judged
+        // again with them.
+        let job = self.shared.job_features.load(Ordering::Relaxed);
+        let (held_token, held) = match held {
+            Some((t, l)) => (Some(t), Some(l)),
+            None => (None, None),
+        };
+        if let Some(c) = held.and_then(|l| l.conn.as_mut()) {
+            c.set_job_features(job);
+        }
+        for (t, s) in &self.socks {
+            if Some(*t) == held_token {
+                continue;
+            }
+            if let Some(c) = s.link.lock().conn.as_mut() {
+                c.set_job_features(job);
+            }
+        }
+        let recheck = self.shared.state().recheck_collective(job);
+        if let Err((_, e)) = recheck {
+            self.fail(Error::FrameRejected(e), None);
+            return;
+        }
         self.shared.setup_done.store(true, Ordering::SeqCst);
         self.shared.bump();
     }

@@ -9,7 +9,15 @@
 //! then collects exactly `length` payload bytes into a buffer allocated
 //! once for that frame (a frame of an older incarnation is read and
 //! dropped without being stored), and finally checks the payload with
-//! [`Payload::decode`]. With a [`BufPool`] ([`FrameReader::with_pool`])
+//! [`Payload::decode_with`].
+//!
+//! Checks 12 (tag) and 13 (payload) of protocol §6.2 depend on the job's
+//! negotiated HELLO features: a COLLECTIVE tag is a communicator id only
+//! with bit 2 (§15.2), the pipelined payloads of §14.2 decode only with
+//! bit 1. The reader judges every frame with the features its sink knows
+//! at that moment ([`FrameSink::features`]; the connection's: the AND of
+//! both HELLOs, then the job's once set-up is done), else with its
+//! [`Receiver`]'s. With a [`BufPool`] ([`FrameReader::with_pool`])
 //! that buffer is taken from the pool (again only after the header check,
 //! by the checked length), so a rank that hands its received buffers back
 //! reuses them.
@@ -69,6 +77,12 @@ pub trait FrameSink {
     fn end_stream(&mut self, header: &FrameHeader) -> Result<(), Error>;
     /// A collected frame is complete and its payload decoded.
     fn frame(&mut self, frame: Frame) -> Result<(), Error>;
+    /// The job's HELLO features as the sink knows them now (protocol §6.2
+    /// checks 12 and 13), asked for every header; `None`: the reader's own
+    /// [`Receiver::features`].
+    fn features(&self) -> Option<u64> {
+        None
+    }
     /// Asked after each complete frame: true stops the feed right there,
     /// at the frame boundary ([`FrameReader::feed`] returns how much it
     /// took), so what the frame completed can act before the next header
@@ -79,7 +93,8 @@ pub trait FrameSink {
 }
 
 /// A [`FrameSink`] that collects every frame and hands it to a closure
-/// (tests, fuzzing, simple users).
+/// (tests, fuzzing, simple users); frames are judged with the reader's
+/// [`Receiver::features`].
 pub struct Collect<F>(pub F);
 
 impl<F: FnMut(Frame) -> Result<(), Error>> FrameSink for Collect<F> {
@@ -98,9 +113,20 @@ impl<F: FnMut(Frame) -> Result<(), Error>> FrameSink for Collect<F> {
 #[derive(Debug)]
 enum State {
     Header,
-    Payload { header: FrameHeader, left: usize },
-    Stream { header: FrameHeader, left: usize },
-    Discard { left: usize },
+    Payload {
+        header: FrameHeader,
+        left: usize,
+        /// The features the header was judged with (the payload is judged
+        /// with the same).
+        features: u64,
+    },
+    Stream {
+        header: FrameHeader,
+        left: usize,
+    },
+    Discard {
+        left: usize,
+    },
     Failed,
 }
 
@@ -152,7 +178,7 @@ impl FrameReader {
     pub fn progress(&self) -> (usize, usize) {
         match &self.state {
             State::Header | State::Failed => (self.head_len, HEADER_LEN),
-            State::Payload { header, left } | State::Stream { header, left } => {
+            State::Payload { header, left, .. } | State::Stream { header, left } => {
                 let total = HEADER_LEN + header.length as usize;
                 (total - left, total)
             }
@@ -184,7 +210,12 @@ impl FrameReader {
                         continue;
                     }
                     self.head_len = 0;
-                    match check(&self.head, &self.rx) {
+                    let features = sink.features().unwrap_or(self.rx.features);
+                    let rx = Receiver {
+                        features,
+                        ..self.rx
+                    };
+                    match check(&self.head, &rx) {
                         Verdict::Reject(e) => {
                             self.state = State::Failed;
                             return Err(e.into());
@@ -213,7 +244,11 @@ impl FrameReader {
                                 Some(p) => p.take(left),
                                 None => Vec::with_capacity(left),
                             };
-                            self.state = State::Payload { header, left };
+                            self.state = State::Payload {
+                                header,
+                                left,
+                                features,
+                            };
                         }
                     }
                 }
@@ -245,16 +280,21 @@ impl FrameReader {
                         }
                     }
                 }
-                State::Payload { header, left } => {
+                State::Payload {
+                    header,
+                    left,
+                    features,
+                } => {
                     let n = (*left).min(input.len());
                     self.payload.extend_from_slice(&input[..n]);
                     *left -= n;
                     input = &input[n..];
                     if *left == 0 {
-                        let header = *header;
+                        let (header, features) = (*header, *features);
                         self.state = State::Header;
                         let payload = std::mem::take(&mut self.payload);
-                        if let Err(e) = Payload::decode(header.frame_type, &payload) {
+                        let decoded = Payload::decode_with(header.frame_type, &payload, features);
+                        if let Err(e) = decoded {
                             self.state = State::Failed;
                             return Err(e.into());
                         }
@@ -297,6 +337,7 @@ mod tests {
             peer_rank: 0,
             incarnation: 2,
             size: 3,
+            features: sperli_wire::limits::FEATURE_V1_CORE,
         }
     }
 

@@ -15,12 +15,25 @@
 //! Every wait of the transport is one [`Matching::wait_on`] with a `pick`
 //! that takes what the wait is for: the completed receive, the next
 //! COLLECTIVE payload from a peer, the next checkpoint frame.
+//!
+//! COLLECTIVE frames carry their header tag: with HELLO feature bit 2 the
+//! communicator id (protocol §15.2; always 0 otherwise). A take for
+//! communicator c gets the earliest frame of the peer with tag c; the
+//! frames of other communicators stay in arrival order and are shown to
+//! the taker's judgement ([`Matching::pop_collective_where`], protocol
+//! §15.4).
+//!
+//! A *joined* receive ([`Matching::post_joined`]) is one message of the
+//! convention of protocol §7.2: a frame of exactly 16777216 bytes goes on
+//! into the next frames of the same source and tag until a shorter one.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use sperli_wire::error::LossCause;
+use sperli_wire::error::{FrameError, LossCause};
 use sperli_wire::header::FrameHeader;
-use sperli_wire::Error;
+use sperli_wire::limits::{FEATURE_COMMUNICATORS, MAX_COMMUNICATOR_ID, MAX_PAYLOAD};
+use sperli_wire::payload::Payload;
+use sperli_wire::{Error, FrameType};
 
 use crate::proto::connection::Incoming;
 use crate::proto::large::LargeAssembly;
@@ -49,6 +62,16 @@ enum Want {
     /// A `send_large` message, assembled over several frames; `None` while
     /// one of its frames streams straight into the assembly.
     Large(Option<LargeAssembly>),
+    /// A message of the convention of protocol §7.2: `None` until its
+    /// first frame came, then the bytes so far (the receive then waits for
+    /// the next frame of that source and tag).
+    Joined(Option<Vec<u8>>),
+}
+
+/// Whether a frame of `len` bytes ends a joined message (protocol §7.2:
+/// every frame but the last is exactly the largest payload).
+fn ends_message(len: usize) -> bool {
+    len < MAX_PAYLOAD as usize
 }
 
 #[derive(Debug)]
@@ -80,7 +103,7 @@ pub struct Matching {
     arrivals: u64,
     posted: VecDeque<Posted>,
     completed: HashMap<RecvId, Result<Message, Error>>,
-    collective: Vec<VecDeque<Vec<u8>>>,
+    collective: Vec<VecDeque<(u32, Vec<u8>)>>,
     ckpt: Vec<VecDeque<(FrameHeader, Vec<u8>)>>,
     departed: Vec<bool>,
     written: HashSet<u64>,
@@ -118,7 +141,7 @@ impl Matching {
         let f = from as usize;
         match inc {
             Incoming::Data { tag, payload } => self.handle_data(from, tag, payload),
-            Incoming::Collective(p) => self.collective[f].push_back(p),
+            Incoming::Collective { tag, payload } => self.collective[f].push_back((tag, payload)),
             Incoming::Checkpoint(h, p) => self.ckpt[f].push_back((h, p)),
             Incoming::Bye | Incoming::Authenticated { .. } => {}
         }
@@ -156,6 +179,31 @@ impl Matching {
                 self.large_progress(i, from, tag, r);
             }
             Want::Large(None) => unreachable!("skipped above"),
+            Want::Joined(so_far) => {
+                let done = ends_message(payload.len());
+                let bytes = match so_far.take() {
+                    None => payload,
+                    Some(mut b) => {
+                        b.extend_from_slice(&payload);
+                        b
+                    }
+                };
+                if done {
+                    let status = Status {
+                        source: from,
+                        tag,
+                        len: bytes.len(),
+                    };
+                    let id = p.id;
+                    self.posted.remove(i);
+                    self.completed.insert(id, Ok((status, bytes)));
+                } else {
+                    // The rest comes from this source with this tag.
+                    p.source = Some(from);
+                    p.tag = Some(tag);
+                    *so_far = Some(bytes);
+                }
+            }
         }
     }
 
@@ -280,6 +328,76 @@ impl Matching {
         id
     }
 
+    /// Posts a joined receive (protocol §7.2) from `source` (`None`: any)
+    /// with `tag` (`None`: any): the first matching message, of any length.
+    /// Queued frames complete it at once when the whole message is there;
+    /// otherwise it stays posted (in post order) for the rest.
+    pub fn post_joined(&mut self, source: Option<u32>, tag: Option<u32>) -> RecvId {
+        self.next_id += 1;
+        let id = self.next_id;
+        let Some((s, i)) = self.first_match(source, tag) else {
+            self.posted.push_back(Posted {
+                id,
+                source,
+                tag,
+                want: Want::Joined(None),
+            });
+            return id;
+        };
+        let first = self.unexpected[s].remove(i).expect("found above");
+        let tag = first.tag;
+        let mut bytes = first.payload;
+        let mut done = ends_message(bytes.len());
+        while !done {
+            let Some((_, j)) = self.first_match(Some(s as u32), Some(tag)) else {
+                break;
+            };
+            let u = self.unexpected[s].remove(j).expect("found above");
+            done = ends_message(u.payload.len());
+            bytes.extend_from_slice(&u.payload);
+        }
+        if done {
+            let status = Status {
+                source: s as u32,
+                tag,
+                len: bytes.len(),
+            };
+            self.completed.insert(id, Ok((status, bytes)));
+        } else {
+            self.posted.push_back(Posted {
+                id,
+                source: Some(s as u32),
+                tag: Some(tag),
+                want: Want::Joined(Some(bytes)),
+            });
+        }
+        id
+    }
+
+    /// The message a joined receive from `source` with `tag` would take
+    /// now, once all its frames are there (protocol §7.2), left where it
+    /// is; its `len` is the whole message's. `None` also while a message's
+    /// later frames are still on their way.
+    pub fn probe_joined(&self, source: Option<u32>, tag: Option<u32>) -> Option<Status> {
+        let (s, i) = self.first_match(source, tag)?;
+        let q = &self.unexpected[s];
+        let first = &q[i];
+        let mut len = first.payload.len();
+        let mut done = ends_message(len);
+        for u in q.iter().skip(i + 1).filter(|u| u.tag == first.tag) {
+            if done {
+                break;
+            }
+            len += u.payload.len();
+            done = ends_message(u.payload.len());
+        }
+        done.then_some(Status {
+            source: s as u32,
+            tag: first.tag,
+            len,
+        })
+    }
+
     /// Posts the receive of a `send_large` message from `from` with `tag`:
     /// queued frames go into it first, later ones as they arrive.
     pub fn post_large(&mut self, from: u32, tag: u32) -> RecvId {
@@ -347,6 +465,11 @@ impl Matching {
         if matches!(self.posted[i].want, Want::Large(None)) {
             return None; // a frame of it is being read
         }
+        if let Want::Joined(Some(_)) = self.posted[i].want {
+            // Part of the message came; its source left before the rest.
+            self.posted.remove(i);
+            return Some(Err(departed(peer)));
+        }
         self.posted.remove(i);
         Some(Err(departed(peer)))
     }
@@ -385,9 +508,61 @@ impl Matching {
         self.departed(peer).then(|| Err(departed(peer)))
     }
 
-    /// The next COLLECTIVE payload from `from`, in arrival order.
+    /// The next COLLECTIVE payload from `from` of the job's communicator
+    /// (tag 0), in arrival order; frames of other communicators stay.
     pub fn pop_collective(&mut self, from: u32) -> Option<Vec<u8>> {
-        self.collective.get_mut(from as usize)?.pop_front()
+        let r: Option<Result<Vec<u8>, ()>> = self.pop_collective_where(from, 0, |_| Ok(()));
+        r.and_then(Result::ok)
+    }
+
+    /// The earliest COLLECTIVE payload from `from` whose tag is `tag`
+    /// (protocol §15.4). Every frame of `from` with another tag before it
+    /// is shown to `pass` (its tag): `Ok` keeps it where it is, an error
+    /// ends the take with that error (the frame stays).
+    pub fn pop_collective_where<E>(
+        &mut self,
+        from: u32,
+        tag: u32,
+        mut pass: impl FnMut(u32) -> Result<(), E>,
+    ) -> Option<Result<Vec<u8>, E>> {
+        let q = self.collective.get_mut(from as usize)?;
+        for i in 0..q.len() {
+            let t = q[i].0;
+            if t == tag {
+                return q.remove(i).map(|(_, p)| Ok(p));
+            }
+            if let Err(e) = pass(t) {
+                return Some(Err(e));
+            }
+        }
+        None
+    }
+
+    /// Judges every kept COLLECTIVE frame again with the job's `features`
+    /// (protocol §6.2 checks 12 and 13): what arrived before this rank's
+    /// set-up ended was judged with the features of two HELLOs only. The
+    /// first frame that fails, with its sender.
+    pub fn recheck_collective(&self, features: u64) -> Result<(), (u32, FrameError)> {
+        let tags_allowed = features & FEATURE_COMMUNICATORS != 0;
+        for (from, q) in self.collective.iter().enumerate() {
+            for (tag, p) in q {
+                if *tag != 0 && (!tags_allowed || *tag > MAX_COMMUNICATOR_ID) {
+                    let e = if tags_allowed {
+                        FrameError::ReservedTag { got: *tag }
+                    } else {
+                        FrameError::NonZeroTag {
+                            frame_type: FrameType::Collective,
+                            got: *tag,
+                        }
+                    };
+                    return Err((from as u32, e));
+                }
+                if let Err(e) = Payload::decode_with(FrameType::Collective, p, features) {
+                    return Err((from as u32, e));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The next checkpoint or RESUME frame from `from`, in arrival order.

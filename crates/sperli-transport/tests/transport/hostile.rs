@@ -23,9 +23,20 @@ use sperli_wire::{Error, FrameType};
 use crate::common::{code, run_ranks, settings, with_deadline};
 
 pub(crate) fn hello(plan: &JobPlan, from: u32, to: u32, token: &[u8]) -> Vec<u8> {
+    hello_with(plan, from, to, token, 1)
+}
+
+/// A HELLO announcing `features`.
+pub(crate) fn hello_with(
+    plan: &JobPlan,
+    from: u32,
+    to: u32,
+    token: &[u8],
+    features: u64,
+) -> Vec<u8> {
     let h = FrameHeader::new(FrameType::Hello, plan.job_id, from, to, plan.incarnation);
     let hello = Hello {
-        features: 1,
+        features,
         token: JoinToken::decode(token).unwrap(),
     };
     encode_frame(h, &Payload::Hello(hello))

@@ -2,7 +2,10 @@
 //! TLS by a hostile peer that holds a valid certificate and token and sent
 //! a correct HELLO: the victim rejects each with H1610 naming the vector's
 //! check and sends ABORT reason 7 (code 1610); the older-incarnation vector
-//! is discarded and the connection goes on.
+//! is discarded and the connection goes on. The hostile peer's HELLO
+//! announces the vector's `features=` (absent: 1), so the job negotiates
+//! exactly those (every other rank announces every bit): checks 12 and 13
+//! are judged on arrival with them (protocol §6.2).
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -17,7 +20,7 @@ use sperli_wire::header::{check_name, FrameHeader, RawHeader};
 use sperli_wire::{hex, Error, FrameType, JobId};
 
 use crate::common::{run_ranks, settings, with_deadline};
-use crate::hostile::{accept_as, hello, read_until};
+use crate::hostile::{accept_as, hello_with, read_until};
 
 struct Vector {
     name: String,
@@ -27,6 +30,7 @@ struct Vector {
     incarnation: u32,
     bytes: Vec<u8>,
     verdict: String,
+    features: u64,
 }
 
 fn field(list: &str, key: &str) -> String {
@@ -65,6 +69,7 @@ fn negative_frame_vectors() -> Vec<Vector> {
             incarnation: field(&rx, "incarnation").parse().unwrap(),
             bytes: hex::decode(get("bytes").unwrap_or_default().as_bytes()).unwrap(),
             verdict,
+            features: field(&rx, "features").parse().unwrap_or(1),
         });
     }
     out
@@ -93,12 +98,14 @@ fn run_one(v: &Vector) {
     let l = TcpListener::bind((h.host.as_str(), h.port)).unwrap();
     let bytes = rebase(v, &plan);
     let discard = v.verdict == "discard";
+    let features = v.features;
     let p = plan.clone();
     let hostile = thread::spawn(move || {
         let mut streams = Vec::new();
         for _ in 0..2 {
             let (rank, mut s) = accept_as(&p, 2, &l);
-            s.write_all(&hello(&p, 2, rank, p.token(2))).unwrap();
+            s.write_all(&hello_with(&p, 2, rank, p.token(2), features))
+                .unwrap();
             s.flush().unwrap();
             streams.push((rank, s));
         }

@@ -67,8 +67,15 @@ pub enum Incoming {
         /// The message.
         payload: Vec<u8>,
     },
-    /// A COLLECTIVE payload (16-byte collective header + data).
-    Collective(Vec<u8>),
+    /// A COLLECTIVE payload (16-byte collective header + data) with its
+    /// header tag (the communicator id with feature bit 2, protocol §15.2;
+    /// else 0).
+    Collective {
+        /// The header tag.
+        tag: u32,
+        /// The payload.
+        payload: Vec<u8>,
+    },
     /// CKPT_BEGIN/DATA/ACK/COMMIT or RESUME: the header (type, epoch) and payload.
     Checkpoint(FrameHeader, Vec<u8>),
     /// The peer said BYE.
@@ -122,6 +129,10 @@ pub struct Connection {
     direct: Option<Direct>,
     /// Where received payloads come from and written payloads go back to.
     pool: Option<Arc<BufPool>>,
+    /// The HELLO features frames are judged with (protocol §6.2 checks 12
+    /// and 13): this rank's until the peer's HELLO, then the AND of both,
+    /// then the job's ([`Connection::set_job_features`]).
+    features: u64,
 }
 
 /// The frame of [`Connection::open_direct`] in progress.
@@ -139,12 +150,14 @@ impl Connection {
     /// A connection to `peer` (the rank its certificate names) whose TLS
     /// handshake just finished, at time `now`; HELLO is not sent yet.
     pub fn new(ctx: Arc<JobContext>, peer: u32, silence: Duration, now: Instant) -> Self {
+        let features = ctx.features | FEATURE_V1_CORE;
         let rx = Receiver {
             job_id: ctx.job_id,
             own_rank: ctx.rank,
             peer_rank: peer,
             incarnation: ctx.incarnation,
             size: ctx.size,
+            features,
         };
         Self {
             ctx,
@@ -161,6 +174,7 @@ impl Connection {
             out_offset: 0,
             direct: None,
             pool: None,
+            features,
         }
     }
 
@@ -188,6 +202,19 @@ impl Connection {
     /// The state.
     pub fn state(&self) -> ConnState {
         self.state
+    }
+
+    /// The HELLO features this connection judges frames with (see the
+    /// field's docs; protocol §6.2).
+    pub fn features(&self) -> u64 {
+        self.features
+    }
+
+    /// The job's negotiated features, once set-up is done (protocol
+    /// §7.1.1): from now on frames are judged with them. They never add a
+    /// bit to what both HELLOs had.
+    pub fn set_job_features(&mut self, features: u64) {
+        self.features &= features | FEATURE_V1_CORE;
     }
 
     /// True once we queued BYE (nothing else may follow it).

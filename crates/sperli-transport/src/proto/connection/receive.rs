@@ -89,6 +89,7 @@ impl Connection {
             peer_rank: self.peer,
             incarnation: self.ctx.incarnation,
             size: self.ctx.size,
+            features: self.features,
         }
     }
 
@@ -132,6 +133,8 @@ impl Connection {
             };
             verify_token(&self.ctx, self.peer, &hello.token.to_vec(), now_ms)?;
             self.state = ConnState::Open;
+            // Protocol §6.2: until set-up ends, the AND of both HELLOs.
+            self.features &= hello.features | sperli_wire::limits::FEATURE_V1_CORE;
             out.incoming(Incoming::Authenticated {
                 features: hello.features,
             });
@@ -147,7 +150,10 @@ impl Connection {
                 Ok(())
             }
             FrameType::Collective => {
-                out.incoming(Incoming::Collective(f.payload));
+                out.incoming(Incoming::Collective {
+                    tag: f.header.tag,
+                    payload: f.payload,
+                });
                 Ok(())
             }
             FrameType::Heartbeat => {
@@ -256,5 +262,9 @@ impl FrameSink for Judge<'_> {
 
     fn pause(&mut self) -> bool {
         self.out.pause()
+    }
+
+    fn features(&self) -> Option<u64> {
+        Some(self.conn.features)
     }
 }

@@ -426,7 +426,8 @@ fn vectors_file_frames() {
             hosts: Vec::new(),
             job_public_key: Vec::new(),
             refused: RefusedHosts::builtin(),
-            features: sperli_wire::limits::FEATURE_V1_CORE,
+            // The job's negotiated features (protocol §6.2 checks 12, 13).
+            features: rx.get("features").map_or(1, |f| f.parse().unwrap()),
         });
         let bytes: Vec<u8> = (0..fields["bytes"].len() / 2)
             .map(|i| u8::from_str_radix(&fields["bytes"][2 * i..2 * i + 2], 16).unwrap())
@@ -600,5 +601,118 @@ fn a_data_payload_streams_when_the_receiver_asks() {
             tag: 2,
             payload: b"whole".to_vec()
         }]
+    );
+}
+
+/// Rank 1's connection to rank 0 when rank 1 announces `own` and rank 0
+/// `peer` in their HELLOs.
+fn open_with(plan: &JobPlan, own: u64, peer: u64) -> Connection {
+    let mut ctx = (*ctx_of(plan, 1)).clone();
+    ctx.features = own;
+    let mut c = Connection::new(Arc::new(ctx), 0, Duration::from_secs(5), Instant::now());
+    let mut them = (*ctx_of(plan, 0)).clone();
+    them.features = peer;
+    let mut h = Connection::new(Arc::new(them), 1, Duration::from_secs(5), Instant::now());
+    h.queue_hello(plan.token(0), Instant::now()).unwrap();
+    let mut hello = Vec::new();
+    h.write_to(&mut hello, &mut |_| {}).unwrap();
+    let mut ev = Vec::new();
+    feed(&mut c, &hello, &mut ev).unwrap();
+    c
+}
+
+fn collective_frame(plan: &JobPlan, tag: u32, payload: &[u8]) -> Vec<u8> {
+    let mut h =
+        FrameHeader::new(FrameType::Collective, plan.job_id, 0, 1, plan.incarnation).with_tag(tag);
+    h.length = payload.len() as u32;
+    let mut v = h.to_bytes().to_vec();
+    v.extend_from_slice(payload);
+    v
+}
+
+/// Protocol §6.2 checks 12 and 13 on arrival with the features of both
+/// HELLOs (then the job's): a communicator id in a COLLECTIVE tag only
+/// with bit 2, a pipelined payload only with bit 1.
+#[test]
+fn collective_tags_and_pipelined_payloads_are_judged_on_arrival() {
+    use sperli_wire::collective::{CollectiveHeader, Operation, Phase};
+    use sperli_wire::limits::{FEATURES_IMPLEMENTED, FEATURE_COMMUNICATORS, FEATURE_PIPELINED};
+    use sperli_wire::pipeline::{encode_open, Open};
+    let plan = plan();
+    let star = CollectiveHeader {
+        operation: Operation::Barrier,
+        element_type: 0,
+        reduction: 0,
+        phase: Phase::ToRoot,
+        root: 0,
+        sequence: 1,
+    }
+    .to_bytes();
+    let mut open = Vec::new();
+    let h = CollectiveHeader {
+        operation: Operation::Allreduce,
+        element_type: 4,
+        reduction: 1,
+        phase: Phase::Open,
+        root: 0,
+        sequence: 1,
+    };
+    encode_open(
+        &h,
+        Open {
+            total: 8,
+            fanout: 1,
+        },
+        &mut open,
+    );
+    // Both announce every bit: a tagged frame and an OPEN are accepted.
+    let mut c = open_with(&plan, FEATURES_IMPLEMENTED, FEATURES_IMPLEMENTED);
+    assert_eq!(c.features(), FEATURES_IMPLEMENTED);
+    let mut ev = Vec::new();
+    feed(&mut c, &collective_frame(&plan, 3, &star), &mut ev).unwrap();
+    feed(&mut c, &collective_frame(&plan, 0, &open), &mut ev).unwrap();
+    assert_eq!(
+        ev,
+        vec![
+            Incoming::Collective {
+                tag: 3,
+                payload: star.to_vec()
+            },
+            Incoming::Collective {
+                tag: 0,
+                payload: open.clone()
+            }
+        ]
+    );
+    // The peer lacks bit 2: a tag is a rejected header, before its payload.
+    let mut c = open_with(
+        &plan,
+        FEATURES_IMPLEMENTED,
+        FEATURE_V1_CORE | FEATURE_PIPELINED,
+    );
+    let e = feed(&mut c, &collective_frame(&plan, 3, &star), &mut ev).unwrap_err();
+    let Error::FrameRejected(fe) = &e else {
+        panic!("{e}")
+    };
+    assert_eq!(check_name(fe), "tag");
+    // The peer lacks bit 1: an OPEN is a payload that does not decode.
+    let mut c = open_with(
+        &plan,
+        FEATURES_IMPLEMENTED,
+        FEATURE_V1_CORE | FEATURE_COMMUNICATORS,
+    );
+    let e = feed(&mut c, &collective_frame(&plan, 0, &open), &mut ev).unwrap_err();
+    assert!(
+        matches!(e, Error::FrameRejected(FrameError::Payload { .. })),
+        "{e}"
+    );
+    // Set-up ends with a job that lacks bit 1 (a third rank): from then on
+    // the connection judges with the job's features.
+    let mut c = open_with(&plan, FEATURES_IMPLEMENTED, FEATURES_IMPLEMENTED);
+    c.set_job_features(FEATURE_V1_CORE | FEATURE_COMMUNICATORS);
+    let e = feed(&mut c, &collective_frame(&plan, 0, &open), &mut ev).unwrap_err();
+    assert!(
+        matches!(e, Error::FrameRejected(FrameError::Payload { .. })),
+        "{e}"
     );
 }

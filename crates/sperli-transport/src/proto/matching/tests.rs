@@ -110,7 +110,13 @@ fn a_departed_source_ends_waits_that_nothing_queued_can_satisfy() {
     m.handle_departed(2);
     assert_eq!(m.poll_recv(any), Some(Err(departed(2))));
     // wait_on: the pick first, then the departure.
-    m.handle_incoming(1, Incoming::Collective(vec![1, 2]));
+    m.handle_incoming(
+        1,
+        Incoming::Collective {
+            tag: 0,
+            payload: vec![1, 2],
+        },
+    );
     assert_eq!(
         m.wait_on(Some(1), |m| m.pop_collective(1).map(Ok)),
         Some(Ok(vec![1, 2]))
@@ -125,9 +131,21 @@ fn a_departed_source_ends_waits_that_nothing_queued_can_satisfy() {
 #[test]
 fn collective_and_checkpoint_frames_keep_arrival_order_beside_data() {
     let mut m = Matching::new(2, 0);
-    m.handle_incoming(1, Incoming::Collective(vec![1]));
+    m.handle_incoming(
+        1,
+        Incoming::Collective {
+            tag: 0,
+            payload: vec![1],
+        },
+    );
     data(&mut m, 1, 0, b"d");
-    m.handle_incoming(1, Incoming::Collective(vec![2]));
+    m.handle_incoming(
+        1,
+        Incoming::Collective {
+            tag: 0,
+            payload: vec![2],
+        },
+    );
     let h = FrameHeader::new(
         sperli_wire::FrameType::CkptAck,
         sperli_wire::JobId([0; 16]),
@@ -238,4 +256,111 @@ fn a_large_receive_into_a_buffer_reuses_its_memory() {
     let (_, got) = m.poll_recv(r).unwrap().unwrap();
     assert_eq!(got, msg);
     assert_eq!(got.as_ptr(), ptr, "the same allocation");
+}
+
+fn coll(m: &mut Matching, from: u32, tag: u32, p: &[u8]) {
+    m.handle_incoming(
+        from,
+        Incoming::Collective {
+            tag,
+            payload: p.to_vec(),
+        },
+    );
+}
+
+/// Protocol §15.4: a take for communicator c gets the earliest frame of
+/// that tag; the frames it passes over are shown to the judgement and stay.
+#[test]
+fn collective_takes_by_communicator() {
+    let mut m = Matching::new(3, 0);
+    coll(&mut m, 1, 5, b"a");
+    coll(&mut m, 1, 0, b"b");
+    coll(&mut m, 1, 5, b"c");
+    let mut seen = Vec::new();
+    let r: Option<Result<Vec<u8>, ()>> = m.pop_collective_where(1, 0, |t| {
+        seen.push(t);
+        Ok(())
+    });
+    assert_eq!(r, Some(Ok(b"b".to_vec())));
+    assert_eq!(seen, vec![5]);
+    assert_eq!(m.pop_collective(1), None, "only tag 5 is left");
+    let r: Option<Result<Vec<u8>, u32>> = m.pop_collective_where(1, 7, Err);
+    assert_eq!(r, Some(Err(5)), "a judged frame ends the take and stays");
+    assert_eq!(
+        m.pop_collective_where::<()>(1, 5, |_| Ok(())),
+        Some(Ok(b"a".to_vec()))
+    );
+    assert_eq!(
+        m.pop_collective_where::<()>(1, 5, |_| Ok(())),
+        Some(Ok(b"c".to_vec()))
+    );
+    assert_eq!(m.pop_collective_where::<()>(2, 5, |_| Ok(())), None);
+}
+
+#[test]
+fn kept_collective_frames_are_judged_again_with_the_job_features() {
+    use sperli_wire::limits::{FEATURES_IMPLEMENTED, FEATURE_V1_CORE};
+    let star = sperli_wire::collective::CollectiveHeader {
+        operation: sperli_wire::collective::Operation::Barrier,
+        element_type: 0,
+        reduction: 0,
+        phase: sperli_wire::collective::Phase::ToRoot,
+        root: 0,
+        sequence: 1,
+    }
+    .to_bytes();
+    let mut m = Matching::new(3, 0);
+    coll(&mut m, 1, 0, &star);
+    assert_eq!(m.recheck_collective(FEATURE_V1_CORE), Ok(()));
+    coll(&mut m, 2, 4, &star);
+    assert_eq!(m.recheck_collective(FEATURES_IMPLEMENTED), Ok(()));
+    assert!(matches!(
+        m.recheck_collective(FEATURE_V1_CORE),
+        Err((2, sperli_wire::error::FrameError::NonZeroTag { got: 4, .. }))
+    ));
+}
+
+const FULL: usize = sperli_wire::limits::MAX_PAYLOAD as usize;
+
+/// Protocol §7.2: frames of exactly 16777216 bytes go on into the next of
+/// the same source and tag; posted and queued alike, in post order.
+#[test]
+fn joined_receives_take_the_whole_message() {
+    let mut m = Matching::new(3, 0);
+    // Queued whole before the receive: joined at once, the short frame of
+    // another tag in between stays.
+    data(&mut m, 1, 3, &vec![1; FULL]);
+    data(&mut m, 1, 4, b"other");
+    data(&mut m, 1, 3, b"end");
+    assert_eq!(
+        m.probe_joined(Some(1), Some(3)).map(|s| s.len),
+        Some(FULL + 3)
+    );
+    let r = m.post_joined(None, Some(3));
+    let (st, msg) = m.poll_recv(r).unwrap().unwrap();
+    assert_eq!(
+        (st.source, st.tag, st.len, msg.len()),
+        (1, 3, FULL + 3, FULL + 3)
+    );
+    assert_eq!(&msg[FULL..], b"end");
+    // Half there: the probe says nothing yet, the receive waits for the
+    // rest, and a receive posted after it does not steal it.
+    data(&mut m, 2, 3, &vec![2; FULL]);
+    assert_eq!(m.probe_joined(None, Some(3)), None);
+    let first = m.post_joined(None, Some(3));
+    let second = m.post_joined(None, Some(3));
+    assert!(m.poll_recv(first).is_none());
+    data(&mut m, 2, 3, &vec![3; FULL]);
+    data(&mut m, 2, 3, b"");
+    data(&mut m, 1, 3, b"next");
+    let (st, msg) = m.poll_recv(first).unwrap().unwrap();
+    assert_eq!((st.source, st.len), (2, 2 * FULL));
+    assert_eq!((msg[0], msg[FULL]), (2, 3));
+    let (st, msg) = m.poll_recv(second).unwrap().unwrap();
+    assert_eq!((st.source, msg), (1, b"next".to_vec()));
+    // The sender leaves in the middle: the receive fails.
+    data(&mut m, 2, 8, &vec![0; FULL]);
+    let cut = m.post_joined(Some(2), Some(8));
+    m.handle_departed(2);
+    assert_eq!(m.poll_recv(cut), Some(Err(departed(2))));
 }
