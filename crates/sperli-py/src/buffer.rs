@@ -148,9 +148,20 @@ pub(crate) struct Buf {
 
 impl Buf {
     fn get(obj: &Bound<'_, PyAny>, arg: &'static str) -> Result<Self, BindingError> {
-        let buf = PyUntypedBuffer::get(obj).map_err(|_| BindingError::NoBuffer {
+        let no_buffer = || BindingError::NoBuffer {
             arg,
             type_name: type_name(obj),
+        };
+        let buf = PyUntypedBuffer::get(obj).or_else(|_| {
+            // A 0-d numpy array exports no shape, which PyO3 refuses: its
+            // one-element view (same memory) does.
+            match obj.getattr("ndim").and_then(|d| d.extract::<usize>()) {
+                Ok(0) => obj
+                    .call_method1("reshape", (1,))
+                    .and_then(|v| PyUntypedBuffer::get(&v))
+                    .map_err(|_| no_buffer()),
+                _ => Err(no_buffer()),
+            }
         })?;
         let format = buf.format().to_string_lossy().into_owned();
         let dtype = Dtype::from_format(&format, buf.item_size())

@@ -249,7 +249,12 @@ impl Comm {
             }
             .into());
         }
-        let src = np.call_method1("ascontiguousarray", (obj,))?;
+        // numpy.array keeps a scalar 0-d (ascontiguousarray makes it 1-d).
+        let src = if is_scalar {
+            np.call_method1("array", (obj,))?
+        } else {
+            np.call_method1("ascontiguousarray", (obj,))?
+        };
         let out = np.call_method1("empty_like", (&src,))?;
         let opv = op.map(|o| o.clone().unbind());
         let opb = opv.as_ref().map(|o| o.bind(py));
