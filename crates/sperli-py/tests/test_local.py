@@ -49,3 +49,28 @@ def test_the_job_description_never_reaches_python():
     names = set(dir(sperli)) | set(dir(sperli.Comm))
     for word in ("secret", "description", "key", "token", "pem"):
         assert not any(word in n.lower() for n in names), word
+
+
+def test_stubs_name_every_public_name():
+    import ast
+    import pathlib
+
+    import sperli._sperli as native
+
+    stub = pathlib.Path(native.__file__).with_name("_sperli.pyi")
+    tree = ast.parse(stub.read_text())
+    top, members = set(), {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            top.add(node.name)
+            members[node.name] = {
+                n.name for n in node.body if isinstance(n, ast.FunctionDef)
+            } | {n.target.id for n in node.body if isinstance(n, ast.AnnAssign)}
+        elif isinstance(node, (ast.AnnAssign, ast.Assign)):
+            targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
+            top |= {t.id for t in targets if isinstance(t, ast.Name)}
+    public = {n for n in dir(native) if not n.startswith("_")} | {"__version__"}
+    assert public <= top, public - top
+    for cls in ["Comm", "Request", "Status", "Checkpointer", "Mailbox", "MailboxServer", "Op"]:
+        have = {n for n in dir(getattr(native, cls)) if not n.startswith("_")}
+        assert have <= members[cls], (cls, have - members[cls])

@@ -509,6 +509,7 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
     scale_section(&mut o, s, opts.quick);
     ckpt_section(&mut o, s, opts.quick);
     super::mailbox::section(&mut o, s);
+    super::python::section(&mut o, s);
 
     let _ = writeln!(o, "## Plots\n");
     let _ = writeln!(

@@ -35,6 +35,7 @@ See docs/python.md in the repository.
 import atexit as _atexit
 import sys as _sys
 import threading as _threading
+import time as _time
 
 from ._sperli import (
     ANY_SOURCE,
@@ -96,6 +97,7 @@ __all__ = [
     "Status",
     "Task",
     "TaskFailedError",
+    "Wtime",
     "finalize",
     "init",
     "is_initialized",
@@ -128,6 +130,11 @@ def finalize():
     exit by itself; a call after it raises."""
     if _world is not None:
         _world.Finalize()
+
+
+def Wtime():
+    """Seconds on a monotonic clock (MPI's `Wtime`)."""
+    return _time.perf_counter()
 
 
 def __getattr__(name):
