@@ -25,7 +25,7 @@
 //!   another rank: H1617/H1618) is raised as it reports it.
 
 use pyo3::prelude::*;
-use sperli_collective::{max_chunk_elems, Comm as RustComm, Element, Endpoint, Reduction};
+use sperli_collective::{max_chunk_elems, Element, Reduction};
 use sperli_wire::abort::AbortReason;
 use sperli_wire::Error;
 
@@ -33,6 +33,7 @@ use crate::buffer::{chunks, with_dtype, Buf};
 use crate::comm::{rank_arg, Comm};
 use crate::errors::{BindingError, Fail};
 use crate::ops::{is_in_place, op_arg};
+use crate::rank::Coll;
 use crate::raw::{pair, PairError};
 
 /// A root's own buffer: either checked, or the check's error, which ends
@@ -68,7 +69,7 @@ fn send_recv<T: Element, R>(
 }
 
 fn allreduce_chunks<T: Element>(
-    c: &mut RustComm<&Endpoint>,
+    c: &mut impl Coll,
     a: &[T],
     b: &mut [T],
     op: Reduction,
@@ -85,7 +86,7 @@ fn allreduce_chunks<T: Element>(
 }
 
 fn reduce_chunks<T: Element>(
-    c: &mut RustComm<&Endpoint>,
+    c: &mut impl Coll,
     root: u32,
     a: &[T],
     b: &mut [T],
@@ -210,12 +211,12 @@ impl Comm {
                     Some(d) => {
                         let all = 0..d.len();
                         send_recv::<T, _>(send.as_ref(), d, all, |a, b| {
-                            reduce_chunks(r.comm(), root, a, b, true, op)
+                            reduce_chunks(&mut r.comm(), root, a, b, true, op)
                         })?;
                     }
                     None => {
                         let a = send.as_ref().expect("not IN_PLACE off the root").elems::<T>();
-                        reduce_chunks(r.comm(), root, a, &mut [], false, op)?;
+                        reduce_chunks(&mut r.comm(), root, a, &mut [], false, op)?;
                     }
                 }
             });
@@ -248,7 +249,7 @@ impl Comm {
             let all = 0..recv.len();
             with_dtype!(recv.dtype, T => {
                 send_recv::<T, _>(send.as_ref(), &mut recv, all, |a, b| {
-                    allreduce_chunks(r.comm(), a, b, op)
+                    allreduce_chunks(&mut r.comm(), a, b, op)
                 })?;
             });
             Ok(())

@@ -203,7 +203,7 @@ impl Comm {
         let text = message.unwrap_or_else(|| format!("Abort({errorcode}) called"));
         let code = u32::try_from(errorcode).unwrap_or(0);
         let _ = self.call(py, |r| {
-            r.ep.abort(
+            r.ep().abort(
                 AbortReason::Application,
                 code,
                 sperli_wire::abort::Abort::truncate_message(&text),
@@ -220,7 +220,7 @@ impl Comm {
     #[pyo3(name = "_abort_job")]
     fn abort_job(&self, py: Python<'_>, errorcode: u32, message: String) -> PyResult<()> {
         self.call(py, |r| {
-            r.ep.abort(
+            r.ep().abort(
                 AbortReason::Application,
                 errorcode,
                 sperli_wire::abort::Abort::truncate_message(&message),

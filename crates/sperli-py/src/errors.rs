@@ -107,6 +107,8 @@ pub(crate) enum BindingError {
     StateDecode { what: String },
     /// A checkpointer on a mailbox task's communicator.
     TaskCheckpointer,
+    /// An `Isend`/`Irecv` on a mailbox task's communicator.
+    TaskRequests,
     /// A communicator handed to a mailbox server with requests open.
     OpenRequests { count: usize },
     /// A request of a communicator that was already waited for and freed.
@@ -192,6 +194,10 @@ impl fmt::Display for BindingError {
             TaskCheckpointer => write!(
                 f,
                 "a mailbox task's communicator cannot checkpoint (make the checkpointer on COMM_WORLD)"
+            ),
+            TaskRequests => write!(
+                f,
+                "a mailbox task's communicator has no Isend/Irecv (blocking point-to-point and collectives only)"
             ),
             OpenRequests { count } => write!(
                 f,

@@ -19,7 +19,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyList};
-use sperli_collective::{Comm as RustComm, Endpoint, Link, Reduction};
+use sperli_collective::{Endpoint, Reduction};
 use sperli_transport::Status as WireStatus;
 use sperli_wire::abort::AbortReason;
 use sperli_wire::error::{DecodeError, FrameError};
@@ -31,7 +31,7 @@ use crate::comm::{rank_arg, Comm};
 use crate::errors::{BindingError, Fail};
 use crate::ops::op_arg;
 use crate::p2p::{recv_tag, send_tag, Kind, Request, Status, ANY_SOURCE, ANY_TAG};
-use crate::rank::Open;
+use crate::rank::{Coll, Open};
 
 /// `pickle.dumps(obj, HIGHEST_PROTOCOL)`.
 pub(crate) fn pickle<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
@@ -86,8 +86,8 @@ pub(crate) fn assemble(ep: &Endpoint, st: WireStatus, first: Vec<u8>) -> Result<
 
 /// gather of byte strings of any lengths to `root`: every rank's, in rank
 /// order, at the root; `None` elsewhere.
-pub(crate) fn gather_bytes<L: Link>(
-    c: &mut RustComm<L>,
+pub(crate) fn gather_bytes<C: Coll>(
+    c: &mut C,
     root: u32,
     data: &[u8],
 ) -> Result<Option<Vec<Vec<u8>>>, Error> {
@@ -106,8 +106,8 @@ pub(crate) fn gather_bytes<L: Link>(
 
 /// scatter of byte strings of any lengths from `root` (which passes one
 /// per rank): this rank's.
-pub(crate) fn scatter_bytes<L: Link>(
-    c: &mut RustComm<L>,
+pub(crate) fn scatter_bytes<C: Coll>(
+    c: &mut C,
     root: u32,
     items: Option<&[Vec<u8>]>,
 ) -> Result<Vec<u8>, Error> {
@@ -134,10 +134,7 @@ pub(crate) fn scatter_bytes<L: Link>(
 }
 
 /// allgather of byte strings of any lengths: every rank's, in rank order.
-pub(crate) fn allgather_bytes<L: Link>(
-    c: &mut RustComm<L>,
-    data: &[u8],
-) -> Result<Vec<Vec<u8>>, Error> {
+pub(crate) fn allgather_bytes<C: Coll>(c: &mut C, data: &[u8]) -> Result<Vec<Vec<u8>>, Error> {
     let lens = c.allgather(&[data.len() as u64])?;
     let longest = lens.iter().copied().max().unwrap_or(0) as usize;
     let chunk = (MAX_COLLECTIVE_DATA / lens.len().max(1)).max(1);
@@ -205,7 +202,7 @@ impl Comm {
         let at_root = root.is_none_or(|r| r == self.rank_u32());
         if let Some(n) = number(obj) {
             let v = self.call(py, |r| {
-                let c = r.comm();
+                let mut c = r.comm();
                 let out = match (n, root) {
                     (Number::Bool(b), None) => {
                         c.allreduce_scalar(i64::from(b), red).map(Number::Int)
@@ -282,7 +279,7 @@ impl Comm {
         let bytes = data.as_bytes();
         let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
         self.call(py, |r| {
-            r.ep.send_large(dest, tag, bytes).map_err(Fail::from)
+            r.ep().send_large(dest, tag, bytes).map_err(Fail::from)
         })
     }
 
@@ -302,7 +299,7 @@ impl Comm {
         let (st, bytes) = self.call(py, |r| {
             let (st, first) = match tag {
                 Some(t) => {
-                    let m = r.ep.recv(source, t)?;
+                    let m = r.ep().recv(source, t)?;
                     let len = m.len();
                     (
                         WireStatus {
@@ -313,9 +310,9 @@ impl Comm {
                         m,
                     )
                 }
-                None => r.ep.recv_any_tag(source)?,
+                None => r.ep().recv_any_tag(source)?,
             };
-            let whole = assemble(r.ep, st, first)?;
+            let whole = assemble(r.ep(), st, first)?;
             Ok((
                 WireStatus {
                     len: whole.len(),
@@ -343,7 +340,7 @@ impl Comm {
         let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
         if 8 + bytes.len() > MAX_PAYLOAD as usize {
             self.call(py, |r| {
-                r.ep.send_large(dest, tag, bytes).map_err(Fail::from)
+                r.ep().send_large(dest, tag, bytes).map_err(Fail::from)
             })?;
             return Ok(Request::completed(self.slot.clone()));
         }
@@ -351,7 +348,7 @@ impl Comm {
         frame.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
         frame.extend_from_slice(bytes);
         let id = self.call(py, |r| {
-            let h = r.ep.isend(dest, tag, &frame)?;
+            let h = r.handles_ep()?.isend(dest, tag, &frame)?;
             Ok(r.add_open(Open::Send(h)))
         })?;
         Ok(Request::new(self.slot.clone(), id, Kind::Send))
@@ -369,7 +366,7 @@ impl Comm {
         let _ = buf;
         let (source, tag) = (rank_arg("source", source)?, recv_tag(tag)?);
         let id = self.call(py, |r| {
-            let h = r.ep.irecv(source, tag)?;
+            let h = r.handles_ep()?.irecv(source, tag)?;
             Ok(r.add_open(Open::Recv(h)))
         })?;
         Ok(Request::new(self.slot.clone(), id, Kind::RecvObj))
@@ -415,7 +412,7 @@ impl Comm {
         let root = rank_arg("root", root)?;
         let data = pickle(sendobj)?;
         let bytes = data.as_bytes();
-        let all = self.call(py, |r| Ok(gather_bytes(r.comm(), root, bytes)?))?;
+        let all = self.call(py, |r| Ok(gather_bytes(&mut r.comm(), root, bytes)?))?;
         match all {
             None => Ok(py.None()),
             Some(all) => objects_list(py, &all),
@@ -460,7 +457,7 @@ impl Comm {
                 Some(Ok(v)) => Some(v),
                 None => None,
             };
-            Ok(scatter_bytes(r.comm(), root, items.as_deref())?)
+            Ok(scatter_bytes(&mut r.comm(), root, items.as_deref())?)
         })?;
         unpickle(py, &mine)
     }
@@ -469,7 +466,7 @@ impl Comm {
     fn allgather(&self, py: Python<'_>, sendobj: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let data = pickle(sendobj)?;
         let bytes = data.as_bytes();
-        let all = self.call(py, |r| Ok(allgather_bytes(r.comm(), bytes)?))?;
+        let all = self.call(py, |r| Ok(allgather_bytes(&mut r.comm(), bytes)?))?;
         objects_list(py, &all)
     }
 

@@ -224,12 +224,12 @@ impl Request {
             match kind {
                 Kind::RecvBuf(buf) => {
                     let res = deliver(buf, &m);
-                    r.ep.recycle(m);
+                    r.ep().recycle(m);
                     res?;
                     Ok(Some((Some(st), Vec::new())))
                 }
                 Kind::RecvObj => {
-                    let whole = crate::objects::assemble(r.ep, st, m)?;
+                    let whole = crate::objects::assemble(r.ep(), st, m)?;
                     Ok(Some((Some(st), whole)))
                 }
                 Kind::Send => Ok(Some((Some(st), Vec::new()))),
@@ -368,7 +368,7 @@ impl Comm {
         let b = Buf::send(buf, "buf")?;
         let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
         let bytes = b.region.bytes();
-        self.call(py, |r| r.ep.send(dest, tag, bytes).map_err(Fail::from))
+        self.call(py, |r| r.ep().send(dest, tag, bytes).map_err(Fail::from))
     }
 
     /// Receives the next message from rank `source` with `tag` (`ANY_TAG`:
@@ -388,7 +388,7 @@ impl Comm {
         let st = self.call(py, |r| {
             let (st, m) = match tag {
                 Some(t) => {
-                    let m = r.ep.recv(source, t)?;
+                    let m = r.ep().recv(source, t)?;
                     let st = WireStatus {
                         source,
                         tag: t,
@@ -396,10 +396,10 @@ impl Comm {
                     };
                     (st, m)
                 }
-                None => r.ep.recv_any_tag(source)?,
+                None => r.ep().recv_any_tag(source)?,
             };
             let res = deliver(&mut b, &m);
-            r.ep.recycle(m);
+            r.ep().recycle(m);
             res?;
             Ok(st)
         })?;
@@ -422,7 +422,7 @@ impl Comm {
         let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
         let bytes = b.region.bytes();
         let id = self.call(py, |r| {
-            let h = r.ep.isend(dest, tag, bytes)?;
+            let h = r.handles_ep()?.isend(dest, tag, bytes)?;
             Ok(r.add_open(Open::Send(h)))
         })?;
         Ok(Request::new(self.slot.clone(), id, Kind::Send))
@@ -441,7 +441,7 @@ impl Comm {
         let b = Buf::recv(buf, "buf")?;
         let (source, tag) = (rank_arg("source", source)?, recv_tag(tag)?);
         let id = self.call(py, |r| {
-            let h = r.ep.irecv(source, tag)?;
+            let h = r.handles_ep()?.irecv(source, tag)?;
             Ok(r.add_open(Open::Recv(h)))
         })?;
         Ok(Request::new(self.slot.clone(), id, Kind::RecvBuf(b)))
@@ -478,13 +478,13 @@ impl Comm {
         let (dest, sendtag) = (rank_arg("dest", dest)?, send_tag(sendtag)?);
         let (source, recvtag) = (rank_arg("source", source)?, recv_tag(recvtag)?);
         let st = self.call(py, |r| {
-            let h = r.ep.irecv(source, recvtag)?;
+            let h = r.ep().irecv(source, recvtag)?;
             // The send slice is dead before the receive writes (the two
             // buffers may be one).
-            r.ep.send(dest, sendtag, s.region.bytes())?;
+            r.ep().send(dest, sendtag, s.region.bytes())?;
             let (st, m) = h.wait()?;
             let res = deliver(&mut d, &m);
-            r.ep.recycle(m);
+            r.ep().recycle(m);
             res?;
             Ok(st)
         })?;

@@ -1,21 +1,23 @@
 //! [`Rank`]: what every call of a Python communicator runs on, inside
 //! [`Slot::with`](crate::raw::Slot::with): the endpoint (point-to-point),
-//! the collectives (a [`Comm`] over the endpoint, or the [`Checkpointer`]
-//! that owns it once the program made one), the open requests of
+//! the collectives ([`Rank::comm`]: a [`Comm`] over the endpoint, the
+//! [`Checkpointer`] that owns it once the program made one, or, in a
+//! mailbox task, the server's own communicator), the open requests of
 //! `Isend`/`Irecv`, and the job keys a checkpointer needs.
 
 use std::collections::HashMap;
 
 use sperli_ckpt::{Checkpointer, JobKeys};
-use sperli_collective::{Comm, Endpoint, Link, Reduction};
+use sperli_collective::{Comm, Element, Endpoint, Link, Reduction};
 use sperli_transport::{RecvHandle, SendHandle};
 use sperli_wire::abort::AbortReason;
 use sperli_wire::Error;
 
 use crate::errors::{BindingError, Cause, Fail};
+use crate::raw::TaskComm;
 
-/// The collectives of a rank: a plain communicator, or the checkpointer
-/// that owns it.
+/// The collectives of an owned rank: a plain communicator, or the
+/// checkpointer that owns it.
 pub(crate) enum Collectives<'e> {
     /// Before any checkpointer.
     Plain(Comm<&'e Endpoint>),
@@ -31,11 +33,19 @@ pub(crate) enum Open<'e> {
     Recv(RecvHandle<'e>),
 }
 
+enum Kind<'e> {
+    /// A communicator that owns its endpoint (the world).
+    Owned {
+        ep: &'e Endpoint,
+        coll: Collectives<'e>,
+    },
+    /// A mailbox task's: the server's communicator, lent for the handler.
+    Task(TaskComm),
+}
+
 /// One rank's state behind a Python communicator (see the module docs).
 pub(crate) struct Rank<'e> {
-    /// The transport endpoint.
-    pub(crate) ep: &'e Endpoint,
-    coll: Collectives<'e>,
+    kind: Kind<'e>,
     /// Open requests by id.
     pub(crate) open: HashMap<u64, Open<'e>>,
     next_id: u64,
@@ -44,45 +54,169 @@ pub(crate) struct Rank<'e> {
     pub(crate) keys: Result<JobKeys, Cause>,
 }
 
+/// The collectives of one call: [`Rank::comm`].
+pub(crate) enum CommMut<'c, 'e> {
+    /// Over the rank's own `&Endpoint`.
+    Ref(&'c mut Comm<&'e Endpoint>),
+    /// A mailbox server's communicator.
+    Task(&'c mut Comm<Endpoint>),
+}
+
+/// Declares [`Coll`] with the Rust `Comm` calls the Python calls make,
+/// and implements it for every `Comm` and for [`CommMut`].
+macro_rules! coll {
+    ($($(#[$m:meta])* fn $name:ident $(<$T:ident>)? (&mut self $(, $a:ident: $t:ty)*) -> $r:ty;)*) => {
+        /// The Rust `Comm` calls a Python communicator makes (sperli-collective
+        /// documents each), for a `Comm` over any link and for [`CommMut`].
+        pub(crate) trait Coll {
+            /// This rank.
+            fn rank(&self) -> u32;
+            /// The collective sequence reached (protocol §8.1).
+            fn sequence(&self) -> u64;
+            /// Whether the collectives failed (every later one fails too).
+            fn failed(&self) -> bool;
+            $($(#[$m])* fn $name $(<$T: Element>)? (&mut self $(, $a: $t)*) -> $r;)*
+        }
+
+        impl<L: Link> Coll for Comm<L> {
+            fn rank(&self) -> u32 {
+                Comm::rank(self)
+            }
+            fn sequence(&self) -> u64 {
+                Comm::sequence(self)
+            }
+            fn failed(&self) -> bool {
+                self.failure().is_some()
+            }
+            $(fn $name $(<$T: Element>)? (&mut self $(, $a: $t)*) -> $r {
+                Comm::$name(self $(, $a)*)
+            })*
+        }
+
+        impl Coll for CommMut<'_, '_> {
+            fn rank(&self) -> u32 {
+                match self {
+                    CommMut::Ref(c) => c.rank(),
+                    CommMut::Task(c) => c.rank(),
+                }
+            }
+            fn sequence(&self) -> u64 {
+                match self {
+                    CommMut::Ref(c) => c.sequence(),
+                    CommMut::Task(c) => c.sequence(),
+                }
+            }
+            fn failed(&self) -> bool {
+                match self {
+                    CommMut::Ref(c) => c.failure().is_some(),
+                    CommMut::Task(c) => c.failure().is_some(),
+                }
+            }
+            $(fn $name $(<$T: Element>)? (&mut self $(, $a: $t)*) -> $r {
+                match self {
+                    CommMut::Ref(c) => c.$name($($a),*),
+                    CommMut::Task(c) => c.$name($($a),*),
+                }
+            })*
+        }
+    };
+}
+
+coll! {
+    /// `Comm::barrier`.
+    fn barrier(&mut self) -> Result<(), Error>;
+    /// `Comm::bcast`.
+    fn bcast<T>(&mut self, root: u32, buf: &mut Vec<T>) -> Result<(), Error>;
+    /// `Comm::bcast_into`.
+    fn bcast_into<T>(&mut self, root: u32, buf: &mut [T]) -> Result<(), Error>;
+    /// `Comm::bcast_large`.
+    fn bcast_large<T>(&mut self, root: u32, buf: &mut Vec<T>) -> Result<(), Error>;
+    /// `Comm::reduce_into`.
+    fn reduce_into<T>(&mut self, root: u32, data: &[T], out: &mut [T], op: Reduction) -> Result<bool, Error>;
+    /// `Comm::reduce_scalar`.
+    fn reduce_scalar<T>(&mut self, root: u32, x: T, op: Reduction) -> Result<Option<T>, Error>;
+    /// `Comm::allreduce_into`.
+    fn allreduce_into<T>(&mut self, data: &[T], out: &mut [T], op: Reduction) -> Result<(), Error>;
+    /// `Comm::allreduce_scalar`.
+    fn allreduce_scalar<T>(&mut self, x: T, op: Reduction) -> Result<T, Error>;
+    /// `Comm::gather`.
+    fn gather<T>(&mut self, root: u32, data: &[T]) -> Result<Option<Vec<T>>, Error>;
+    /// `Comm::scatter`.
+    fn scatter<T>(&mut self, root: u32, data: Option<&[T]>) -> Result<Vec<T>, Error>;
+    /// `Comm::scatter_into`.
+    fn scatter_into<T>(&mut self, root: u32, data: Option<&[T]>, out: &mut [T]) -> Result<(), Error>;
+    /// `Comm::allgather`.
+    fn allgather<T>(&mut self, data: &[T]) -> Result<Vec<T>, Error>;
+    /// `Comm::alltoall`.
+    fn alltoall<T>(&mut self, data: &[T]) -> Result<Vec<T>, Error>;
+    /// `Comm::reduce_scatter`.
+    fn reduce_scatter<T>(&mut self, data: &[T], op: Reduction) -> Result<Vec<T>, Error>;
+}
+
 impl<'e> Rank<'e> {
     /// A rank over `ep` with no collective call made yet.
     pub(crate) fn new(ep: &'e Endpoint, keys: Result<JobKeys, Cause>) -> Self {
         Self {
-            ep,
-            coll: Collectives::Plain(Comm::new(ep)),
+            kind: Kind::Owned {
+                ep,
+                coll: Collectives::Plain(Comm::new(ep)),
+            },
             open: HashMap::new(),
             next_id: 0,
             keys,
         }
     }
 
-    /// A rank over `ep` whose collectives continue at sequence `seq` (a
-    /// mailbox task's communicator: no checkpointer).
-    pub(crate) fn at_sequence(ep: &'e Endpoint, seq: u64) -> Self {
-        let mut comm = Comm::new(ep);
-        advance(&mut comm, seq);
+    /// A mailbox task's rank: the collectives are the server's.
+    pub(crate) fn task(comm: TaskComm) -> Self {
         Self {
-            ep,
-            coll: Collectives::Plain(comm),
+            kind: Kind::Task(comm),
             open: HashMap::new(),
             next_id: 0,
             keys: Err(Cause::Binding(BindingError::TaskCheckpointer)),
         }
     }
 
+    /// The endpoint, for calls that finish before they return.
+    pub(crate) fn ep(&self) -> &Endpoint {
+        match &self.kind {
+            Kind::Owned { ep, .. } => ep,
+            Kind::Task(t) => t.get().link(),
+        }
+    }
+
+    /// The endpoint for a request that stays open after its call
+    /// (`Isend`/`Irecv`): not in a mailbox task.
+    pub(crate) fn handles_ep(&self) -> Result<&'e Endpoint, BindingError> {
+        match &self.kind {
+            Kind::Owned { ep, .. } => Ok(ep),
+            Kind::Task(_) => Err(BindingError::TaskRequests),
+        }
+    }
+
     /// The collectives.
-    pub(crate) fn comm(&mut self) -> &mut Comm<&'e Endpoint> {
-        match &mut self.coll {
-            Collectives::Plain(c) => c,
-            Collectives::Ckpt(ck) => ck.comm(),
+    pub(crate) fn comm(&mut self) -> CommMut<'_, 'e> {
+        match &mut self.kind {
+            Kind::Owned {
+                coll: Collectives::Plain(c),
+                ..
+            } => CommMut::Ref(c),
+            Kind::Owned {
+                coll: Collectives::Ckpt(ck),
+                ..
+            } => CommMut::Ref(ck.comm()),
+            Kind::Task(t) => CommMut::Task(t.get_mut()),
         }
     }
 
     /// The checkpointer, if the program made one.
     pub(crate) fn checkpointer(&mut self) -> Option<&mut Checkpointer<&'e Endpoint>> {
-        match &mut self.coll {
-            Collectives::Plain(_) => None,
-            Collectives::Ckpt(ck) => Some(ck),
+        match &mut self.kind {
+            Kind::Owned {
+                coll: Collectives::Ckpt(ck),
+                ..
+            } => Some(ck),
+            _ => None,
         }
     }
 
@@ -91,26 +225,29 @@ impl<'e> Rank<'e> {
     pub(crate) fn install_checkpointer(
         &mut self,
         make: impl FnOnce(Comm<&'e Endpoint>) -> Result<Checkpointer<&'e Endpoint>, Error>,
-    ) -> Result<(), Error> {
-        if matches!(self.coll, Collectives::Ckpt(_)) {
+    ) -> Result<(), Fail> {
+        let Kind::Owned { ep, coll } = &mut self.kind else {
+            return Err(BindingError::TaskCheckpointer.into());
+        };
+        let ep: &'e Endpoint = ep;
+        if matches!(coll, Collectives::Ckpt(_)) {
             return Ok(());
         }
-        let seq = self.sequence();
-        let Collectives::Plain(comm) =
-            std::mem::replace(&mut self.coll, Collectives::Plain(Comm::new(self.ep)))
+        let Collectives::Plain(comm) = std::mem::replace(coll, Collectives::Plain(Comm::new(ep)))
         else {
             unreachable!("checked above");
         };
+        let seq = comm.sequence();
         match make(comm) {
             Ok(ck) => {
-                self.coll = Collectives::Ckpt(Box::new(ck));
+                *coll = Collectives::Ckpt(Box::new(ck));
                 Ok(())
             }
             Err(e) => {
-                let mut c = Comm::new(self.ep);
+                let mut c = Comm::new(ep);
                 advance(&mut c, seq);
-                self.coll = Collectives::Plain(c);
-                Err(e)
+                *coll = Collectives::Plain(c);
+                Err(e.into())
             }
         }
     }
@@ -142,7 +279,7 @@ impl<'e> Rank<'e> {
     /// Whether the job step is over for this rank: the transport failed,
     /// or the collectives failed (after which every collective fails).
     pub(crate) fn job_over(&mut self) -> bool {
-        self.ep.error().is_some() || self.comm().failure().is_some()
+        self.ep().error().is_some() || self.comm().failed()
     }
 
     /// `e` with whether it ended the job.
@@ -157,7 +294,7 @@ impl<'e> Rank<'e> {
     /// with `reason` and H1618 to every peer; they fail with H1612).
     pub(crate) fn end_job(&mut self, reason: AbortReason, e: BindingError) -> Fail {
         let text = e.to_string();
-        self.ep.abort(
+        self.ep().abort(
             reason,
             e.h_code().number(),
             sperli_wire::abort::Abort::truncate_message(&text),
@@ -170,8 +307,8 @@ impl<'e> Rank<'e> {
 /// Rust API refuses before anything is sent still takes its sequence
 /// number (protocol §8.1; `Comm::allreduce_into` with an output of the
 /// wrong length). The Rust API has no call to start a communicator at a
-/// given sequence; this is how a task's communicator and the mailbox
-/// server stay in step.
+/// given sequence; this is how the mailbox server takes over the world
+/// communicator (once) and how a failed checkpointer gives it back.
 pub(crate) fn advance<L: Link>(comm: &mut Comm<L>, seq: u64) {
     while comm.sequence() < seq {
         let _ = comm.allreduce_into::<u8>(&[0], &mut [], Reduction::Sum);
@@ -194,5 +331,19 @@ mod tests {
             (before, after, s, c.sequence())
         });
         assert_eq!(got, vec![(0, 5, 3, 6); 3]);
+    }
+
+    #[test]
+    fn coll_forwards_to_the_comm() {
+        let got = fake::run(2, |c| {
+            let mut v = vec![0u64; 2];
+            if Coll::rank(c) == 0 {
+                v = vec![4, 5];
+            }
+            Coll::bcast_into(c, 0, &mut v).unwrap();
+            let s = Coll::allreduce_scalar(c, 1i64, Reduction::Sum).unwrap();
+            (v, s, Coll::sequence(c), Coll::failed(c))
+        });
+        assert_eq!(got, vec![(vec![4, 5], 2, 2, false); 2]);
     }
 }

@@ -23,15 +23,19 @@
 //!    as `'static`; the rank is dropped before the endpoint and never
 //!    leaves the slot, and code outside this module only sees it through
 //!    [`Slot::with`], for a lifetime that ends with the call, so no borrow
-//!    of the endpoint can outlive it. The endpoint is not `Sync`: every
-//!    use goes through the slot's mutex, one thread at a time.
+//!    of the endpoint can outlive it. A mailbox task's slot lends the
+//!    server's own communicator instead ([`Slot::scoped`], [`TaskComm`])
+//!    and is closed before the handler returns. The endpoint is not
+//!    `Sync`: every use goes through the slot's mutex, one thread at a
+//!    time.
 
+use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::buffer::PyUntypedBuffer;
 use sperli_collective::{Comm, Element, Endpoint};
 
-use crate::rank::{advance, Rank};
+use crate::rank::Rank;
 
 // ---- 1. buffers ---------------------------------------------------------
 
@@ -185,11 +189,12 @@ struct Live {
 }
 
 // SAFETY: `Endpoint` is `Send`; `Live` is not only because `rank` holds
-// `&Endpoint` (the endpoint is not `Sync`). Every reference in `rank`
-// points at this `Live`'s own endpoint (or, for a task, one the scoped
-// caller keeps alive and does not use meanwhile), so moving the whole
-// `Live` to another thread moves every user of the endpoint with it; and
-// the slot's mutex lets one thread at a time reach it.
+// `&Endpoint` (the endpoint is not `Sync`) or a `TaskComm`. Every
+// reference in `rank` points at this `Live`'s own endpoint (or, for a
+// task, at the server's communicator, which its owner does not use while
+// the slot is open), so moving the whole `Live` to another thread moves
+// every user of the endpoint with it; and the slot's mutex lets one
+// thread at a time reach it.
 unsafe impl Send for Live {}
 
 /// One communicator's endpoint, collectives, checkpointer and open
@@ -269,11 +274,10 @@ impl Slot {
         Ok(owner.map(|ep| (*ep, seq)))
     }
 
-    /// Runs `f` with a slot that borrows `comm`'s endpoint (a mailbox
-    /// task's communicator), its collectives starting at `comm`'s
-    /// sequence; afterwards (also when `f` unwinds) the slot is closed
-    /// with [`Gone::TaskOver`] and `comm` is brought to the sequence the
-    /// slot reached.
+    /// Runs `f` with a slot whose collectives are `comm` itself (a
+    /// mailbox task's communicator: the server's); afterwards (also when
+    /// `f` unwinds) the slot is closed with [`Gone::TaskOver`], so nothing
+    /// of it reaches `comm` once this returns.
     pub(crate) fn scoped<R>(comm: &mut Comm<Endpoint>, f: impl FnOnce(&Arc<Slot>) -> R) -> R {
         struct CloseOnDrop<'s>(&'s Slot);
         impl Drop for CloseOnDrop<'_> {
@@ -281,32 +285,40 @@ impl Slot {
                 let _ = self.0.close(Gone::TaskOver);
             }
         }
-        let start = comm.sequence();
-        // SAFETY: the slot's rank is dropped (`close`, here or in the
-        // guard when `f` unwinds) before this function returns, and a
-        // borrowed slot never gives its rank away, so the reference ends
-        // before `comm` is used again; `comm` is not used while `f` runs.
-        let ep: &'static Endpoint = unsafe { &*(comm.link() as *const Endpoint) };
         let slot = Arc::new(Slot {
             state: Mutex::new(Ok(Live {
-                rank: Rank::at_sequence(ep, start),
+                rank: Rank::task(TaskComm(NonNull::from(comm))),
                 owner: None,
             })),
             cancelled: Mutex::new(Vec::new()),
         });
         let guard = CloseOnDrop(&slot);
         let out = f(&slot);
-        let reached = {
-            let mut g = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
-            let reached = g.as_mut().map(|l| l.rank.sequence()).ok();
-            drop(std::mem::replace(&mut *g, Err(Gone::TaskOver)));
-            reached
-        };
         drop(guard);
-        if let Some(seq) = reached {
-            advance(comm, seq);
-        }
         out
+    }
+}
+
+/// A mailbox server's communicator lent to a task's slot
+/// ([`Slot::scoped`], the only place one is made): the pointer of a
+/// `&mut Comm<Endpoint>` that its owner does not use until the slot is
+/// closed. It lives in a [`Rank`], which is reached only under the slot's
+/// lock and through Rust borrows of the rank, so `get` and `get_mut` hand
+/// out exactly the access a `&'slot mut Comm` would.
+pub(crate) struct TaskComm(NonNull<Comm<Endpoint>>);
+
+impl TaskComm {
+    /// The communicator.
+    pub(crate) fn get(&self) -> &Comm<Endpoint> {
+        // SAFETY: see the type's docs: valid and not used by its owner
+        // while the slot is open; shared access through `&self`.
+        unsafe { self.0.as_ref() }
+    }
+
+    /// The communicator, for a call.
+    pub(crate) fn get_mut(&mut self) -> &mut Comm<Endpoint> {
+        // SAFETY: see the type's docs; exclusive through `&mut self`.
+        unsafe { self.0.as_mut() }
     }
 }
 

@@ -39,6 +39,12 @@ def test_python_client_and_python_handlers():
         with pytest.raises(sperli.SperliError) as e:
             mb.submit("no-such-handler", b"")
         assert e.value.code == 1642 and e.value.replies[0].error_type == "unknown-handler"
+        ring = mb.submit("ring", b"")
+        assert [int.from_bytes(r.data, "little") for r in ring] == [1, 0]
+        # Many tasks in a row: each one's collectives continue the server's.
+        for k in range(50):
+            got = mb.submit("sum", np.array([k], dtype=np.uint64).tobytes())
+            assert np.frombuffer(got[1].data, dtype=np.int64)[0] == 3 * k
         assert [r.rank for r in mb.ping()] == [0, 1]
     finally:
         mb.shutdown()

@@ -56,4 +56,20 @@ def stale(task):
     return b"not closed"
 
 
+@server.task("ring")
+def ring(task):
+    # Blocking point-to-point works in a task; a request that outlives
+    # the call does not.
+    c = task.comm
+    got = np.empty(1, dtype=np.int64)
+    c.Sendrecv(np.array([task.rank], dtype=np.int64), dest=(c.rank + 1) % c.size,
+               recvbuf=got, source=(c.rank - 1) % c.size)
+    try:
+        c.Isend(got, dest=0)
+        return b"Isend worked"
+    except sperli.ArgumentError as e:
+        assert "no Isend/Irecv" in str(e), str(e)
+    return got.tobytes()
+
+
 server.serve()
