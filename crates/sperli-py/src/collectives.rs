@@ -68,6 +68,24 @@ fn send_recv<T: Element, R>(
     }
 }
 
+/// This rank's block of `recv` (`IN_PLACE` of Gather and Allgather: a
+/// copy, since `recv` is written while it is sent).
+fn own_block<T: Element>(recv: &[T], me: usize, size: usize) -> Vec<T> {
+    let n = recv.len() / size;
+    recv[me * n..(me + 1) * n].to_vec()
+}
+
+/// Puts chunk `s..e` of every rank's block (`v`: rank by rank, `e - s`
+/// elements each) into `out`, which holds `size` blocks of `n` elements.
+fn place_blocks<T: Element>(out: &mut [T], v: &[T], n: usize, (s, e): (usize, usize), size: usize) {
+    if e == s {
+        return;
+    }
+    for (i, block) in v.chunks_exact(e - s).enumerate().take(size) {
+        out[i * n + s..i * n + e].copy_from_slice(block);
+    }
+}
+
 fn allreduce_chunks<T: Element>(
     c: &mut impl Coll,
     a: &[T],
@@ -294,9 +312,8 @@ impl Comm {
                 let a: &[T] = match &send {
                     Some(s) => s.elems::<T>(),
                     None => {
-                        let d = recv.as_ref().expect("IN_PLACE at the root").elems::<T>();
-                        let n = d.len() / size;
-                        own = d[me * n..(me + 1) * n].to_vec();
+                        let d = recv.as_ref().expect("IN_PLACE at the root");
+                        own = own_block(d.elems::<T>(), me, size);
                         &own
                     }
                 };
@@ -304,12 +321,7 @@ impl Comm {
                 for (s, e) in chunks(n, max_chunk_elems::<T>()) {
                     let got = r.comm().gather(root, &a[s..e])?;
                     if let (Some(v), Some(d)) = (got, recv.as_mut()) {
-                        let out = d.elems_mut::<T>();
-                        for (i, block) in v.chunks_exact((e - s).max(1)).enumerate().take(size) {
-                            if e > s {
-                                out[i * n + s..i * n + e].copy_from_slice(block);
-                            }
-                        }
+                        place_blocks(d.elems_mut::<T>(), &v, n, (s, e), size);
                     }
                 }
             });
@@ -432,9 +444,7 @@ impl Comm {
                         &own
                     }
                     None => {
-                        let d = recv.elems::<T>();
-                        let n = d.len() / size;
-                        own = d[me * n..(me + 1) * n].to_vec();
+                        own = own_block(recv.elems::<T>(), me, size);
                         &own
                     }
                 };
@@ -443,11 +453,7 @@ impl Comm {
                 let out = recv.elems_mut::<T>();
                 for (s, e) in chunks(n, max) {
                     let v = r.comm().allgather(&a[s..e])?;
-                    if e > s {
-                        for (i, block) in v.chunks_exact(e - s).enumerate().take(size) {
-                            out[i * n + s..i * n + e].copy_from_slice(block);
-                        }
-                    }
+                    place_blocks(out, &v, n, (s, e), size);
                 }
             });
             Ok(())

@@ -347,11 +347,10 @@ impl Comm {
         let mut frame = Vec::with_capacity(8 + bytes.len());
         frame.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
         frame.extend_from_slice(bytes);
-        let id = self.call(py, |r| {
-            let h = r.handles_ep()?.isend(dest, tag, &frame)?;
-            Ok(r.add_open(Open::Send(h)))
-        })?;
-        Ok(Request::new(self.slot.clone(), id, Kind::Send))
+        let frame = &frame;
+        self.start_request(py, Kind::Send, |ep| {
+            Ok(Open::Send(ep.isend(dest, tag, frame)?))
+        })
     }
 
     /// Posts a receive of an object; `wait()` returns it.
@@ -365,11 +364,9 @@ impl Comm {
     ) -> PyResult<Request> {
         let _ = buf;
         let (source, tag) = (rank_arg("source", source)?, recv_tag(tag)?);
-        let id = self.call(py, |r| {
-            let h = r.handles_ep()?.irecv(source, tag)?;
-            Ok(r.add_open(Open::Recv(h)))
-        })?;
-        Ok(Request::new(self.slot.clone(), id, Kind::RecvObj))
+        self.start_request(py, Kind::RecvObj, |ep| {
+            Ok(Open::Recv(ep.irecv(source, tag)?))
+        })
     }
 
     /// Returns once every rank has entered the barrier.

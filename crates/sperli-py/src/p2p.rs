@@ -12,7 +12,9 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
+use sperli_collective::Endpoint;
 use sperli_transport::Status as WireStatus;
+use sperli_wire::Error;
 
 use crate::buffer::Buf;
 use crate::comm::{rank_arg, run, Comm};
@@ -352,6 +354,24 @@ impl Request {
     }
 }
 
+impl Comm {
+    /// Starts a request: `start` makes its Rust handle on this rank's
+    /// endpoint, the returned `Request` completes it (`kind` says what to
+    /// do with the message).
+    pub(crate) fn start_request(
+        &self,
+        py: Python<'_>,
+        kind: Kind,
+        start: impl for<'a> FnOnce(&'a Endpoint) -> Result<Open<'a>, Error> + Send,
+    ) -> PyResult<Request> {
+        let id = self.call(py, |r| {
+            let open = start(r.handles_ep()?)?;
+            Ok(r.add_open(open))
+        })?;
+        Ok(Request::new(self.slot.clone(), id, kind))
+    }
+}
+
 #[pymethods]
 impl Comm {
     /// Sends `buf` (any buffer of the seven dtypes, C-contiguous, at most
@@ -421,11 +441,9 @@ impl Comm {
         let b = Buf::send(buf, "buf")?;
         let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
         let bytes = b.region.bytes();
-        let id = self.call(py, |r| {
-            let h = r.handles_ep()?.isend(dest, tag, bytes)?;
-            Ok(r.add_open(Open::Send(h)))
-        })?;
-        Ok(Request::new(self.slot.clone(), id, Kind::Send))
+        self.start_request(py, Kind::Send, |ep| {
+            Ok(Open::Send(ep.isend(dest, tag, bytes)?))
+        })
     }
 
     /// Posts a receive from `source` with `tag` into `buf` (kept by the
@@ -440,11 +458,9 @@ impl Comm {
     ) -> PyResult<Request> {
         let b = Buf::recv(buf, "buf")?;
         let (source, tag) = (rank_arg("source", source)?, recv_tag(tag)?);
-        let id = self.call(py, |r| {
-            let h = r.handles_ep()?.irecv(source, tag)?;
-            Ok(r.add_open(Open::Recv(h)))
-        })?;
-        Ok(Request::new(self.slot.clone(), id, Kind::RecvBuf(b)))
+        self.start_request(py, Kind::RecvBuf(b), |ep| {
+            Ok(Open::Recv(ep.irecv(source, tag)?))
+        })
     }
 
     /// Sends `sendbuf` to `dest` and receives into `recvbuf` from

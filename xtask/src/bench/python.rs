@@ -145,38 +145,32 @@ pub(super) fn job(
             if opts.quick {
                 script_args.push("--quick".into());
             }
+            // `sperli run -n N -H 127.0.0.1,... -- PROGRAM ARGS`.
+            let sperli_run = |program: &Path, args: Vec<String>| {
+                let mut v = vec![
+                    p.sperli.display().to_string(),
+                    "run".into(),
+                    "-n".into(),
+                    n.to_string(),
+                    "-H".into(),
+                    spread_hosts(n),
+                    "--".into(),
+                    program.display().to_string(),
+                ];
+                v.extend(args);
+                v
+            };
             let (argv, env): (Vec<String>, Vec<(&str, &str)>) = match side {
-                Side::Python => {
-                    let mut v = vec![
-                        p.sperli.display().to_string(),
-                        "run".into(),
-                        "-n".into(),
-                        n.to_string(),
-                        "-H".into(),
-                        spread_hosts(n),
-                        "--".into(),
-                        python.display().to_string(),
-                    ];
-                    v.extend(script_args);
-                    (v, Vec::new())
-                }
+                Side::Python => (sperli_run(python, script_args), Vec::new()),
                 Side::Rust => {
-                    let mut a = vec!["rank", "coll"];
+                    let mut a = vec!["rank".to_string(), "coll".to_string()];
                     if opts.quick {
-                        a.push("--quick");
+                        a.push("--quick".into());
                     }
-                    let mut v = vec![
-                        p.sperli.display().to_string(),
-                        "run".into(),
-                        "-n".into(),
-                        n.to_string(),
-                        "-H".into(),
-                        spread_hosts(n),
-                        "--".into(),
-                        p.bench.display().to_string(),
-                    ];
-                    v.extend(a.iter().map(|s| s.to_string()));
-                    (v, vec![("SPERLI_BENCH_SIZES", sizes.as_str())])
+                    (
+                        sperli_run(&p.bench, a),
+                        vec![("SPERLI_BENCH_SIZES", sizes.as_str())],
+                    )
                 }
                 Side::Mpi4py => match &p.mpi {
                     Ok((mpirun, _)) => {
