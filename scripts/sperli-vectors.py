@@ -5,7 +5,10 @@ Usage: python3 scripts/sperli-vectors.py docs/sperli-vectors.txt
 
 This is a second implementation of the SPERLI v1 codecs, written from
 /work/shared/spec/sperli-v1-layouts.md and the format header of the vectors
-file (xtask/src/vectors_header.txt).  It never calls the Rust code.
+file (xtask/src/vectors_header.txt); the pipelined collectives of HELLO
+feature bit 1 (the `features=` receivers and the `collective-stream` kind)
+are written from section 14 of docs/sperli-protocol.md alone.  It never
+calls the Rust code.
 
 Every entry is checked on its own: the verdict is recomputed from the bytes,
 the stated fields are compared with what the bytes decode to, the bytes are
@@ -83,6 +86,8 @@ KIND_KEYS = {
     "join-token-message": (("bytes", "fields"), ()),
     "join-token": (("bytes", "fields", "signed"), ()),
     "reduce": (("type", "reduction", "left", "right", "result"), ()),
+    "collective-stream": (("receiver", "call", "due", "frames", "verdict"),
+                          ("at", "taken", "complete")),
 }
 
 KEY_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
@@ -510,14 +515,18 @@ RECEIVER_KEYS = ("job", "rank", "peer", "incarnation", "size")
 
 def parse_receiver(s):
     items = parse_field_list(s)
-    if [k for k, _ in items] != list(RECEIVER_KEYS):
-        raise Problem("receiver: fields must be %s" % " ".join(RECEIVER_KEYS))
+    keys = [k for k, _ in items]
+    # protocol 12, 14.8: an optional trailing features= (absent: 1, v1 only)
+    if keys != list(RECEIVER_KEYS) and keys != list(RECEIVER_KEYS) + ["features"]:
+        raise Problem("receiver: fields must be %s [features]" % " ".join(RECEIVER_KEYS))
     d = dict(items)
     job = unhex(d["job"])
     if len(job) != 16:
         raise Problem("receiver: job is not 16 bytes")
+    features = dec(d["features"], 64) if "features" in d else 1
     return {"job": job, "rank": dec(d["rank"], 32), "peer": dec(d["peer"], 32),
-            "incarnation": dec(d["incarnation"], 32), "size": dec(d["size"], 32)}
+            "incarnation": dec(d["incarnation"], 32), "size": dec(d["size"], 32),
+            "features": features}
 
 
 def payload_length_ok(t, n, size):
@@ -584,16 +593,23 @@ def header_verdict(h, rx):
     return None
 
 
-def payload_spec_for(t, payload):
+def payload_spec_for(t, payload, features=1):
     if t == RESUME and len(payload) > 8:
         return RESUME_WITH_COMMIT
+    if t == COLLECTIVE and features & FEATURE_PIPELINED and len(payload) > 3:
+        return pipelined_spec(payload[3])
     return PAYLOAD_SPECS[t]
 
 
-def decode_payload(t, payload):
+def decode_payload(t, payload, features=1):
     """Decode and validate a payload (whose length already passed the
     per-type rule). Returns (values, canonical list) or None if it does not
     decode."""
+    if t == COLLECTIVE and features & FEATURE_PIPELINED:
+        if collective_rule(payload, features) is not None:
+            return None
+        v, canon, _ = decode_spec(pipelined_spec(payload[3]), payload)
+        return v, canon
     spec = payload_spec_for(t, payload)
     try:
         v, canon, pos = decode_spec(spec, payload)
@@ -672,7 +688,7 @@ def check_frame(entry):
         if len(payload) != h["length"]:
             return ["bytes: header says length %d but %d payload bytes follow"
                     % (h["length"], len(payload))]
-        decoded = decode_payload(h["type"], payload)
+        decoded = decode_payload(h["type"], payload, rx["features"])
         verdict = "accept" if decoded is not None else "reject H1610 payload"
     elif verdict == "discard":
         if len(payload) != h["length"]:
@@ -724,6 +740,9 @@ def check_frame(entry):
         pspec = PAYLOAD_SPECS[t]
         if t == RESUME and len(sp) > len(RESUME_FIXED):
             pspec = RESUME_WITH_COMMIT
+        if t == COLLECTIVE and rx["features"] & FEATURE_PIPELINED:
+            phase = dict(sp).get("phase", "")
+            pspec = pipelined_spec(dec(phase, 8) if DEC_RE.match(phase) else 0)
         enc = encode_spec(HEADER_SPEC, sh) + encode_spec(pspec, sp)
         if enc != data:
             probs.append("bytes: re-encoding the stated fields gives different bytes%s"
@@ -1368,6 +1387,218 @@ def fmt_elements(got):
 
 
 # ---------------------------------------------------------------------------
+# Pipelined collectives: HELLO feature bit 1 (docs/sperli-protocol.md, 14)
+# ---------------------------------------------------------------------------
+
+FEATURE_PIPELINED = 2
+MAX_CHUNK_DATA = MAX_PAYLOAD - 16 - 16
+REDUCING_OPS = (3, 4, 8)          # reduce, allreduce, reduce_scatter
+COLL_HEAD = [("operation", U8, None), ("element_type", U8, None),
+             ("reduction", U8, None), ("phase", U8, None), ("root", U32, None),
+             ("sequence", U64, None)]
+PIPE_OPEN_SPEC = tuple(COLL_HEAD + [("open.total", U64, None),
+                                    ("open.fanout", U32, None),
+                                    ("open.reserved", U32, None)])
+PIPE_CHUNK_SPEC = tuple(COLL_HEAD + [("chunk.offset", U64, None),
+                                     ("chunk.total", U64, None),
+                                     ("chunk", "rest", None)])
+PIPE_STAR_SPEC = tuple(COLL_HEAD + [("data", "rest", None)])
+
+
+def pipelined_spec(phase):
+    """14.2: the layout after the collective header depends on the phase."""
+    if phase == 2:
+        return PIPE_OPEN_SPEC
+    if phase in (3, 4):
+        return PIPE_CHUNK_SPEC
+    return PIPE_STAR_SPEC
+
+
+def collective_rule(p, features):
+    """The decode rules of 7.3/8.4 and, with bit 1, 14.2. Returns None when
+    the payload decodes, else the name of the rule it breaks."""
+    if len(p) < 16:
+        return "payload_length"
+    op, et, red, ph = p[0], p[1], p[2], p[3]
+    bit1 = features & FEATURE_PIPELINED
+    if not 1 <= op <= (8 if bit1 else 6):
+        return "operation"
+    if not bit1 or op in (1, 5, 6):
+        phases = (0, 1)
+    elif op in (7, 8):
+        phases = (2, 3, 4)
+    else:
+        phases = (0, 1, 2, 3, 4)
+    if ph not in phases or (ph == 3 and op not in REDUCING_OPS):
+        return "phase"
+    if op in REDUCING_OPS:
+        if et > 6:
+            return "element_type"
+        if not 1 <= red <= 10:
+            return "reduction"
+    else:
+        if et != 0:
+            return "element_type"
+        if red != 0:
+            return "reduction"
+    body = p[16:]
+    if ph == 2:
+        if len(body) != 16:
+            return "open_length"
+        total = int.from_bytes(body[0:8], "little")
+        fanout = int.from_bytes(body[8:12], "little")
+        if body[12:16] != b"\0\0\0\0":
+            return "open_reserved"
+        if total == 0:
+            return "open_total"
+        if not 1 <= fanout <= (4095 if op == 2 else 1):
+            return "open_fanout"
+    elif ph in (3, 4):
+        if len(body) < 16:
+            return "chunk_header"
+        offset = int.from_bytes(body[0:8], "little")
+        total = int.from_bytes(body[8:16], "little")
+        n = len(body) - 16
+        if n == 0:
+            return "chunk_empty"
+        if offset + n > total:       # Python ints: an overflow is past the end too
+            return "chunk_end"
+        if offset + n < total and n % 8 != 0:
+            return "chunk_align"
+    elif len(body) > MAX_COLLECTIVE_DATA:
+        return "payload_length"
+    return None
+
+
+STREAM_CHECKS = ("operation", "phase", "element_type", "reduction",
+                 "open_length", "open_total", "open_fanout", "open_reserved",
+                 "chunk_header", "chunk_empty", "chunk_end", "chunk_align",
+                 "payload_length", "shape", "root", "sequence", "fanout",
+                 "total", "offset", "length")
+RANGE_RE = re.compile(r"(0|[1-9][0-9]*)\.\.(0|[1-9][0-9]*)\Z")
+
+
+def length_code(op):
+    """14.4: lengths that differ are H1618 for the reducing calls (8.4)."""
+    return "H1618" if op in REDUCING_OPS else "H1617"
+
+
+def other_shape(call, due, op, ph, seq):
+    """14.4 check 2 (at the collector): the opening frame of the other shape."""
+    if seq != call["sequence"]:
+        return False
+    if due["phase"] == 2 and ph == 0:
+        star_form = {3: 3, 4: 4, 8: 3, 7: 5}.get(call["operation"])
+        return op == star_form
+    if due["phase"] == 0 and ph == 2:
+        c = call["operation"]
+        return (op == c and c in (3, 4)) or (c == 3 and op == 8 and due["root"] == 0) \
+            or (c == 5 and op == 7 and due["root"] == 0)
+    return False
+
+
+def stream_take(rx, call, due, p, st):
+    """Judge one frame by 14.4; returns (verdict or None, what it took)."""
+    rule = collective_rule(p, rx["features"])
+    if rule is not None:
+        return "reject H1610 " + rule, None
+    op, et, red, ph = p[0], p[1], p[2], p[3]
+    root = int.from_bytes(p[4:8], "little")
+    seq = int.from_bytes(p[8:16], "little")
+    if other_shape(call, due, op, ph, seq):
+        return "reject %s shape" % length_code(call["operation"]), None
+    for name, want, got in (("operation", call["operation"], op),
+                            ("element_type", call["element_type"], et),
+                            ("reduction", call["reduction"], red),
+                            ("phase", due["phase"], ph), ("root", due["root"], root),
+                            ("sequence", call["sequence"], seq)):
+        if want != got:
+            return "reject H1617 " + name, None
+    body = p[16:]
+    if ph in (0, 1):
+        return None, "star:%d" % len(body)
+    if ph == 2:
+        total = int.from_bytes(body[0:8], "little")
+        fanout = int.from_bytes(body[8:12], "little")
+        if op == 2 and fanout >= rx["size"]:
+            return "reject H1617 fanout", None
+        if call["length"] is not None and total != call["length"]:
+            return "reject %s total" % length_code(op), None
+        return None, "open:%d/%d" % (total, fanout)
+    if st is None:
+        raise Problem("call: a chunk stream needs a length, not `any`")
+    offset = int.from_bytes(body[0:8], "little")
+    total = int.from_bytes(body[8:16], "little")
+    n = len(body) - 16
+    if total != st["total"]:
+        first = st["next"] == 0
+        return "reject %s total" % ("H1618" if first and ph == 3 else "H1617"), None
+    if offset != st["next"]:
+        return "reject H1617 offset", None
+    if st["chunk"] is None:
+        st["chunk"] = n          # the first chunk fixes L
+    elif n != min(st["chunk"], st["total"] - st["next"]):
+        return "reject H1617 length", None
+    start = st["next"]
+    st["next"] += n
+    return None, "%d..%d" % (start, st["next"])
+
+
+def check_collective_stream(entry):
+    rxf = dict(parse_field_list(entry["receiver"]))
+    if sorted(rxf) != ["features", "size"]:
+        return ["receiver: fields must be size features"]
+    rx = {"size": dec(rxf["size"], 32), "features": dec(rxf["features"], 64)}
+    cf = parse_field_list(entry["call"])
+    if [k for k, _ in cf] != ["operation", "element_type", "reduction", "sequence", "length"]:
+        return ["call: fields must be operation element_type reduction sequence length"]
+    c = dict(cf)
+    call = {"operation": dec(c["operation"], 8), "element_type": dec(c["element_type"], 8),
+            "reduction": dec(c["reduction"], 8), "sequence": dec(c["sequence"], 64),
+            "length": None if c["length"] == "any" else dec(c["length"], 64)}
+    df = parse_field_list(entry["due"])
+    if [k for k, _ in df] != ["phase", "root"]:
+        return ["due: fields must be phase root"]
+    due = {"phase": dec(dict(df)["phase"], 8), "root": dec(dict(df)["root"], 32)}
+    frames = [unhex(f) for f in entry["frames"].split(" ")] if entry["frames"] else []
+    st = None
+    if due["phase"] in (3, 4) and call["length"] is not None:
+        st = {"total": call["length"], "next": 0, "chunk": None}
+    verdict, at, taken = "accept", None, []
+    for i, f in enumerate(frames):
+        v, t = stream_take(rx, call, due, f, st)
+        if v is not None:
+            verdict, at = v, i
+            break
+        taken.append(t)
+    probs = []
+    stated = entry["verdict"]
+    if not valid_verdict(stated, ("accept",), {"H1610": STREAM_CHECKS,
+                                               "H1617": STREAM_CHECKS,
+                                               "H1618": STREAM_CHECKS}):
+        probs.append("verdict: not a valid stream verdict: %r" % stated)
+    if stated != verdict:
+        probs.append("verdict: entry says %r, computed %r" % (stated, verdict))
+        return probs
+    if verdict == "accept":
+        for k in ("at",):
+            if k in entry:
+                probs.append("%s: given for an accept entry" % k)
+        complete = "yes" if st is None or st["next"] == st["total"] else "no"
+        if entry.get("taken") != " ".join(taken):
+            probs.append("taken: entry says %r, computed %r" % (entry.get("taken"), " ".join(taken)))
+        if entry.get("complete") != complete:
+            probs.append("complete: entry says %r, computed %r" % (entry.get("complete"), complete))
+    else:
+        for k in ("taken", "complete"):
+            if k in entry:
+                probs.append("%s: given for a reject entry" % k)
+        if entry.get("at") != str(at):
+            probs.append("at: entry says %r, computed %d" % (entry.get("at"), at))
+    return probs
+
+
+# ---------------------------------------------------------------------------
 # Driver
 # ---------------------------------------------------------------------------
 
@@ -1379,6 +1610,7 @@ CHECKERS = {
     "join-token-message": check_join_token_message,
     "join-token": check_join_token,
     "reduce": check_reduce,
+    "collective-stream": check_collective_stream,
 }
 
 

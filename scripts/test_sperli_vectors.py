@@ -161,6 +161,27 @@ class MutationProperty(unittest.TestCase):
     def test_join_tokens(self):
         self.mutate_all(("join-token", "join-token-message"), "bytes")
 
+    def test_collective_streams(self):
+        # Protocol 14.4: every byte a receiver judges (the collective header,
+        # the OPEN body or the chunk header) changes the verdict or what was
+        # taken; the chunk bytes themselves are not judged.
+        checked = 0
+        for e in load(VECTORS):
+            if e["kind"] != "collective-stream" or e["verdict"] != "accept":
+                continue
+            self.assertEqual(sv.check_entry(e), [], e["name"])
+            frames = e["frames"].split(" ")
+            for k, f in enumerate(frames):
+                data = bytes.fromhex(f)
+                for i, bit, m in mutations(data[:32]):
+                    me = dict(e)
+                    me["frames"] = " ".join(frames[:k] + [(m + data[32:]).hex()] + frames[k + 1:])
+                    if not sv.check_entry(me):
+                        self.fail("%s: frame %d byte %d ^ 0x%02x not detected"
+                                  % (e["name"], k, i, bit))
+            checked += 1
+        self.assertGreater(checked, 5)
+
 
 VERDICTS = {
     "frame": ["accept", "discard"] + ["reject H1610 " + c for c in sv.FRAME_CHECKS],
@@ -168,6 +189,8 @@ VERDICTS = {
     "commit-file": ["accept", "reject H1623 size"] + ["reject H1621 " + c for c in sv.COMMIT_CHECKS],
     "job-description": ["accept", "reject H1614 host"]
     + ["reject H1615 " + c for c in sv.JOBDESC_CHECKS],
+    "collective-stream": ["accept"] + ["reject %s %s" % (h, c) for h in ("H1610", "H1617", "H1618")
+                                       for c in sv.STREAM_CHECKS],
 }
 
 
@@ -369,6 +392,45 @@ class Semantics(unittest.TestCase):
         self.assertEqual(sv.combine_element("f32", "sum", f(0.1), f(0.2)),
                          struct.pack("<f", 0.30000001192092896))
         self.assertEqual(sv.combine_element("f32", "prod", f(float("inf")), f(0.0)), "nan")
+
+
+class PipelinedChecks(unittest.TestCase):
+    """Feature bit 1 (protocol 14): the stream lines and the decode rules."""
+
+    assertProblem = NegativeChecks.assertProblem
+
+    def test_wrong_stream_lines(self):
+        by_name = {e["name"]: e for e in load(VECTORS)}
+        e = dict(by_name["stream-partial-three-chunks"])
+        e["taken"] = "0..16 16..32 32..41"
+        self.assertProblem(e, "taken")
+        e = dict(by_name["stream-partial-incomplete"])
+        e["complete"] = "yes"
+        self.assertProblem(e, "complete")
+        e = dict(by_name["stream-chunk-out-of-order"])
+        e["at"] = "0"
+        self.assertProblem(e, "at")
+        # The same frames judged without bit 1 do not decode.
+        e = dict(by_name["stream-partial-three-chunks"])
+        e["receiver"] = "size=4 features=1"
+        self.assertProblem(e, "reject H1610 phase")
+        e = dict(by_name["frame-collective-partial"])
+        e["receiver"] = e["receiver"].replace(" features=3", "")
+        self.assertProblem(e, "reject H1610 payload")
+
+    def test_collective_rules(self):
+        rule = sv.collective_rule
+        head = lambda op, et, red, ph: bytes([op, et, red, ph]) + bytes(12)
+        chunk = lambda off, total, n: (off.to_bytes(8, "little") + total.to_bytes(8, "little")
+                                       + bytes(n))
+        self.assertIsNone(rule(head(4, 6, 1, 0) + bytes(8), 1))
+        self.assertEqual(rule(head(4, 6, 1, 3) + chunk(0, 8, 8), 1), "phase")
+        self.assertEqual(rule(head(7, 0, 0, 4) + chunk(0, 8, 8), 1), "operation")
+        self.assertIsNone(rule(head(4, 6, 1, 3) + chunk(0, 8, 8), 3))
+        self.assertEqual(rule(head(2, 0, 0, 3) + chunk(0, 8, 8), 3), "phase")
+        self.assertEqual(rule(head(4, 6, 1, 3) + chunk(2**64 - 1, 8, 8), 3), "chunk_end")
+        self.assertEqual(rule(head(4, 6, 1, 3) + chunk(0, 16, 4), 3), "chunk_align")
+        self.assertIsNone(rule(head(4, 6, 1, 3) + chunk(8, 12, 4), 3))
 
 
 if __name__ == "__main__":

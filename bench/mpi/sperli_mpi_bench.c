@@ -3,7 +3,7 @@
  * The same operations, sizes, iteration counts and accounting as the SPERLI
  * rank program (crates/sperli-bench/src/rank.rs), over MPI.
  *
- *   mpirun -n N sperli_mpi_bench pingpong|coll|startup [--quick]
+ *   mpirun -n N sperli_mpi_bench pingpong|coll|startup|pipe [--quick]
  *
  * Output (rank 0 only): `RESULT <name> <size in bytes> <value>` with times
  * in µs and bandwidths in GB/s (10^9 B/s). One invocation is ONE run.
@@ -140,6 +140,51 @@ static void coll(int me, int size) {
     free(big);
 }
 
+/* The twin of `sperli-bench rank pipe` (crates/sperli-bench/src/pipelined.rs,
+ * issue 13): allreduce (f64 sum) and bcast (root 0) of 8 B .. 64 MiB per
+ * rank, one MPI call each, the same counts; `RESULT mpi_allreduce|mpi_bcast`. */
+static long pipe_count(long size) {
+    if (size <= 1024) return iters(300, 40);
+    if (size <= 64 * 1024) return iters(60, 10);
+    if (size <= MIB) return iters(20, 4);
+    if (size <= 16 * MIB) return iters(5, 2);
+    return iters(3, 1);
+}
+
+static void pipe_timed(int allreduce, long size, double *data, double *out) {
+    int n = (int)(size / 8), me;
+    long count = pipe_count(size);
+    for (long k = 0; k < count / 10 + (count % 10 != 0); k++) {
+        if (allreduce) MPI_Allreduce(data, out, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        else MPI_Bcast(out, n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t = MPI_Wtime();
+    for (long k = 0; k < count; k++) {
+        if (allreduce) MPI_Allreduce(data, out, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        else MPI_Bcast(out, n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    }
+    double us = (MPI_Wtime() - t) * 1e6 / count, worst = 0;
+    MPI_Reduce(&us, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    if (me == 0) result(allreduce ? "mpi_allreduce" : "mpi_bcast", size, worst);
+}
+
+static void pipe_mode(void) {
+    static const long sizes[] = {8, 1024, 64 * 1024, 256 * 1024, MIB, 4 * MIB, 16 * MIB, 32 * MIB, 64 * MIB};
+    long maxn = 64 * MIB / 8;
+    double *data = malloc(maxn * sizeof(double));
+    double *out = malloc(maxn * sizeof(double));
+    for (long i = 0; i < maxn; i++) data[i] = (double)(i % 1000) + 0.25;
+    memset(out, 0, maxn * sizeof(double));
+    for (int i = 0; i < (int)(sizeof sizes / sizeof sizes[0]); i++) {
+        pipe_timed(1, sizes[i], data, out);
+        pipe_timed(0, sizes[i], data, out);
+    }
+    free(data);
+    free(out);
+}
+
 int main(int argc, char **argv) {
     double started = unix_ns();
     const char *mode = NULL;
@@ -152,13 +197,15 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (!mode) {
-        if (me == 0) fprintf(stderr, "usage: sperli_mpi_bench pingpong|coll|startup [--quick]\n");
+        if (me == 0) fprintf(stderr, "usage: sperli_mpi_bench pingpong|coll|startup|pipe [--quick]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     if (strcmp(mode, "pingpong") == 0) {
         pingpong(me);
     } else if (strcmp(mode, "coll") == 0) {
         coll(me, size);
+    } else if (strcmp(mode, "pipe") == 0) {
+        pipe_mode();
     } else if (strcmp(mode, "startup") == 0) {
         /* OpenMPI opens TCP connections lazily: one int to and from every
          * other rank makes every pair connect, like SPERLI's full mesh. */

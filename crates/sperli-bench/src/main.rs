@@ -3,11 +3,14 @@
 //! ```text
 //! sperli-bench limits [--quick]          the machine's limits, in this process
 //! sperli-bench rank MODE [--quick]       a SPERLI rank (started by `sperli run`)
-//!     MODE: pingpong | coll | startup | rss | ckpt
+//!     MODE: pingpong | coll | startup | rss | ckpt | resume | pipe
+//! sperli-bench ckpt-threads [--quick] [MIB...]
+//!                                        the ckpt measurement, 4 ranks as threads
 //! ```
 //!
 //! The `ckpt` mode needs `sperli run --checkpoint-dir DIR` (on a real disk,
-//! not tmpfs: it measures fsync).
+//! not tmpfs: it measures fsync); `resume` is a later run of that job
+//! (`--job-key FILE` and the same DIR).
 //!
 //! Every figure is printed as one line `RESULT <name> <size in bytes> <value>`
 //! (times in µs, or ms when the name ends in `_ms`; bandwidths in GB/s =
@@ -17,6 +20,7 @@
 
 mod ckpt;
 mod limits;
+mod pipelined;
 mod rank;
 
 /// Prints one figure in the format the xtask parses.
@@ -33,6 +37,13 @@ pub fn iters(quick: bool, full: usize, short: usize) -> usize {
     }
 }
 
+fn usage() -> ! {
+    eprintln!(
+        "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss|ckpt|resume|pipe [--quick] | ckpt-threads [--quick] [MIB...]"
+    );
+    std::process::exit(2);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
@@ -47,12 +58,14 @@ fn main() {
             Ok(())
         }
         ["rank", mode] => rank::run(mode, quick),
-        _ => {
-            eprintln!(
-                "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss|ckpt [--quick]"
-            );
-            std::process::exit(2);
+        ["ckpt-threads", mib @ ..] => {
+            let mib: Option<Vec<usize>> = mib.iter().map(|m| m.parse().ok()).collect();
+            match mib {
+                Some(mib) => ckpt::threads(quick, &mib),
+                None => usage(),
+            }
         }
+        _ => usage(),
     };
     if let Err(e) = r {
         eprintln!("sperli-bench: {e}");

@@ -19,7 +19,7 @@ pub const COLL_SIZES: [usize; 4] = [8, 64 * 1024, MIB, 16 * MIB];
 /// `SPERLI_BENCH_SIZES=1048576,16777216` (bytes; 0 = the barrier) limits
 /// the pingpong and coll modes to those sizes, for profiling one size
 /// (`perf stat`); unset, every size runs. The xtask never sets it.
-fn wanted(size: usize) -> bool {
+pub(crate) fn wanted(size: usize) -> bool {
     match std::env::var("SPERLI_BENCH_SIZES") {
         Ok(v) => v.split(',').any(|s| s.trim().parse() == Ok(size)),
         Err(_) => true,
@@ -37,9 +37,12 @@ fn unix_ns() -> u128 {
 /// stdin.
 pub fn run(mode: &str, quick: bool) -> Result<(), Error> {
     let started = unix_ns();
+    // These join with a checkpointer instead of a bare communicator.
     if mode == "ckpt" {
-        // Joins with a checkpointer instead of a bare communicator.
         return crate::ckpt::run(quick);
+    }
+    if mode == "resume" {
+        return crate::ckpt::resume(quick);
     }
     let mut comm = Comm::from_stdin()?;
     match mode {
@@ -54,6 +57,7 @@ pub fn run(mode: &str, quick: bool) -> Result<(), Error> {
             }
         }
         "rss" => rss(&mut comm)?,
+        "pipe" => crate::pipelined::run(&mut comm, quick)?,
         other => {
             eprintln!("sperli-bench: unknown rank mode {other}");
             std::process::exit(2);
@@ -140,7 +144,7 @@ fn coll_count(size: usize, quick: bool) -> usize {
 
 /// Times `count` calls of `f` after a warm-up, on every rank; rank 0
 /// prints the slowest rank's mean time per call (µs).
-fn timed(
+pub(crate) fn timed(
     comm: &mut Comm<Endpoint>,
     name: &str,
     size: usize,

@@ -1,5 +1,4 @@
-//! Crash-safe file writes and the directory layout (docs/sperli-protocol.md
-//! §9.1, §9.4 steps 2-4; layouts §7): a file is written under its
+//! Crash-safe file writes (protocol §9.1, §9.4 steps 2-4): a file is written under its
 //! temporary name (`ckpt_path::temp_name`), fsynced, renamed into place,
 //! and the directory is fsynced, so a crash at any point leaves either the
 //! old file, no file, or the whole new one under the final name, never a
@@ -13,16 +12,31 @@ use std::path::{Path, PathBuf};
 use sperli_wire::ckpt_path::{parse_epoch_dir_name, temp_name};
 use sperli_wire::error::Error;
 
-/// Opens `path` for writing (created or truncated, mode 0600: a state may
-/// be private).
-pub(crate) fn create(path: &Path) -> Result<File, Error> {
+/// Opens the temporary file `path` for writing from its start: created
+/// (mode 0600: a state may be private) or, when it exists, opened without
+/// truncating it, so a recycled file's blocks and cached pages are written
+/// over in place ([`recycle`]); [`finish_temp`] cuts it to the bytes
+/// written. A temporary file is never read, so its stale tail is harmless
+/// until then.
+pub(crate) fn open_temp(path: &Path) -> Result<File, Error> {
     OpenOptions::new()
         .write(true)
         .create(true)
-        .truncate(true)
+        .truncate(false)
         .mode(0o600)
         .open(path)
         .map_err(|e| Error::io("creating a checkpoint file", &e))
+}
+
+/// Cuts the temporary file `f` to `len` bytes (the bytes written) and
+/// fsyncs it.
+pub(crate) fn finish_temp(f: &File, len: u64) -> Result<(), Error> {
+    if f.metadata().map(|m| m.len()).ok() != Some(len) {
+        f.set_len(len)
+            .map_err(|e| Error::io("writing a checkpoint file", &e))?;
+    }
+    f.sync_all()
+        .map_err(|e| Error::io("fsync of a checkpoint file", &e))
 }
 
 /// fsync of a directory, so renames and new entries in it are durable.
@@ -44,27 +58,43 @@ pub(crate) fn ensure_dir(dir: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// Writes `parts` (concatenated) as `dir/name`: temporary name, fsync,
-/// rename, fsync of `dir` (§9.4 step 2).
-pub(crate) fn write_atomic(dir: &Path, name: &str, parts: &[&[u8]]) -> Result<(), Error> {
-    ensure_dir(dir)?;
+/// Writes `bytes` as `dir/name`: temporary name, fsync, rename, and with
+/// [`Durable::Now`] an fsync of `dir` (§9.4 step 2). With
+/// [`Durable::WithDir`] the caller fsyncs `dir` later, once for several
+/// renames into it.
+pub(crate) fn write_atomic(
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    durable: Durable,
+) -> Result<(), Error> {
     let tmp = dir.join(temp_name(name));
-    let mut f = create(&tmp)?;
-    for p in parts {
-        f.write_all(p)
-            .map_err(|e| Error::io("writing a checkpoint file", &e))?;
-    }
-    f.sync_all()
-        .map_err(|e| Error::io("fsync of a checkpoint file", &e))?;
+    let mut f = open_temp(&tmp)?;
+    f.write_all(bytes)
+        .map_err(|e| Error::io("writing a checkpoint file", &e))?;
+    finish_temp(&f, bytes.len() as u64)?;
     drop(f);
-    commit_temp(dir, name)
+    commit_temp(dir, name, durable)
 }
 
-/// Renames `dir/<temp_name(name)>` to `dir/name` and fsyncs `dir`.
-pub(crate) fn commit_temp(dir: &Path, name: &str) -> Result<(), Error> {
+/// When a rename into a directory is made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Durable {
+    /// fsync of the directory right after the rename.
+    Now,
+    /// The caller fsyncs the directory later ([`sync_dir`]).
+    WithDir,
+}
+
+/// Renames `dir/<temp_name(name)>` to `dir/name`; with [`Durable::Now`]
+/// fsyncs `dir`.
+pub(crate) fn commit_temp(dir: &Path, name: &str, durable: Durable) -> Result<(), Error> {
     fs::rename(dir.join(temp_name(name)), dir.join(name))
         .map_err(|e| Error::io("renaming a checkpoint file into place", &e))?;
-    sync_dir(dir)
+    match durable {
+        Durable::Now => sync_dir(dir),
+        Durable::WithDir => Ok(()),
+    }
 }
 
 /// Removes `dir/name` if it exists and fsyncs `dir` (§9.4 step 0).
@@ -110,16 +140,26 @@ pub(crate) fn epochs(job_dir: &Path) -> Vec<(u64, PathBuf)> {
 }
 
 /// §9.4 step 5: removes every epoch directory below `keep_from`; later
-/// ones stay. Best effort: the COMMIT is already in place, so a failure
-/// here does not fail the checkpoint (it is retried after the next one).
-pub(crate) fn remove_epochs_below(job_dir: &Path, keep_from: u64) {
-    let mut removed = false;
+/// ones stay. Before the newest of them goes, the files named in
+/// `recycled` (file name, new path) are moved out of it, to be written
+/// over by the next checkpoint ([`open_temp`]). Best effort and not
+/// fsynced: the COMMIT is already in place, so a failure here does not
+/// fail the checkpoint, and a removal that a crash undoes is done again
+/// after the next COMMIT (an older epoch never counts while a newer one
+/// does).
+pub(crate) fn remove_epochs_below(job_dir: &Path, keep_from: u64, recycled: &[(String, PathBuf)]) {
+    let mut first = true;
     for (epoch, path) in epochs(job_dir) {
-        if epoch < keep_from {
-            removed |= fs::remove_dir_all(&path).is_ok();
+        if epoch >= keep_from {
+            continue;
         }
-    }
-    if removed {
-        let _ = sync_dir(job_dir);
+        if std::mem::take(&mut first) {
+            for (name, to) in recycled {
+                if !to.exists() {
+                    let _ = fs::rename(path.join(name), to);
+                }
+            }
+        }
+        let _ = fs::remove_dir_all(&path);
     }
 }

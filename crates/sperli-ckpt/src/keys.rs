@@ -1,6 +1,6 @@
 //! [`JobKeys`]: what a rank needs to sign and check COMMIT files (protocol
-//! text "Transport und Sicherheit": the job key pair; layouts §1
-//! `job_public_key`, `job_secret_key`; docs/sperli-protocol.md §2.4, §9.3).
+//! §2.4: who holds which key; §4.2 `job_public_key`, `job_secret_key`;
+//! §9.3).
 
 use std::fmt;
 
@@ -11,7 +11,7 @@ use sperli_wire::limits::{PUBLIC_KEY_LEN, SECRET_KEY_LEN};
 use sperli_wire::JobId;
 
 /// The job's identity and CompositeSig keys as one rank holds them
-/// (layouts §1; docs/sperli-protocol.md §2.4): every rank has the job id,
+/// (protocol §4.2, §2.4): every rank has the job id,
 /// the incarnation and the job public key; rank 0 alone has the job secret
 /// key, which signs COMMIT files (§9.3). `Debug` never shows the secret.
 #[derive(Clone)]
@@ -40,7 +40,7 @@ impl fmt::Debug for JobKeys {
 }
 
 impl JobKeys {
-    /// Keys from their parts (layouts §1).
+    /// Keys from their parts (protocol §4.2).
     pub fn new(
         job_id: JobId,
         incarnation: u32,
@@ -55,7 +55,7 @@ impl JobKeys {
         }
     }
 
-    /// The keys in a job description (layouts §1): the 1344-byte public key
+    /// The keys in a job description (protocol §4.2): the 1344-byte public key
     /// must decode and, when `job_secret_key` is not empty, the 64-byte
     /// secret key must match it; a rank 0 without a secret key cannot sign
     /// COMMIT files. Each failure is H1615 ([`Error::JobDescription`]).

@@ -1,10 +1,8 @@
 //! # sperli-ckpt
 //!
 //! Signed, buddy-replicated checkpoints for SPERLI v1 and the resume
-//! exchange that restarts a job from the last COMMIT (protocol text
-//! "CKPT_BEGIN (6)" to "RESUME (10)", "Checkpoints", "Ausfall und
-//! Wiederaufnahme"; layouts §6, §7, §10; docs/sperli-protocol.md §7.7-§7.11,
-//! §9, §10).
+//! exchange that restarts a job from the last valid COMMIT (protocol
+//! §7.7-§7.11, §9, §10; "protocol" is docs/sperli-protocol.md).
 //!
 //! - [`Checkpointable`]: state to bytes and back, with a format version;
 //!   implemented for `u8, i32, u32, i64, u64, f32, f64, bool`, `Vec<T>`,
@@ -16,6 +14,15 @@
 //!   §9.4 and [`Checkpointer::resume`] the exchange of §10.2.
 //! - [`JobKeys`]: the job id, incarnation and job key pair from the job
 //!   description.
+//!
+//! Inside: `checkpointer.rs` (the type), `checkpoint.rs` (§9.4),
+//! `resume.rs` (§10.2, with the fallback to E − 1) with `load.rs` (one
+//! round: the own file and the buddy fetch), `store.rs` and
+//! `fsio.rs` (the tree on disk), `fault.rs` (the crash tests' SIGKILL
+//! hook, compiled only with the `fault-injection` feature). The checkpoint
+//! and the resume run over any [`Link`](sperli_collective::Link) that
+//! carries checkpoint frames: the transport's endpoint, or
+//! [`FakeLink`](sperli_collective::fake::FakeLink) in unit tests.
 //!
 //! A rank program (run with `sperli run --restart-max K --checkpoint-dir DIR`):
 //!
@@ -41,10 +48,17 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod checkpoint;
 mod checkpointer;
+mod fault;
 mod fsio;
 mod keys;
+mod load;
+mod resume;
 mod state;
+mod store;
+#[cfg(test)]
+mod test_job;
 
 pub use checkpointer::{Checkpointer, ENV_CHECKPOINT_DIR};
 pub use keys::JobKeys;

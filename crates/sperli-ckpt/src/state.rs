@@ -1,8 +1,8 @@
 //! [`Checkpointable`]: the state a rank checkpoints, as bytes (protocol
-//! text "Checkpoints": "Der Zustand geht durch die Typklasse
-//! Checkpointable; ein Typ, der ein Handle, eine Verbindung oder eine Datei
-//! hält, hat keine Instanz, sodass der Compiler den Aufruf abweist";
-//! docs/sperli-protocol.md §9.2, the opaque `state` bytes of a rank file).
+//! §9.4: "The state passes through the type class `Checkpointable`; a type
+//! that holds a handle, a connection or a file has no instance, so the
+//! compiler refuses the call"; §9.2, the opaque `state` bytes of a rank
+//! file).
 //!
 //! The state bytes of a rank file are a `u32` format version
 //! ([`Checkpointable::FORMAT_VERSION`] of the top-level type), then the
@@ -30,8 +30,7 @@ use sperli_wire::codec::Reader;
 use sperli_wire::error::{DecodeError, Error};
 
 /// A value that can be written into a checkpoint and read back (protocol
-/// text "Checkpoints", typeclass `Checkpointable`; docs/sperli-protocol.md
-/// §9.2). Implement it for your own structs with
+/// §9.4, the type class `Checkpointable`; §9.2). Implement it for your own structs with
 /// [`checkpointable!`](crate::checkpointable).
 ///
 /// The trait is safe: an implementation only appends bytes and reads them
@@ -72,7 +71,7 @@ pub trait Checkpointable: Sized {
     }
 }
 
-/// The state bytes of a rank file for `state` (docs/sperli-protocol.md
+/// The state bytes of a rank file for `state` (protocol
 /// §9.2): `u32` [`Checkpointable::FORMAT_VERSION`], then the encoding.
 pub fn encode_state<T: Checkpointable>(state: &T) -> Vec<u8> {
     let mut out = Vec::new();
@@ -86,7 +85,7 @@ pub fn encode_state_into<T: Checkpointable>(state: &T, out: &mut Vec<u8>) {
     state.save(out);
 }
 
-/// Reads the state bytes written by [`encode_state`] (docs/sperli-protocol.md
+/// Reads the state bytes written by [`encode_state`] (protocol
 /// §9.2, §10.2 step 4). Every failure is H1619 ([`Error::UnexpectedFile`]
 /// with `what` = "checkpoint state"): a format version other than
 /// `T::FORMAT_VERSION` (`Mismatch` on `state format version`), truncated or
@@ -313,8 +312,7 @@ tuple! {
 }
 
 /// Implements [`Checkpointable`] for a struct with named fields, every one
-/// of which is `Checkpointable` (protocol text "Checkpoints"; layouts §7
-/// state bytes). The fields are written in the order listed; list every
+/// of which is `Checkpointable` (protocol §9.4; §9.2 state bytes). The fields are written in the order listed; list every
 /// field once. An optional `version N` sets
 /// [`Checkpointable::FORMAT_VERSION`] (default 1).
 ///

@@ -1,6 +1,6 @@
 //! Multi-rank checkpoint and resume tests: real TLS 1.3 endpoints on
 //! 127.0.0.x, one thread per rank, a JobPlan as the launcher makes it
-//! (docs/sperli-protocol.md §9, §10). One integration test binary.
+//! (protocol §9, §10). One integration test binary.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -10,6 +10,7 @@ use sperli_collective::Comm;
 use sperli_tls::job_plan::{local_hosts, JobPlan};
 use sperli_transport::{Endpoint, Settings};
 use sperli_wire::ckpt_path::{buddy_file_name, epoch_dir, rank_file_name, temp_name};
+use sperli_wire::error::ResumeFailure;
 use sperli_wire::rank_file::{verify_rank_file, RankFileExpect};
 use sperli_wire::{Error, HCode};
 
@@ -98,6 +99,14 @@ fn code(r: &Result<Option<(u64, State)>, Error>) -> Option<HCode> {
     r.as_ref().err().and_then(Error::h_code)
 }
 
+/// The reason of an H1622.
+fn reason(r: &Result<Option<(u64, State)>, Error>) -> Option<&ResumeFailure> {
+    match r {
+        Err(Error::NoResumableEpoch { reason }) => Some(reason),
+        _ => None,
+    }
+}
+
 #[test]
 fn checkpoints_keep_two_epochs_and_resume_restores_every_rank() {
     let root = scratch("roundtrip");
@@ -110,7 +119,20 @@ fn checkpoints_keep_two_epochs_and_resume_restores_every_rank() {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         epochs.sort();
-        assert_eq!(epochs, ["2", "3"], "rank {r}");
+        // Epochs 2 and 3 are kept; epoch 4 holds only the temporary files
+        // recycled from epoch 1 for the next checkpoint to write over.
+        assert_eq!(epochs, ["2", "3", "4"], "rank {r}");
+        let mut next: Vec<String> = std::fs::read_dir(job.join("4"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        next.sort();
+        let mut want = vec![
+            temp_name(&rank_file_name(r)),
+            temp_name(&buddy_file_name((r + 2) % 3)),
+        ];
+        want.sort();
+        assert_eq!(next, want, "rank {r}");
         for e in [2, 3] {
             let d = edir(&root, &plan, r, e);
             assert!(d.join("COMMIT").is_file());
@@ -230,6 +252,32 @@ fn a_commit_with_a_flipped_signature_byte_makes_the_job_take_the_previous_epoch(
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// Over the real transport: rank 1's file of epoch 2 and its buddy copy
+/// are both damaged, so every rank resumes epoch 1 (protocol §10.2 step 7)
+/// and the next checkpoint writes epoch 2 again.
+#[test]
+fn a_rank_that_cannot_load_the_newest_epoch_makes_every_rank_resume_the_one_before() {
+    let root = scratch("fallback");
+    let mut plan = JobPlan::localhost(3).unwrap();
+    first_run(&plan, &root, 2);
+    for (holder, name) in [(1, rank_file_name(1)), (2, buddy_file_name(1))] {
+        let p = edir(&root, &plan, holder, 2).join(name);
+        let mut b = std::fs::read(&p).unwrap();
+        b[90] ^= 0x10;
+        std::fs::write(&p, b).unwrap();
+    }
+    restart(&mut plan);
+    run(&plan, &root, |r, _, ck| {
+        assert_eq!(ck.resume::<State>().unwrap(), Some((1, state(r, 1))));
+        assert_eq!(ck.checkpoint(&state(r, 2)).unwrap(), 2);
+    });
+    restart(&mut plan);
+    run(&plan, &root, |r, _, ck| {
+        assert_eq!(ck.resume::<State>().unwrap(), Some((2, state(r, 2))));
+    });
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 #[test]
 fn a_signed_commit_for_another_size_gives_h1623() {
     let root = scratch("size");
@@ -265,11 +313,25 @@ fn a_rank_file_and_its_buddy_copy_both_lost_gives_h1622() {
     for (r, o) in out.iter().enumerate() {
         assert_eq!(code(o), Some(HCode::H1622), "rank {r}: {o:?}");
     }
+    // Epoch 1 had no older epoch to fall back to; each rank says what it
+    // knows first.
+    assert_eq!(
+        reason(&out[0]),
+        Some(&ResumeFailure::CannotLoad { rank: 1, epoch: 1 })
+    );
+    assert_eq!(
+        reason(&out[1]),
+        Some(&ResumeFailure::NoBuddyCopy { buddy: 2, epoch: 1 })
+    );
+    assert_eq!(
+        reason(&out[2]),
+        Some(&ResumeFailure::Abandoned { epoch: 1 })
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
 
 #[test]
-fn a_corrupt_own_file_without_a_buddy_copy_ends_that_rank_with_its_own_code() {
+fn a_corrupt_own_file_without_a_buddy_copy_ends_with_h1622_naming_its_code() {
     let root = scratch("corrupt-nobuddy");
     let mut plan = JobPlan::localhost(3).unwrap();
     first_run(&plan, &root, 1);
@@ -280,9 +342,19 @@ fn a_corrupt_own_file_without_a_buddy_copy_ends_that_rank_with_its_own_code() {
     std::fs::remove_file(edir(&root, &plan, 0, 1).join(buddy_file_name(2))).unwrap();
     restart(&mut plan);
     let out = run(&plan, &root, |_, _, ck| ck.resume::<State>());
-    assert_eq!(code(&out[0]), Some(HCode::H1622), "{:?}", out[0]);
-    assert_eq!(code(&out[1]), Some(HCode::H1622), "{:?}", out[1]);
-    assert_eq!(code(&out[2]), Some(HCode::H1620), "{:?}", out[2]);
+    for (r, o) in out.iter().enumerate() {
+        assert_eq!(code(o), Some(HCode::H1622), "rank {r}: {o:?}");
+    }
+    // Rank 2's reason is its own file's H1620, and the message says so.
+    match reason(&out[2]) {
+        Some(ResumeFailure::Own(e)) => assert_eq!(e.h_code(), Some(HCode::H1620), "{e}"),
+        other => panic!("rank 2: {other:?}"),
+    }
+    let text = out[2].as_ref().unwrap_err().to_string();
+    assert!(
+        text.starts_with("H1622 ") && text.contains("H1620"),
+        "{text}"
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
 
@@ -418,7 +490,7 @@ fn large_state_uses_many_chunks() {
 }
 
 /// A file, a connection or a handle has no `Checkpointable`, so
-/// checkpointing one does not compile (protocol text "Checkpoints").
+/// checkpointing one does not compile (protocol §9.4).
 #[test]
 fn states_holding_files_connections_or_handles_do_not_compile() {
     let t = trybuild::TestCases::new();

@@ -13,16 +13,18 @@
 use std::ops::Range;
 
 use sperli_wire::abort::{Abort, AbortReason};
-use sperli_wire::codec::Reader;
 use sperli_wire::collective::{CollectiveHeader, Operation, Phase};
 use sperli_wire::element::{ElementType, Reduction};
 use sperli_wire::error::{ArgumentError, FrameError, MismatchError};
 use sperli_wire::limits::{COLLECTIVE_HEADER_LEN, MAX_COLLECTIVE_DATA};
+use sperli_wire::pipeline::{Body, CollectivePayload};
 use sperli_wire::reduce::{check_args, combine_into};
 use sperli_wire::{Error, FrameType};
 
 use crate::element::Element;
 use crate::link::Link;
+use crate::pipeline::chain::ChainOp;
+use crate::pipeline::{ElemsMut, Grow, NoResult};
 
 const H: usize = COLLECTIVE_HEADER_LEN;
 
@@ -34,19 +36,29 @@ pub(crate) struct Call {
     pub(crate) reduction: u8,
     pub(crate) root: u32,
     pub(crate) seq: u64,
+    /// This rank's length of the call in bytes (its contribution or block;
+    /// the root's data for bcast; 0 where no rank knows one), for the
+    /// shape check of protocol §14.4.
+    pub(crate) len: usize,
 }
 
 impl Call {
-    fn header(&self, phase: Phase) -> [u8; 16] {
+    pub(crate) fn header(&self, phase: Phase) -> [u8; 16] {
+        self.pheader(phase, self.root).to_bytes()
+    }
+
+    /// The collective header of this call in `phase` with `root_field` in
+    /// the root field (protocol §14.2: a block for allgather and
+    /// reduce_scatter).
+    pub(crate) fn pheader(&self, phase: Phase, root_field: u32) -> CollectiveHeader {
         CollectiveHeader {
             operation: self.op,
             element_type: self.element_type,
             reduction: self.reduction,
             phase,
-            root: self.root,
+            root: root_field,
             sequence: self.seq,
         }
-        .to_bytes()
     }
 }
 
@@ -58,6 +70,9 @@ pub(crate) trait Src {
     fn byte_len(&self) -> usize;
     /// Appends bytes `range` (on element boundaries) to `out`.
     fn put(&self, range: Range<usize>, out: &mut Vec<u8>);
+    /// Bytes `range` (on element boundaries) without a copy, where the
+    /// data already is little-endian bytes in memory.
+    fn slice(&self, range: Range<usize>) -> Option<&[u8]>;
 }
 
 impl Src for [u8] {
@@ -66,6 +81,9 @@ impl Src for [u8] {
     }
     fn put(&self, range: Range<usize>, out: &mut Vec<u8>) {
         out.extend_from_slice(&self[range]);
+    }
+    fn slice(&self, range: Range<usize>) -> Option<&[u8]> {
+        Some(&self[range])
     }
 }
 
@@ -78,6 +96,9 @@ impl<T: Element> Src for Elems<'_, T> {
     }
     fn put(&self, range: Range<usize>, out: &mut Vec<u8>) {
         T::extend_le(&self.0[range.start / T::WIDTH..range.end / T::WIDTH], out);
+    }
+    fn slice(&self, range: Range<usize>) -> Option<&[u8]> {
+        T::le_bytes(&self.0[range.start / T::WIDTH..range.end / T::WIDTH])
     }
 }
 
@@ -97,11 +118,16 @@ impl<T: Element> Src for Elems<'_, T> {
 /// ```
 #[derive(Debug)]
 pub struct Comm<L: Link> {
-    link: L,
+    pub(crate) link: L,
     rank: u32,
     size: u32,
     seq: u64,
     failed: Option<Error>,
+    /// The job's HELLO features (protocol §7.1.1), from the link.
+    pub(crate) features: u64,
+    /// A chunk length for the streams this rank starts (protocol §14.5),
+    /// instead of the default rule.
+    pub(crate) chunk: Option<usize>,
 }
 
 impl<L: Link> Comm<L> {
@@ -110,12 +136,15 @@ impl<L: Link> Comm<L> {
     pub fn new(link: L) -> Self {
         let rank = link.rank();
         let size = link.size();
+        let features = link.features();
         Self {
             link,
             rank,
             size,
             seq: 0,
             failed: None,
+            features,
+            chunk: None,
         }
     }
 
@@ -179,12 +208,12 @@ impl<L: Link> Comm<L> {
     }
 
     /// A link failure (H1612, H1613, ...): remember it, return it.
-    fn link_failed<X>(&mut self, err: Error) -> Result<X, Error> {
+    pub(crate) fn link_failed<X>(&mut self, err: Error) -> Result<X, Error> {
         self.failed = Some(err.clone());
         Err(err)
     }
 
-    fn send(&mut self, to: u32, payload: &[u8]) -> Result<(), Error> {
+    pub(crate) fn send(&mut self, to: u32, payload: &[u8]) -> Result<(), Error> {
         match self.link.send_collective(to, payload) {
             Ok(()) => Ok(()),
             Err(e) => self.link_failed(e),
@@ -192,7 +221,7 @@ impl<L: Link> Comm<L> {
     }
 
     /// Sends a payload the link takes over (no copy).
-    fn send_vec(&mut self, to: u32, payload: Vec<u8>) -> Result<(), Error> {
+    pub(crate) fn send_vec(&mut self, to: u32, payload: Vec<u8>) -> Result<(), Error> {
         match self.link.send_collective_vec(to, payload) {
             Ok(()) => Ok(()),
             Err(e) => self.link_failed(e),
@@ -201,14 +230,18 @@ impl<L: Link> Comm<L> {
 
     /// Sends `payload` to every rank in `to` (the link may overlap the
     /// sends: [`Link::send_collective_each`]), then recycles it.
-    fn send_all(&mut self, to: impl Iterator<Item = u32>, payload: Vec<u8>) -> Result<(), Error> {
+    pub(crate) fn send_all(
+        &mut self,
+        to: impl Iterator<Item = u32>,
+        payload: Vec<u8>,
+    ) -> Result<(), Error> {
         let to: Vec<u32> = to.collect();
         self.send_each(&to, &payload)?;
         self.link.recycle(payload);
         Ok(())
     }
 
-    fn send_each(&mut self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
+    pub(crate) fn send_each(&mut self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
         match self.link.send_collective_each(to, payload) {
             Ok(()) => Ok(()),
             Err(e) => self.link_failed(e),
@@ -216,7 +249,7 @@ impl<L: Link> Comm<L> {
     }
 
     /// Header and bytes `range` of `data` in one buffer from the link.
-    fn payload<D: Src + ?Sized>(
+    pub(crate) fn payload<D: Src + ?Sized>(
         &self,
         call: &Call,
         phase: Phase,
@@ -230,7 +263,7 @@ impl<L: Link> Comm<L> {
     }
 
     /// Bytes `range` of `data` alone, in a buffer from the link.
-    fn bytes<D: Src + ?Sized>(&self, data: &D, range: Range<usize>) -> Vec<u8> {
+    pub(crate) fn bytes<D: Src + ?Sized>(&self, data: &D, range: Range<usize>) -> Vec<u8> {
         let mut p = self.link.take_buffer(range.len());
         data.put(range, &mut p);
         p
@@ -249,7 +282,17 @@ impl<L: Link> Comm<L> {
             Ok(p) => p,
             Err(e) => return self.link_failed(e),
         };
-        let header = match CollectiveHeader::read(&mut Reader::new(&payload)) {
+        // Judged with the job's features (protocol §7.1.1, §14.1): without
+        // bit 1 a pipelined frame does not decode.
+        let decoded = CollectivePayload::decode(&payload, self.features);
+        let open_total = match decoded {
+            Ok(CollectivePayload {
+                body: Body::Open(o),
+                ..
+            }) => Some(o.total),
+            _ => None,
+        };
+        let header = match decoded.map(|c| c.header) {
             Ok(h) => h,
             Err(error) => {
                 // Protocol §8.4: a collective header that does not decode
@@ -284,6 +327,12 @@ impl<L: Link> Comm<L> {
             ("sequence", call.seq, header.sequence),
         ];
         if let Some(&(field, expected, got)) = fields.iter().find(|(_, e, g)| e != g) {
+            if let Some(total) = open_total.filter(|_| phase == Phase::ToRoot) {
+                // Protocol §14.4 check 2: the sender chose the pipeline.
+                if crate::pipeline::other_shape(call, &header) {
+                    return self.shape_mismatch(call, from, total);
+                }
+            }
             return self.mismatch(MismatchError::Header {
                 from,
                 field,
@@ -303,7 +352,7 @@ impl<L: Link> Comm<L> {
     }
 
     /// H1617 with ABORT reason 3.
-    fn mismatch<X>(&mut self, e: MismatchError) -> Result<X, Error> {
+    pub(crate) fn mismatch<X>(&mut self, e: MismatchError) -> Result<X, Error> {
         self.fail_job(
             AbortReason::CollectiveMismatch,
             Error::CollectiveMismatch(e),
@@ -311,7 +360,12 @@ impl<L: Link> Comm<L> {
     }
 
     /// H1617 unless `got == expected`.
-    fn expect_len(&mut self, from: u32, expected: usize, got: usize) -> Result<(), Error> {
+    pub(crate) fn expect_len(
+        &mut self,
+        from: u32,
+        expected: usize,
+        got: usize,
+    ) -> Result<(), Error> {
         if got == expected {
             Ok(())
         } else {
@@ -324,11 +378,16 @@ impl<L: Link> Comm<L> {
     }
 
     /// H1617 unless `got` is a whole number of `width`-byte elements.
-    fn expect_whole(&mut self, from: u32, width: usize, got: usize) -> Result<(), Error> {
+    pub(crate) fn expect_whole(
+        &mut self,
+        from: u32,
+        width: usize,
+        got: usize,
+    ) -> Result<(), Error> {
         self.expect_len(from, got - got % width, got)
     }
 
-    fn check_root(&self, root: u32) -> Result<(), Error> {
+    pub(crate) fn check_root(&self, root: u32) -> Result<(), Error> {
         if root < self.size {
             Ok(())
         } else {
@@ -360,6 +419,7 @@ impl<L: Link> Comm<L> {
             reduction: 0,
             root: 0,
             seq,
+            len: 0,
         };
         if self.rank == 0 {
             for r in 1..self.size {
@@ -396,6 +456,7 @@ impl<L: Link> Comm<L> {
             reduction: 0,
             root,
             seq,
+            len: root_data.byte_len(),
         };
         if self.rank == root {
             let len = root_data.byte_len();
@@ -428,7 +489,7 @@ impl<L: Link> Comm<L> {
     }
 
     /// Argument checks of reduce/allreduce (protocol §8.4), H1618.
-    fn reduce_args(
+    pub(crate) fn reduce_args(
         &self,
         root: u32,
         len: usize,
@@ -476,6 +537,7 @@ impl<L: Link> Comm<L> {
             reduction,
             root,
             seq,
+            len,
         };
         if self.size == 1 {
             return Ok(Some(self.payload(&call, Phase::FromRoot, data, 0..len)));
@@ -554,6 +616,7 @@ impl<L: Link> Comm<L> {
             reduction: 0,
             root,
             seq,
+            len: data.byte_len(),
         };
         if self.rank != root {
             let p = self.payload(&call, Phase::ToRoot, data, 0..len);
@@ -594,6 +657,7 @@ impl<L: Link> Comm<L> {
             reduction: 0,
             root,
             seq,
+            len: 0,
         };
         let size = self.size as usize;
         if self.rank == root {
@@ -626,6 +690,52 @@ impl<L: Link> Comm<L> {
             }
             Ok((p, H))
         }
+    }
+
+    // ---- feature bit 1 (protocol §14) ------------------------------------
+
+    /// The HELLO feature bits of the job (protocol §7.1.1): bit 1
+    /// ([`FEATURE_PIPELINED`](sperli_wire::limits::FEATURE_PIPELINED)) set
+    /// means large calls run pipelined (protocol §14).
+    pub fn features(&self) -> u64 {
+        self.features
+    }
+
+    /// Sets the chunk length of the pipelined streams this rank starts
+    /// (protocol §14.5; a multiple of 8 bytes, rounded down), or back to the
+    /// default rule with `None`. Any value gives the same results; it only
+    /// changes how the bytes are cut. A tuning knob for benchmarks.
+    pub fn set_pipeline_chunk(&mut self, bytes: Option<usize>) {
+        self.chunk = bytes;
+    }
+
+    /// allreduce of `data` into `out` (same length) as a pipelined call.
+    pub(crate) fn allreduce_pipelined<T: Element>(
+        &mut self,
+        data: &[T],
+        op: Reduction,
+        large: bool,
+        out: &mut [T],
+    ) -> Result<(), Error> {
+        let (et, red) = (T::ELEMENT_TYPE.code(), op.code());
+        let kind = ChainOp::Allreduce;
+        self.chain_call(kind, &Elems(data), et, red, large, &mut ElemsMut(out))?;
+        Ok(())
+    }
+
+    /// bcast of a `Vec` whose receivers do not know the length, with
+    /// feature bit 1 (protocol §14.3); `large`: of any length.
+    pub(crate) fn bcast_grow<T: Element>(
+        &mut self,
+        root: u32,
+        buf: &mut Vec<T>,
+        large: bool,
+    ) -> Result<(), Error> {
+        if self.rank == root {
+            return self.bcast_bit1(root, &Elems(&buf[..]), T::WIDTH, None, large, &mut NoResult);
+        }
+        buf.clear();
+        self.bcast_bit1(root, &[][..], T::WIDTH, None, large, &mut Grow(buf))
     }
 
     // ---- the public v1 collectives -------------------------------------
@@ -661,6 +771,9 @@ impl<L: Link> Comm<L> {
     /// assert_eq!(got, vec![vec![1.5, 2.5]; 3]);
     /// ```
     pub fn bcast<T: Element>(&mut self, root: u32, buf: &mut Vec<T>) -> Result<(), Error> {
+        if self.bit1() {
+            return self.bcast_grow(root, buf, false);
+        }
         let src = Elems(if self.rank == root { &buf[..] } else { &[] });
         if let Some(p) = self.bcast_core(root, &src, T::WIDTH, None)? {
             buf.clear();
@@ -686,6 +799,26 @@ impl<L: Link> Comm<L> {
     /// ```
     pub fn bcast_into<T: Element>(&mut self, root: u32, buf: &mut [T]) -> Result<(), Error> {
         let want = buf.len() * T::WIDTH;
+        if self.bit1() {
+            if self.rank == root {
+                return self.bcast_bit1(
+                    root,
+                    &Elems(&buf[..]),
+                    T::WIDTH,
+                    None,
+                    false,
+                    &mut NoResult,
+                );
+            }
+            return self.bcast_bit1(
+                root,
+                &[][..],
+                T::WIDTH,
+                Some(want),
+                false,
+                &mut ElemsMut(buf),
+            );
+        }
         let src = Elems(if self.rank == root { &buf[..] } else { &[] });
         if let Some(p) = self.bcast_core(root, &src, T::WIDTH, Some(want))? {
             T::read_le(&p[H..], buf);
@@ -715,6 +848,14 @@ impl<L: Link> Comm<L> {
         data: &[T],
         op: Reduction,
     ) -> Result<Option<Vec<T>>, Error> {
+        if self.runs_pipelined(Operation::Reduce, data.len() * T::WIDTH) {
+            let mut out = vec![T::default(); if self.rank == root { data.len() } else { 0 }];
+            let kind = ChainOp::Reduce { root };
+            let (et, red) = (T::ELEMENT_TYPE.code(), op.code());
+            let at_root =
+                self.chain_call(kind, &Elems(data), et, red, false, &mut ElemsMut(&mut out))?;
+            return Ok(at_root.then_some(out));
+        }
         let r = self.reduce_core(false, root, &Elems(data), T::ELEMENT_TYPE.code(), op.code())?;
         Ok(r.map(|p| {
             let v = T::vec_from_le(&p[H..]);
@@ -759,6 +900,12 @@ impl<L: Link> Comm<L> {
                 .into(),
             );
         }
+        if self.runs_pipelined(Operation::Reduce, data.len() * T::WIDTH) {
+            let out = if self.rank == root { out } else { &mut [] };
+            let kind = ChainOp::Reduce { root };
+            let (et, red) = (T::ELEMENT_TYPE.code(), op.code());
+            return self.chain_call(kind, &Elems(data), et, red, false, &mut ElemsMut(out));
+        }
         match self.reduce_core(false, root, &Elems(data), T::ELEMENT_TYPE.code(), op.code())? {
             Some(p) => {
                 T::read_le(&p[H..], out);
@@ -780,6 +927,11 @@ impl<L: Link> Comm<L> {
     /// assert_eq!(got, vec![vec![1.0, 3.0]; 4]);
     /// ```
     pub fn allreduce<T: Element>(&mut self, data: &[T], op: Reduction) -> Result<Vec<T>, Error> {
+        if self.runs_pipelined(Operation::Allreduce, data.len() * T::WIDTH) {
+            let mut out = vec![T::default(); data.len()];
+            self.allreduce_pipelined(data, op, false, &mut out)?;
+            return Ok(out);
+        }
         let p = self
             .reduce_core(true, 0, &Elems(data), T::ELEMENT_TYPE.code(), op.code())?
             .expect("allreduce has a result on every rank");
@@ -815,6 +967,9 @@ impl<L: Link> Comm<L> {
             }
             .into());
         }
+        if self.runs_pipelined(Operation::Allreduce, data.len() * T::WIDTH) {
+            return self.allreduce_pipelined(data, op, false, out);
+        }
         let p = self
             .reduce_core(true, 0, &Elems(data), T::ELEMENT_TYPE.code(), op.code())?
             .expect("allreduce has a result on every rank");
@@ -847,6 +1002,19 @@ impl<L: Link> Comm<L> {
         element_type: u8,
         reduction: u8,
     ) -> Result<Option<Vec<u8>>, Error> {
+        if self.runs_pipelined(Operation::Reduce, data.len()) {
+            let mut out = vec![0u8; if self.rank == root { data.len() } else { 0 }];
+            let kind = ChainOp::Reduce { root };
+            let at_root = self.chain_call(
+                kind,
+                data,
+                element_type,
+                reduction,
+                false,
+                &mut ElemsMut(&mut out[..]),
+            )?;
+            return Ok(at_root.then_some(out));
+        }
         Ok(self
             .reduce_core(false, root, data, element_type, reduction)?
             .map(|p| {
@@ -870,6 +1038,19 @@ impl<L: Link> Comm<L> {
         element_type: u8,
         reduction: u8,
     ) -> Result<Vec<u8>, Error> {
+        if self.runs_pipelined(Operation::Allreduce, data.len()) {
+            let mut out = vec![0u8; data.len()];
+            let kind = ChainOp::Allreduce;
+            self.chain_call(
+                kind,
+                data,
+                element_type,
+                reduction,
+                false,
+                &mut ElemsMut(&mut out[..]),
+            )?;
+            return Ok(out);
+        }
         let p = self
             .reduce_core(true, 0, data, element_type, reduction)?
             .expect("allreduce has a result on every rank");

@@ -38,6 +38,10 @@ pub trait Element: sealed::Sealed + Copy + Default + PartialEq + Send + Sync + '
     /// Appends `src` as little-endian bytes to `out`.
     fn extend_le(src: &[Self], out: &mut Vec<u8>);
 
+    /// `src` as its little-endian bytes without a copy, where the host's
+    /// memory already is that (little-endian hosts); `None` elsewhere.
+    fn le_bytes(src: &[Self]) -> Option<&[u8]>;
+
     /// Fills `out` from `bytes`, which must hold exactly `out.len()`
     /// elements (panics otherwise; callers check lengths first).
     fn read_le(bytes: &[u8], out: &mut [Self]);
@@ -77,6 +81,10 @@ macro_rules! element {
                         out.extend_from_slice(&x.to_le_bytes());
                     }
                 }
+            }
+
+            fn le_bytes(src: &[Self]) -> Option<&[u8]> {
+                cfg!(target_endian = "little").then(|| bytemuck::cast_slice(src))
             }
 
             fn read_le(bytes: &[u8], out: &mut [Self]) {

@@ -9,10 +9,11 @@ use sperli_transport::{Endpoint, Settings};
 use sperli_wire::abort::AbortReason;
 use sperli_wire::error::{DecodeError, Error, HexError, LaunchStdin};
 use sperli_wire::job_description::JobDescription;
+use sperli_wire::payload::Payload;
 use sperli_wire::refused_hosts::{RefusedHosts, ENV_VAR};
 
 use crate::comm::Comm;
-use crate::link::Link;
+use crate::link::{CkptFrame, Link};
 
 impl Link for Endpoint {
     fn rank(&self) -> u32 {
@@ -42,6 +43,28 @@ impl Link for Endpoint {
     fn send_collective_each(&self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
         Endpoint::send_collective_each(self, to, payload)
     }
+    fn features(&self) -> u64 {
+        Endpoint::features(self)
+    }
+
+    // ---- Checkpoint and RESUME frames (protocol §7.7-§7.11) ----
+    fn send_ckpt(&self, to: u32, epoch: u64, payload: &Payload<'_>) -> Result<(), Error> {
+        Endpoint::send_frame(self, to, epoch, payload)
+    }
+    fn recv_ckpt(&self, from: u32) -> Result<CkptFrame, Error> {
+        let (h, payload) = Endpoint::recv_ckpt(self, from)?;
+        Ok(CkptFrame {
+            frame_type: h.frame_type,
+            epoch: h.epoch,
+            payload,
+        })
+    }
+    fn open_handles(&self) -> (u64, u64) {
+        Endpoint::open_handles(self)
+    }
+    fn job_error(&self) -> Option<Error> {
+        Endpoint::error(self)
+    }
 }
 
 /// The longest job description line accepted on stdin (4096 ranks with
@@ -53,7 +76,9 @@ impl Comm<Endpoint> {
     /// hex line, layouts §1): checks it (H1615, refused hosts H1614 with
     /// `SPERLI_REFUSED_HOSTS`), sets up the TLS mesh (H1611/H1616), and
     /// returns the communicator. The silence limit comes from
-    /// `SPERLI_SILENCE_MS` when set (the launcher's `--silence-ms`).
+    /// `SPERLI_SILENCE_MS` when set (the launcher's `--silence-ms`); the
+    /// HELLO feature bits from `SPERLI_FEATURES` when set (a harness's
+    /// v1-only rank, [`sperli_wire::env::FEATURES`]).
     pub fn from_stdin() -> Result<Self, Error> {
         Self::from_stdin_with_description().map(|(comm, mut desc)| {
             desc.job_secret_key.fill(0);
@@ -107,6 +132,13 @@ impl Comm<Endpoint> {
         }
         settings.error_file =
             std::env::var_os(sperli_transport::failure_record::ENV_VAR).map(Into::into);
+        if let Some(f) = std::env::var(sperli_wire::env::FEATURES)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+        {
+            // The test and benchmark harness's v1-only rank (protocol §7.1.1).
+            settings.features = f;
+        }
         let comm = Comm::new(Endpoint::start(&desc, settings)?);
         let mut desc = desc;
         desc.rank_key_pem.fill(0);

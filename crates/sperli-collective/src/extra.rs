@@ -4,8 +4,8 @@
 //!
 //! | call | v1 calls |
 //! |---|---|
-//! | `allgather` | gather to 0, then bcast from 0 (2 calls) |
-//! | `reduce_scatter` | reduce to 0, then scatter from 0 (2 calls) |
+//! | `allgather` | gather to 0, then bcast from 0 (2 calls); with feature bit 1 from 256 KiB in all: one pipelined ring call (protocol §14.3) |
+//! | `reduce_scatter` | reduce to 0, then scatter from 0 (2 calls); with feature bit 1 from 256 KiB: one pipelined call (protocol §14.3) |
 //! | `alltoall` | `size` scatters, the k-th rooted at rank k with rank k's data |
 //! | `allreduce_scalar` / `reduce_scalar` / `bcast_scalar` | one call on a 1-element array |
 //!
@@ -18,9 +18,12 @@ use sperli_wire::error::ArgumentError;
 use sperli_wire::limits::{COLLECTIVE_HEADER_LEN as H, MAX_COLLECTIVE_DATA};
 use sperli_wire::Error;
 
-use crate::comm::Comm;
+use crate::comm::{Comm, Elems};
 use crate::element::Element;
 use crate::link::Link;
+use crate::pipeline::chain::ChainOp;
+use crate::pipeline::ElemsMut;
+use sperli_wire::collective::Operation;
 
 impl<L: Link> Comm<L> {
     /// Counts `calls` v1 calls that were not made and refuses with H1618
@@ -45,14 +48,20 @@ impl<L: Link> Comm<L> {
     /// ```
     pub fn allgather<T: Element>(&mut self, data: &[T]) -> Result<Vec<T>, Error> {
         let total = data.len() * T::WIDTH * self.size() as usize;
+        let pipelined = self.runs_pipelined(Operation::Allgather, total);
         if total > MAX_COLLECTIVE_DATA {
             return self.refuse(
-                2,
+                if pipelined { 1 } else { 2 },
                 ArgumentError::TooLong {
                     len: total,
                     max: MAX_COLLECTIVE_DATA,
                 },
             );
+        }
+        if pipelined {
+            let mut out = vec![T::default(); data.len() * self.size() as usize];
+            self.allgather_call(&Elems(data), &mut ElemsMut(&mut out))?;
+            return Ok(out);
         }
         let bytes = T::to_le_vec(data);
         let mut all = Vec::new();
@@ -84,9 +93,10 @@ impl<L: Link> Comm<L> {
         op: Reduction,
     ) -> Result<Vec<T>, Error> {
         let size = self.size() as usize;
+        let pipelined = self.runs_pipelined(Operation::ReduceScatter, data.len() * T::WIDTH);
         if data.len() % size != 0 {
             return self.refuse(
-                2,
+                if pipelined { 1 } else { 2 },
                 ArgumentError::ScatterBlocks {
                     len: data.len() * T::WIDTH,
                     size: self.size(),
@@ -94,6 +104,13 @@ impl<L: Link> Comm<L> {
             );
         }
         let block = data.len() / size * T::WIDTH;
+        if pipelined {
+            let mut out = vec![T::default(); data.len() / size];
+            let (et, red) = (T::ELEMENT_TYPE.code(), op.code());
+            let kind = ChainOp::ReduceScatter;
+            self.chain_call(kind, &Elems(data), et, red, false, &mut ElemsMut(&mut out))?;
+            return Ok(out);
+        }
         let bytes = T::to_le_vec(data);
         let reduced =
             match self.reduce_core(false, 0, &bytes[..], T::ELEMENT_TYPE.code(), op.code()) {

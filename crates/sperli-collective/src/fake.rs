@@ -13,17 +13,23 @@
 //! Misbehaviour for tests: [`FakeLink::set_send_hook`] rewrites, drops or
 //! multiplies every frame this rank sends (forged headers, truncated data,
 //! wrong sequence); [`FakeLink::inject`] sends raw bytes unchecked.
+//!
+//! Checkpoint and RESUME frames ([`Link::send_ckpt`], [`Link::recv_ckpt`])
+//! travel in a queue of their own per sender, so sperli-ckpt's checkpoint
+//! and resume run on fake links too; [`FakeLink::inject_ckpt`] forges one.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use sperli_wire::abort::AbortReason;
-use sperli_wire::error::LossCause;
+use sperli_wire::error::{FrameError, LossCause};
+use sperli_wire::limits::{FEATURES_IMPLEMENTED, FEATURE_V1_CORE};
+use sperli_wire::payload::Payload;
 use sperli_wire::Error;
 
 use crate::comm::Comm;
-use crate::link::Link;
+use crate::link::{CkptFrame, Link};
 
 /// The default silence limit of a fake receive (generous: debug builds of
 /// large tests are slow).
@@ -56,6 +62,9 @@ impl AbortNote {
 #[derive(Debug)]
 struct BoxState {
     queues: Vec<VecDeque<Vec<u8>>>,
+    /// Checkpoint and RESUME frames, one queue per sender (kept apart from
+    /// the COLLECTIVE payloads, as the transport keeps them).
+    ckpt: Vec<VecDeque<CkptFrame>>,
     /// The first ABORT this rank received, or its own (then `from` is itself).
     abort: Option<AbortNote>,
     closed: Vec<bool>,
@@ -88,6 +97,9 @@ pub struct FakeLink {
     boxes: Arc<Vec<Mailbox>>,
     hook: Mutex<Option<SendHook>>,
     silence: Duration,
+    /// The job's negotiated HELLO features as this rank sees them
+    /// (protocol §7.1.1; see [`FakeLink::job_with_features`]).
+    features: u64,
 }
 
 impl std::fmt::Debug for FakeLink {
@@ -100,8 +112,14 @@ impl std::fmt::Debug for FakeLink {
 }
 
 impl FakeLink {
-    /// The links of a job of `size` ranks (1..=4096), index = rank.
+    /// The links of a job of `size` ranks (1..=4096), index = rank. Every
+    /// rank announces the features this implementation has
+    /// ([`FEATURES_IMPLEMENTED`]), as the real transport does by default.
     pub fn job(size: u32) -> Vec<FakeLink> {
+        Self::job_with_features(&vec![FEATURES_IMPLEMENTED; size as usize])
+    }
+
+    fn job_of(size: u32, features: u64) -> Vec<FakeLink> {
         assert!((1..=4096).contains(&size), "size must be 1..=4096");
         let n = size as usize;
         let boxes: Arc<Vec<Mailbox>> = Arc::new(
@@ -109,6 +127,7 @@ impl FakeLink {
                 .map(|_| Mailbox {
                     state: Mutex::new(BoxState {
                         queues: vec![VecDeque::new(); n],
+                        ckpt: vec![VecDeque::new(); n],
                         abort: None,
                         closed: vec![false; n],
                     }),
@@ -123,8 +142,35 @@ impl FakeLink {
                 boxes: Arc::clone(&boxes),
                 hook: Mutex::new(None),
                 silence: DEFAULT_SILENCE,
+                features,
             })
             .collect()
+    }
+
+    // ---- HELLO features (pipelined collectives, protocol §7.1.1, §14) -----
+
+    /// The links of a job whose rank r announces `announced[r]` in its
+    /// HELLO (bit 0 is always added); every rank then sees the AND of all
+    /// of them, as after a real set-up (protocol §7.1.1). A job with one
+    /// v1-only rank (`FEATURE_V1_CORE`) runs every call on the v1 star.
+    ///
+    /// ```
+    /// use sperli_collective::{fake::FakeLink, Link};
+    /// use sperli_wire::limits::{FEATURE_PIPELINED, FEATURE_V1_CORE};
+    /// let both = FEATURE_V1_CORE | FEATURE_PIPELINED;
+    /// let links = FakeLink::job_with_features(&[both, FEATURE_V1_CORE, both]);
+    /// assert!(links.iter().all(|l| l.features() == FEATURE_V1_CORE));
+    /// ```
+    pub fn job_with_features(announced: &[u64]) -> Vec<FakeLink> {
+        let and = announced.iter().fold(u64::MAX, |a, f| a & f) | FEATURE_V1_CORE;
+        Self::job_of(announced.len() as u32, and)
+    }
+
+    /// Overrides the features this one rank believes the job negotiated
+    /// (a misbehaving rank: e.g. one that sends pipelined frames in a job
+    /// without bit 1).
+    pub fn set_features(&mut self, features: u64) {
+        self.features = features;
     }
 
     /// Sets how long a receive waits before it reports the peer lost (H1613).
@@ -166,43 +212,15 @@ impl FakeLink {
     fn own(&self) -> &Mailbox {
         &self.boxes[self.rank as usize]
     }
-}
 
-impl Link for FakeLink {
-    fn rank(&self) -> u32 {
-        self.rank
-    }
-
-    fn size(&self) -> u32 {
-        self.size
-    }
-
-    fn send_collective(&self, to: u32, payload: &[u8]) -> Result<(), Error> {
-        assert!(to < self.size && to != self.rank, "bad target {to}");
-        {
-            let st = self.own().lock();
-            if let Some(a) = &st.abort {
-                return Err(a.error());
-            }
-            if st.closed[to as usize] {
-                return Err(Error::PeerLost {
-                    peer: to,
-                    cause: LossCause::ClosedWithoutBye,
-                });
-            }
-        }
-        let frames = match self.hook.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            Some(h) => h(to, payload.to_vec()),
-            None => vec![payload.to_vec()],
-        };
-        for f in frames {
-            self.deliver(to, f);
-        }
-        Ok(())
-    }
-
-    fn recv_collective(&self, from: u32) -> Result<Vec<u8>, Error> {
-        assert!(from < self.size && from != self.rank, "bad source {from}");
+    /// Waits until `take` finds something from `from` in this rank's
+    /// mailbox, the job failed (H1612), `from` closed (H1613) or the
+    /// silence limit passed (H1613).
+    fn wait_take<T>(
+        &self,
+        from: u32,
+        mut take: impl FnMut(&mut BoxState) -> Option<T>,
+    ) -> Result<T, Error> {
         let deadline = Instant::now() + self.silence;
         let b = self.own();
         let mut st = b.lock();
@@ -210,7 +228,7 @@ impl Link for FakeLink {
             if let Some(a) = &st.abort {
                 return Err(a.error());
             }
-            if let Some(p) = st.queues[from as usize].pop_front() {
+            if let Some(p) = take(&mut st) {
                 return Ok(p);
             }
             if st.closed[from as usize] {
@@ -236,6 +254,59 @@ impl Link for FakeLink {
         }
     }
 
+    /// Whether a send to `to` may go ahead: the job has not failed and
+    /// `to` has not closed.
+    fn check_send(&self, to: u32) -> Result<(), Error> {
+        let st = self.own().lock();
+        if let Some(a) = &st.abort {
+            return Err(a.error());
+        }
+        if st.closed[to as usize] {
+            return Err(Error::PeerLost {
+                peer: to,
+                cause: LossCause::ClosedWithoutBye,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Link for FakeLink {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    fn size(&self) -> u32 {
+        self.size
+    }
+
+    fn send_collective(&self, to: u32, payload: &[u8]) -> Result<(), Error> {
+        self.send_collective_vec(to, payload.to_vec())
+    }
+
+    fn send_collective_vec(&self, to: u32, payload: Vec<u8>) -> Result<(), Error> {
+        assert!(to < self.size && to != self.rank, "bad target {to}");
+        self.check_send(to)?;
+        let frames = match self.hook.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            Some(h) => h(to, payload),
+            None => vec![payload],
+        };
+        for f in frames {
+            self.deliver(to, f);
+        }
+        Ok(())
+    }
+
+    fn recv_collective(&self, from: u32) -> Result<Vec<u8>, Error> {
+        assert!(from < self.size && from != self.rank, "bad source {from}");
+        self.wait_take(from, |st| st.queues[from as usize].pop_front())
+    }
+
+    // ---- HELLO features (pipelined collectives, protocol §7.1.1, §14) -----
+    fn features(&self) -> u64 {
+        self.features
+    }
+
     fn abort(&self, reason: AbortReason, code: u32, message: &str) {
         let note = AbortNote {
             from: self.rank,
@@ -252,6 +323,51 @@ impl Link for FakeLink {
             drop(st);
             b.cv.notify_all();
         }
+    }
+
+    // ---- Checkpoint and RESUME frames (protocol §7.7-§7.11) ----
+
+    fn send_ckpt(&self, to: u32, epoch: u64, payload: &Payload<'_>) -> Result<(), Error> {
+        assert!(to < self.size, "bad target {to}");
+        let frame_type = payload.frame_type();
+        if !CkptFrame::carries(frame_type) {
+            return Err(FrameError::Unexpected {
+                frame_type,
+                when: "through send_ckpt (checkpoint and RESUME frames only)",
+            }
+            .into());
+        }
+        self.check_send(to)?;
+        let mut bytes = Vec::new();
+        payload.encode(&mut bytes);
+        self.inject_ckpt(
+            to,
+            CkptFrame {
+                frame_type,
+                epoch,
+                payload: bytes,
+            },
+        );
+        Ok(())
+    }
+
+    fn recv_ckpt(&self, from: u32) -> Result<CkptFrame, Error> {
+        assert!(from < self.size, "bad source {from}");
+        self.wait_take(from, |st| st.ckpt[from as usize].pop_front())
+    }
+
+    fn job_error(&self) -> Option<Error> {
+        self.own().lock().abort.as_ref().map(AbortNote::error)
+    }
+}
+
+impl FakeLink {
+    /// Delivers `frame` to `to` as if it were a checkpoint or RESUME frame
+    /// from this rank, bypassing every check (a forged frame for tests).
+    pub fn inject_ckpt(&self, to: u32, frame: CkptFrame) {
+        let b = &self.boxes[to as usize];
+        b.lock().ckpt[self.rank as usize].push_back(frame);
+        b.cv.notify_all();
     }
 }
 

@@ -13,6 +13,9 @@
 //!     [`Comm::alltoall`], [`Comm::allreduce_scalar`], `_into` variants).
 //! - [`Element`]: the sealed map from `u8, i32, u32, i64, u64, f32, f64` to
 //!   their element type codes and little-endian bytes.
+//! - [`pipeline`]: with HELLO feature bit 1 on every rank, large calls
+//!   run as pipelined chains, rings and trees in chunks (protocol §14),
+//!   bit-identical to the star; small calls and v1 jobs keep the v1 star.
 //! - [`fake`]: an in-memory [`Link`] for N ranks in one process (tests).
 //!
 //! ```
@@ -33,12 +36,13 @@ mod endpoint_link;
 mod extra;
 mod large;
 mod link;
+pub mod pipeline;
 
 pub mod fake;
 
 pub use comm::Comm;
 pub use element::Element;
 pub use large::max_chunk_elems;
-pub use link::Link;
+pub use link::{CkptFrame, Link};
 pub use sperli_transport::Endpoint;
 pub use sperli_wire::{Error, HCode, Reduction};

@@ -8,7 +8,9 @@
 //! in-memory [`FakeLink`](crate::fake::FakeLink).
 
 use sperli_wire::abort::AbortReason;
-use sperli_wire::Error;
+use sperli_wire::error::UsageError;
+use sperli_wire::payload::Payload;
+use sperli_wire::{Error, FrameType};
 
 /// What the collective layer needs from a transport (protocol §8, layouts §5, §10).
 ///
@@ -23,9 +25,10 @@ use sperli_wire::Error;
 ///   collective layer checks the collective header and the data length
 ///   itself; the link has already applied the frame-header checks (a
 ///   COLLECTIVE payload shorter than 16 bytes never gets here, H1610).
-/// - **Star only.** The collective layer only ever sends to and receives
-///   from the peers the star of protocol §8.2 names; `to` / `from` are
-///   never the link's own rank.
+/// - **Peers only.** The collective layer sends to and receives from the
+///   peers the star of protocol §8.2 names or, with feature bit 1
+///   ([`Link::features`]), the chains, rings and trees of protocol §14.3;
+///   `to` / `from` are never the link's own rank.
 /// - **Sends do not wait for the peer's call.** A send may block on flow
 ///   control but must not wait until the peer makes the matching call
 ///   (the receiver keeps early frames, layouts §10).
@@ -89,6 +92,85 @@ pub trait Link {
         }
         Ok(())
     }
+
+    // ---- pipelined collectives (HELLO feature bit 1, protocol §14) ------
+
+    /// The HELLO feature bits of the job (protocol §7.1.1): the AND of this
+    /// rank's and every peer's, fixed once the link is up. Bit 1
+    /// ([`FEATURE_PIPELINED`](sperli_wire::limits::FEATURE_PIPELINED)) lets
+    /// large collectives run pipelined (protocol §14); without it every
+    /// call is the v1 star byte for byte, and a pipelined frame is rejected
+    /// (H1610). The default is a v1-only link.
+    fn features(&self) -> u64 {
+        sperli_wire::limits::FEATURE_V1_CORE
+    }
+
+    // ---- Checkpoint and RESUME frames (sperli-ckpt; protocol §7.7-§7.11,
+    // §9.4, §10.2). A link that carries no checkpoint frames keeps the
+    // defaults: sending and receiving fail with
+    // `UsageError::NoCheckpointFrames`, no handle is ever open, and the job
+    // error is only what the other calls report.
+    //
+    // Contract: checkpoint and RESUME frames of one peer come in the order
+    // sent and are kept apart from COLLECTIVE payloads (a queue of their
+    // own per peer, like the transport's), so a collective call never takes
+    // one and `recv_ckpt` never takes a COLLECTIVE payload. After a failure
+    // both fail as the collective calls do.
+
+    /// Sends one CKPT_BEGIN, CKPT_DATA, CKPT_ACK, CKPT_COMMIT or RESUME
+    /// frame with header `epoch` to rank `to` (protocol §7.7-§7.11). Any
+    /// other payload type is refused (H1610, nothing sent).
+    fn send_ckpt(&self, to: u32, epoch: u64, payload: &Payload<'_>) -> Result<(), Error> {
+        let _ = (to, epoch, payload);
+        Err(UsageError::NoCheckpointFrames.into())
+    }
+
+    /// The next checkpoint or RESUME frame from rank `from`, in arrival
+    /// order. Blocks until one is there; fails once the job failed.
+    fn recv_ckpt(&self, from: u32) -> Result<CkptFrame, Error> {
+        let _ = from;
+        Err(UsageError::NoCheckpointFrames.into())
+    }
+
+    /// This rank's open point-to-point send and receive handles (a
+    /// checkpoint needs none on any rank: protocol §9.4, H1624).
+    fn open_handles(&self) -> (u64, u64) {
+        (0, 0)
+    }
+
+    /// The error that ended the job, if it failed (an ABORT received or
+    /// sent, a lost peer): a rank that fails a checkpoint sends its own
+    /// ABORT only when the job has not failed already.
+    fn job_error(&self) -> Option<Error> {
+        None
+    }
+}
+
+/// One checkpoint or RESUME frame as [`Link::recv_ckpt`] returns it: the
+/// header fields the checkpoint layer judges and the payload bytes, which
+/// decode with `Payload::decode(frame_type, ..)` or the frame's own codec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CkptFrame {
+    /// CKPT_BEGIN, CKPT_DATA, CKPT_ACK, CKPT_COMMIT or RESUME.
+    pub frame_type: FrameType,
+    /// The header's `epoch`.
+    pub epoch: u64,
+    /// The payload.
+    pub payload: Vec<u8>,
+}
+
+impl CkptFrame {
+    /// Whether `t` is a checkpoint or RESUME frame type (types 6-10).
+    pub fn carries(t: FrameType) -> bool {
+        matches!(
+            t,
+            FrameType::CkptBegin
+                | FrameType::CkptData
+                | FrameType::CkptAck
+                | FrameType::CkptCommit
+                | FrameType::Resume
+        )
+    }
 }
 
 impl<L: Link + ?Sized> Link for &L {
@@ -118,5 +200,22 @@ impl<L: Link + ?Sized> Link for &L {
     }
     fn send_collective_each(&self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
         (**self).send_collective_each(to, payload)
+    }
+    fn features(&self) -> u64 {
+        (**self).features()
+    }
+
+    // ---- Checkpoint and RESUME frames ----
+    fn send_ckpt(&self, to: u32, epoch: u64, payload: &Payload<'_>) -> Result<(), Error> {
+        (**self).send_ckpt(to, epoch, payload)
+    }
+    fn recv_ckpt(&self, from: u32) -> Result<CkptFrame, Error> {
+        (**self).recv_ckpt(from)
+    }
+    fn open_handles(&self) -> (u64, u64) {
+        (**self).open_handles()
+    }
+    fn job_error(&self) -> Option<Error> {
+        (**self).job_error()
     }
 }

@@ -26,6 +26,12 @@
 //!   allreduce and a checkpoint, then prints its peak resident memory
 //!   (`VmHWM`), resident memory and open file descriptors (docs/reliability.md,
 //!   "Scale"); needs `--checkpoint-dir`;
+//! - `pipe-kill VICTIM [FRAMES]` (issue 13, protocol §14.7): every rank
+//!   makes one allreduce of 64 MiB of f64 per rank (`allreduce_large_into`:
+//!   one pipelined call when the job negotiated HELLO feature bit 1); in
+//!   incarnation 1 rank VICTIM SIGKILLs itself once it has taken FRAMES
+//!   (default 6) COLLECTIVE frames, in the middle of the pipeline; rank 0
+//!   checks the result of a run that completes;
 //! - `ckpt STEPS EVERY [SLEEP_MS [KILL_STEP KILL_RANK]]`: a deterministic
 //!   f64 iteration with one allreduce per step ([`ckpt_step`]), a
 //!   checkpoint (sperli-ckpt, docs/sperli-protocol.md §9.4) every EVERY
@@ -279,10 +285,119 @@ fn run_scale() -> ExitCode {
     }
 }
 
+// ---- pipe-kill (issue 13) ---------------------------------------------------
+
+/// A [`Link`](sperli_collective::Link) over the rank's endpoint that
+/// SIGKILLs the process when it takes its `left`-th COLLECTIVE frame.
+struct KillAfter {
+    ep: sperli_collective::Endpoint,
+    left: std::cell::Cell<u64>,
+}
+
+impl sperli_collective::Link for KillAfter {
+    fn rank(&self) -> u32 {
+        self.ep.rank()
+    }
+    fn size(&self) -> u32 {
+        self.ep.size()
+    }
+    fn features(&self) -> u64 {
+        self.ep.features()
+    }
+    fn send_collective(&self, to: u32, payload: &[u8]) -> Result<(), Error> {
+        self.ep.send_collective(to, payload)
+    }
+    fn send_collective_vec(&self, to: u32, payload: Vec<u8>) -> Result<(), Error> {
+        self.ep.send_collective_vec(to, payload)
+    }
+    fn send_collective_each(&self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
+        self.ep.send_collective_each(to, payload)
+    }
+    fn recv_collective(&self, from: u32) -> Result<Vec<u8>, Error> {
+        let p = self.ep.recv_collective(from)?;
+        let left = self.left.get().saturating_sub(1);
+        self.left.set(left);
+        if left == 0 {
+            println!(
+                "rank {}: SIGKILL in the middle of the pipelined allreduce",
+                self.ep.rank()
+            );
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+        }
+        Ok(p)
+    }
+    fn abort(&self, reason: sperli_wire::abort::AbortReason, code: u32, message: &str) {
+        self.ep.abort(reason, code, message)
+    }
+    fn take_buffer(&self, len: usize) -> Vec<u8> {
+        self.ep.take_buffer(len)
+    }
+    fn recycle(&self, buf: Vec<u8>) {
+        self.ep.recycle(buf)
+    }
+}
+
+/// The `pipe-kill` example (see the module docs).
+fn run_pipe_kill(args: &[String]) -> ExitCode {
+    let victim: u32 = arg(args, 1).unwrap_or(1);
+    let frames: u64 = arg(args, 2).unwrap_or(6);
+    let first = std::env::var(sperli_wire::env::INCARNATION).map_or(true, |v| v == "1");
+    let ep = match Comm::from_stdin() {
+        Ok(c) => c.into_link(),
+        Err(e) => {
+            eprintln!("cannot join the job: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let (rank, size) = (ep.rank(), ep.size());
+    let left = if first && rank == victim {
+        frames + 1
+    } else {
+        u64::MAX
+    };
+    let mut comm = Comm::new(KillAfter {
+        ep,
+        left: std::cell::Cell::new(left),
+    });
+    let n = (64 << 20) / 8;
+    let mine: Vec<f64> = (0..n)
+        .map(|i| (i % 1000) as f64 + f64::from(rank))
+        .collect();
+    let mut out = vec![0f64; n];
+    let result = comm.barrier().and_then(|()| {
+        let before = comm.sequence();
+        comm.allreduce_large_into(&mine, &mut out, Reduction::Sum)?;
+        let calls = comm.sequence() - before;
+        let k = f64::from(size * (size - 1) / 2);
+        let ok = out
+            .iter()
+            .enumerate()
+            .all(|(i, v)| *v == f64::from(size) * (i % 1000) as f64 + k);
+        if rank == 0 {
+            println!(
+                "allreduce of 64 MiB over {size} ranks in {calls} call(s), features {}: {}",
+                comm.features(),
+                if ok { "correct" } else { "WRONG" }
+            );
+        }
+        comm.barrier()
+    });
+    match result.and_then(|()| comm.into_link().ep.finish()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rank {rank}: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 /// Runs the example named by `args[0]` as one rank of the job on stdin.
 pub fn run(args: &[String]) -> ExitCode {
     if args.first().map(String::as_str) == Some("ckpt") {
         return run_ckpt(args);
+    }
+    if args.first().map(String::as_str) == Some("pipe-kill") {
+        return run_pipe_kill(args);
     }
     if args.first().map(String::as_str) == Some("scale") {
         return run_scale();

@@ -8,8 +8,10 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod ckpt_tree;
 pub mod example;
 pub mod hosts;
+pub mod job_key;
 pub mod launch_hosts;
 pub mod mailbox_cli;
 pub mod os;

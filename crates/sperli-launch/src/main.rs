@@ -25,11 +25,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use sperli_launch::ckpt_tree::{at_end, CheckpointTree};
 use sperli_launch::hosts::{parse_deny_file, place, HostSpec, MapBy};
+use sperli_launch::job_key::JobIdentity;
 use sperli_launch::launch_hosts::{hosts_of, HostChoice, Hosts};
 use sperli_launch::spawn::{RankLaunch, Via, DEFAULT_RSH};
 use sperli_launch::supervise::{run_job, Options, Outcome, EXIT_USAGE, SETUP_MARGIN};
-use sperli_tls::job_plan::JobPlan;
 use sperli_wire::env;
 use sperli_wire::job_description::HostEntry;
 use sperli_wire::refused_hosts::{RefusedHosts, ENV_VAR};
@@ -99,6 +100,14 @@ struct RunArgs {
     /// Checkpoint directory; rank r uses `DIR/rank-r` (passed as `SPERLI_CHECKPOINT_DIR`).
     #[arg(long)]
     checkpoint_dir: Option<PathBuf>,
+    /// Keep the job's identity in FILE (created mode 0600 if missing): a
+    /// later run with the same FILE and --checkpoint-dir continues the job
+    /// from its last valid COMMIT (docs/launcher.md).
+    #[arg(long, value_name = "FILE", requires = "checkpoint_dir")]
+    job_key: Option<PathBuf>,
+    /// Keep the checkpoints (and the key file) when the job ends normally.
+    #[arg(long)]
+    keep_checkpoints: bool,
     /// Lifetime of certificates and join tokens, in seconds.
     #[arg(long, default_value_t = 24 * 3600)]
     token_lifetime: u64,
@@ -292,10 +301,15 @@ fn run(args: RunArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     let lifetime = Duration::from_secs(args.token_lifetime);
-    let mut plan = match JobPlan::new(entries.clone(), 1, lifetime) {
-        Ok(p) => p,
-        Err(e) => return fail(format!("cannot create the job: {e}")),
+    let mut identity = match JobIdentity::open(args.job_key.as_deref()) {
+        Ok(i) => i,
+        Err(e) => return fail(e),
     };
+    let mut plan = match identity.plan(entries.clone(), lifetime) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let tree = (args.checkpoint_dir.as_deref()).map(|d| CheckpointTree::new(d, plan.job_id, n));
     if let Some(dir) = &args.checkpoint_dir {
         if let Err(e) = std::fs::create_dir_all(dir) {
             return fail(format!(
@@ -328,7 +342,7 @@ fn run(args: RunArgs) -> ExitCode {
                     ("RANK".into(), r.to_string()),
                     ("WORLD_SIZE".into(), n.to_string()),
                     ("LOCAL_RANK".into(), lr.to_string()),
-                    ("LOCAL_WORLD_SIZE".into(), ls.to_string()),
+                    (env::LOCAL_WORLD_SIZE.into(), ls.to_string()),
                 ];
                 *lr += 1;
                 let mut env = env;
@@ -353,14 +367,23 @@ fn run(args: RunArgs) -> ExitCode {
             })
             .collect();
         let outcome = run_job(ranks, &opts, &interrupt);
+        let restarts = identity.restarts(incarnation);
+        if !matches!(outcome, Outcome::Failed(_)) || restarts >= args.restart_max {
+            at_end(
+                tree.as_ref(),
+                &mut identity,
+                matches!(outcome, Outcome::Success),
+                args.keep_checkpoints,
+            );
+        }
         match &outcome {
             Outcome::Success => return ExitCode::SUCCESS,
-            Outcome::Failed(blame) if incarnation <= args.restart_max => {
+            Outcome::Failed(blame) if restarts < args.restart_max => {
                 let rank = blame.verdict.rank as usize;
                 eprintln!(
                     "sperli: {blame}; restarting the job as incarnation {} ({} of {} restarts)",
                     incarnation + 1,
-                    incarnation,
+                    restarts + 1,
                     args.restart_max
                 );
                 if let Some((spare, via)) = (!spares.is_empty()).then(|| spares.remove(0)) {
@@ -386,7 +409,7 @@ fn run(args: RunArgs) -> ExitCode {
                         rank_via[rank] = via;
                     }
                 }
-                if let Err(e) = plan.next_incarnation(entries.clone()) {
+                if let Err(e) = identity.next_incarnation(&mut plan, entries.clone()) {
                     return fail(format!("cannot renew the job for a restart: {e}"));
                 }
             }
@@ -441,6 +464,8 @@ fn demo() -> ExitCode {
         restart_max: 1,
         deny_hosts: None,
         checkpoint_dir: Some(scratch.clone()),
+        job_key: None,
+        keep_checkpoints: false,
         silence_ms: 2000,
         timeout: Some(120),
         token_lifetime: 600,

@@ -12,8 +12,10 @@ mod blame;
 mod habits;
 mod messages;
 mod orphans;
+mod pipelined;
 mod procs;
 mod reliability;
+mod requeue;
 mod slurm;
 
 /// The scale runs (64 ranks on 2 cores) need the machine for themselves:

@@ -60,7 +60,7 @@ pub use server::{
 /// The environment variable that gives rank 0 the mailbox name (not a
 /// secret: the file is mode 0600 and named after its owner). Set by
 /// `sperli run --mailbox NAME` for rank 0 only.
-pub const MAILBOX_ENV: &str = "SPERLI_MAILBOX";
+pub const MAILBOX_ENV: &str = sperli_wire::env::MAILBOX;
 
 /// Bare futex round trips between two processes on a mailbox-sized file
 /// (the benchmark's floor and the two-process futex test): this process

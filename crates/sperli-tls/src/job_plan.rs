@@ -104,9 +104,25 @@ impl JobPlan {
         incarnation: u32,
         lifetime: Duration,
     ) -> Result<Self, PlanError> {
+        let job_key = composite_sig::generate().map_err(PlanError::JobKey)?;
+        Self::with_job_key(job_id, job_key, hosts, incarnation, lifetime)
+    }
+
+    /// The plan of a job that already exists, for a later launcher run of
+    /// it (protocol §10.1; the key file of `sperli run --job-key`): the
+    /// same job id and job key pair (so its COMMIT files still verify),
+    /// `incarnation` (the next one: a token of an earlier run names an
+    /// older incarnation and is refused), and a new job CA with new
+    /// certificates and join tokens valid for `lifetime` from now.
+    pub fn with_job_key(
+        job_id: JobId,
+        job_key: SecretKey,
+        hosts: Vec<HostEntry>,
+        incarnation: u32,
+        lifetime: Duration,
+    ) -> Result<Self, PlanError> {
         let deadline = SystemTime::now() + lifetime;
         let ca = JobCa::generate(job_id, deadline).map_err(PlanError::Pki)?;
-        let job_key = composite_sig::generate().map_err(PlanError::JobKey)?;
         let mut plan = Self {
             job_id,
             incarnation,
@@ -140,7 +156,7 @@ impl JobPlan {
     /// job CA and job key (COMMIT files signed in earlier incarnations still
     /// verify), incarnation + 1, `hosts` (a failed rank may have moved), and
     /// new certificates and join tokens, so a token of an older incarnation
-    /// is refused (protocol text "Ausfall und Wiederaufnahme").
+    /// is refused (protocol §10.1).
     pub fn next_incarnation(&mut self, hosts: Vec<HostEntry>) -> Result<(), PlanError> {
         self.incarnation = self
             .incarnation
@@ -162,7 +178,7 @@ impl JobPlan {
     }
 
     /// Signs a join token for `rank` on `host` expiring at `expires_at_ms`
-    /// (layouts §4). Tests use it for odd tokens.
+    /// (protocol §7.1.2). Tests use it for odd tokens.
     pub fn sign_token(
         &self,
         rank: u32,
@@ -190,7 +206,7 @@ impl JobPlan {
         &self.identities[rank as usize]
     }
 
-    /// Rank `rank`'s job description (layouts §1): rank 0 alone carries
+    /// Rank `rank`'s job description (protocol §4): rank 0 alone carries
     /// the job secret key.
     pub fn description(&self, rank: u32) -> JobDescription {
         let id = self.identity(rank);
@@ -254,4 +270,35 @@ pub fn free_port(host: &str) -> Result<u16, PlanError> {
         host: addr.to_owned(),
         last,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_with_an_existing_key_is_the_same_job_with_new_certificates() {
+        let first = JobPlan::localhost(2).unwrap();
+        let later = JobPlan::with_job_key(
+            first.job_id,
+            first.job_key.clone(),
+            first.hosts.clone(),
+            7,
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        assert_eq!(later.job_id, first.job_id);
+        assert_eq!(later.incarnation, 7);
+        for r in 0..2 {
+            let (a, b) = (first.description(r), later.description(r));
+            assert_eq!(a.job_public_key, b.job_public_key);
+            assert_eq!(b.incarnation, 7);
+            assert_ne!(a.ca_cert_pem, b.ca_cert_pem, "a new job CA");
+            assert_ne!(a.join_token, b.join_token);
+        }
+        assert_eq!(
+            later.description(0).job_secret_key,
+            first.job_key.to_bytes().to_vec()
+        );
+    }
 }

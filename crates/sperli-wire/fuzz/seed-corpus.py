@@ -22,9 +22,13 @@ comment at the top of each fuzz_targets/*.rs):
   hex               the lines of job descriptions (without "\\n")
   reduce            type code, reduction code, 0 (split in halves), left,
                     right
+  pipeline          a features byte + `u16 len` records of COLLECTIVE
+                    payloads: the COLLECTIVE frames of a `features=`
+                    receiver, and the frames of each `collective-stream`
   host              `host NUL variable NUL deny-file`, from the hosts of the
                     vectors plus a few hand-written policies
-  ckpt_data         also the push chunks as `u16 len` records (assembler)
+  ckpt_chunks       the push chunks as `u16 len` records (tracker,
+                    assembler)
 
 File names are the SHA-1 of the content (like libFuzzer's), so running the
 script twice gives the same files. Only the Python standard library is used.
@@ -138,6 +142,10 @@ def main(argv):
         if kind == "frame":
             frame = bytes.fromhex(e["bytes"])
             rx = receiver_bytes(e["receiver"])
+            feats = int(fields(e["receiver"]).get("features", "1"))
+            if len(frame) > 52 and frame[4] == 3:
+                p = frame[52:]
+                corpus.add("pipeline", bytes([feats]) + struct.pack("<H", len(p)) + p)
             corpus.add("frame", rx + frame)
             corpus.add("header_check", frame[:52] + rx)
             if len(frame) >= 52:
@@ -162,6 +170,11 @@ def main(argv):
                     h = fields(e[k]).get("token.host")
                     if h:
                         hosts.add(h)
+        elif kind == "collective-stream":
+            feats = int(fields(e["receiver"])["features"])
+            recs = b"".join(struct.pack("<H", len(f)) + f
+                            for f in (bytes.fromhex(x) for x in e["frames"].split()))
+            corpus.add("pipeline", bytes([feats]) + recs)
         elif kind == "rank-file":
             corpus.add("rank_file", bytes.fromhex(e["bytes"]))
         elif kind == "commit-file":
@@ -192,7 +205,7 @@ def main(argv):
     # The push chunks as assembler records (u16 len + payload), and the same
     # file sent as two chunks.
     for p in push_records:
-        corpus.add("ckpt_data", struct.pack("<H", len(p)) + p)
+        corpus.add("ckpt_chunks", struct.pack("<H", len(p)) + p)
         chunk = p[24:]
         if len(chunk) >= 2:
             half = len(chunk) // 2
@@ -200,7 +213,7 @@ def main(argv):
             head = p[:8]
             a = head + struct.pack("<QQ", 0, total) + chunk[:half]
             b = head + struct.pack("<QQ", half, total) + chunk[half:]
-            corpus.add("ckpt_data", struct.pack("<H", len(a)) + a
+            corpus.add("ckpt_chunks", struct.pack("<H", len(a)) + a
                        + struct.pack("<H", len(b)) + b)
     for small in (b"", b"00", b"0aff", b"0AFF", b"abc"):
         corpus.add("hex", small)

@@ -1,12 +1,11 @@
-//! CKPT_DATA (frame type 7) payload, the chunk splitter and the sans-I/O chunk
-//! assembler (layouts §2, §6, §10; protocol text "CKPT_DATA (7)",
-//! "Checkpoints" step 3 and "Ausfall und Wiederaufnahme").
+//! CKPT_DATA (frame type 7) payload (protocol §7.8). Splitting a file into
+//! chunks and checking them as they arrive is [`crate::ckpt_chunks`].
 //!
 //! | off | size | field | rule |
 //! |---|---|---|---|
 //! | 0 | 1 | kind | 0 push, 1 request, 2 reply chunk, 3 no valid copy, 4 nothing needed |
 //! | 1 | 3 | reserved | 0 |
-//! | 4 | 4 | owner | the rank whose file it concerns (layouts §10) |
+//! | 4 | 4 | owner | the rank whose file it concerns (protocol §7.8, table of kinds) |
 //! | 8 | 8 | offset | kinds 1, 3, 4: 0 |
 //! | 16 | 8 | total | kinds 1, 3, 4: 0 |
 //! | 24 | var | chunk | at most 1048576 bytes; none for kinds 1, 3, 4; kinds 0, 2: `offset + len <= total` |
@@ -14,8 +13,7 @@
 //! A file travels as kind 0 (push to the buddy) or kind 2 (reply to a
 //! request) chunks in order: each chunk's offset is the number of bytes sent
 //! before it, the total never changes, and an empty file is one empty chunk
-//! with total 0. [`chunks`] splits a file that way; [`ChunkAssembler`] checks
-//! and joins the chunks on the receiving side.
+//! with total 0 ([`crate::ckpt_chunks::chunks`]).
 
 use std::fmt;
 
@@ -24,10 +22,10 @@ use crate::error::DecodeError;
 use crate::limits::MAX_CKPT_CHUNK;
 
 /// Length of the fixed part of a CKPT_DATA payload before the chunk
-/// (layouts §2: `CKPT_DATA 24..=24+1048576`).
+/// (protocol §6.3: `CKPT_DATA 24..=24 + 1048576`).
 pub const CKPT_DATA_FIXED_LEN: usize = 24;
 
-/// The CKPT_DATA kinds (layouts §6; protocol text "CKPT_DATA (7)").
+/// The CKPT_DATA kinds (protocol §7.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum CkptDataKind {
@@ -65,7 +63,7 @@ impl CkptDataKind {
     }
 
     /// Whether this kind carries file chunks (0 push, 2 reply); the others
-    /// carry no chunk and have offset = total = 0 (layouts §6).
+    /// carry no chunk and have offset = total = 0 (protocol §7.8).
     pub fn carries_chunks(self) -> bool {
         matches!(self, CkptDataKind::Push | CkptDataKind::Reply)
     }
@@ -83,18 +81,18 @@ impl fmt::Display for CkptDataKind {
     }
 }
 
-/// The CKPT_DATA payload (layouts §6), borrowing its chunk from the input.
+/// The CKPT_DATA payload (protocol §7.8), borrowing its chunk from the input.
 ///
 /// Decoding enforces every rule of the payload alone: kind 0..=4, reserved
 /// bytes 0, chunk at most 1 MiB, kinds 1/3/4 with offset = total = 0 and no
 /// chunk, kinds 0/2 with `offset + chunk.len() <= total`. Encoding writes the
-/// fields as they are; build values with [`chunks`] or the constructors to
-/// stay within the rules.
+/// fields as they are; build values with [`crate::ckpt_chunks::chunks`] or
+/// the constructors to stay within the rules.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CkptData<'a> {
     /// What this frame is.
     pub kind: CkptDataKind,
-    /// The rank whose file it concerns (layouts §10): for kinds 1 and 3 the
+    /// The rank whose file it concerns (protocol §7.8): for kinds 1 and 3 the
     /// asking rank, for kind 4 the sender itself.
     pub owner: u32,
     /// Bytes of the file before this chunk (0 for kinds 1, 3, 4).
@@ -106,17 +104,17 @@ pub struct CkptData<'a> {
 }
 
 impl CkptData<'static> {
-    /// A kind 1 request for `owner`'s file (layouts §6, §10).
+    /// A kind 1 request for `owner`'s file (protocol §7.8).
     pub fn request(owner: u32) -> Self {
         Self::signal(CkptDataKind::Request, owner)
     }
 
-    /// A kind 3 "no valid copy of `owner`'s file" (layouts §6, §10).
+    /// A kind 3 "no valid copy of `owner`'s file" (protocol §7.8).
     pub fn no_valid_copy(owner: u32) -> Self {
         Self::signal(CkptDataKind::NoValidCopy, owner)
     }
 
-    /// A kind 4 "rank `owner` needs nothing" (layouts §6, §10).
+    /// A kind 4 "rank `owner` needs nothing" (protocol §7.8).
     pub fn nothing_needed(owner: u32) -> Self {
         Self::signal(CkptDataKind::NothingNeeded, owner)
     }
@@ -135,7 +133,7 @@ impl CkptData<'static> {
 impl<'a> Codec<'a> for CkptData<'a> {
     const NAME: &'static str = "CKPT_DATA payload";
 
-    /// Writes the 24-byte fixed part and the chunk (layouts §6).
+    /// Writes the 24-byte fixed part and the chunk (protocol §7.8).
     fn encode(&self, out: &mut Vec<u8>) {
         out.push(self.kind.code());
         out.extend_from_slice(&[0; 3]);
@@ -146,7 +144,7 @@ impl<'a> Codec<'a> for CkptData<'a> {
     }
 
     /// Reads a whole CKPT_DATA payload: the chunk is everything after the
-    /// fixed part (layouts §6). Errors: kind above 4 is `OutOfRange` on
+    /// fixed part (protocol §7.8). Errors: kind above 4 is `OutOfRange` on
     /// `kind`; reserved non-zero is `NotZero` on `reserved`; a chunk above
     /// 1048576 bytes is `OutOfRange` on `chunk length`; kinds 1/3/4 with a
     /// non-zero `offset`, `total` or `chunk length` are `NotZero` on that
@@ -201,255 +199,6 @@ impl<'a> Codec<'a> for CkptData<'a> {
             total,
             chunk,
         })
-    }
-}
-
-/// Splits a whole file into the CKPT_DATA chunks that carry it (layouts §6;
-/// protocol text "CKPT_DATA (7)"): chunks of [`MAX_CKPT_CHUNK`] bytes (the
-/// last one shorter), in order, each with `offset` = bytes before it and
-/// `total` = the file's length. An empty file is one empty chunk with
-/// total 0. `kind` should be [`CkptDataKind::Push`] or
-/// [`CkptDataKind::Reply`]; `owner` is the rank whose file it is.
-pub fn chunks(
-    kind: CkptDataKind,
-    owner: u32,
-    file: &[u8],
-) -> impl ExactSizeIterator<Item = CkptData<'_>> + '_ {
-    let total = file.len() as u64;
-    let count = file.len().div_ceil(MAX_CKPT_CHUNK).max(1);
-    (0..count).map(move |i| {
-        let start = i.saturating_mul(MAX_CKPT_CHUNK).min(file.len());
-        let end = start.saturating_add(MAX_CKPT_CHUNK).min(file.len());
-        CkptData {
-            kind,
-            owner,
-            offset: start as u64,
-            total,
-            chunk: file.get(start..end).unwrap_or_default(),
-        }
-    })
-}
-
-/// Why a CKPT_DATA frame does not continue the file being assembled
-/// (protocol text "CKPT_DATA (7)": chunks in order, offset = bytes received,
-/// total never changes, at most 1 MiB). The frame layer reports it as a
-/// checkpoint or resume frame that does not fit its call (layouts §10:
-/// H1610 with ABORT reason 5 or 6); [`From`] gives the [`DecodeError`] for
-/// [`crate::error::FrameError::Payload`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ChunkError {
-    /// A frame of another kind than the transfer's (push or reply).
-    #[error("kind {got}, the transfer is a {expected}")]
-    Kind {
-        /// The transfer's kind.
-        expected: CkptDataKind,
-        /// The frame's kind.
-        got: CkptDataKind,
-    },
-    /// Another owner than the transfer's.
-    #[error("owner {got}, the transfer is rank {expected}'s file")]
-    Owner {
-        /// The transfer's owner.
-        expected: u32,
-        /// The frame's owner.
-        got: u32,
-    },
-    /// A total different from the first chunk's.
-    #[error("total {got}, the first chunk said {expected}")]
-    Total {
-        /// The total of the first chunk.
-        expected: u64,
-        /// The frame's total.
-        got: u64,
-    },
-    /// An offset other than the bytes received so far.
-    #[error("offset {got}, {expected} bytes received so far")]
-    Offset {
-        /// The bytes received so far.
-        expected: u64,
-        /// The frame's offset.
-        got: u64,
-    },
-    /// A chunk longer than 1 MiB.
-    #[error("chunk of {len} bytes, at most {max}")]
-    TooLong {
-        /// The chunk's length.
-        len: usize,
-        /// [`MAX_CKPT_CHUNK`].
-        max: usize,
-    },
-    /// A chunk that would take the file past its total.
-    #[error("chunk ends at {end}, beyond the total {total}")]
-    PastTotal {
-        /// The file's total.
-        total: u64,
-        /// Where the chunk would end.
-        end: u64,
-    },
-    /// A chunk after the file was complete.
-    #[error("chunk after the whole file ({total} bytes) was received")]
-    AfterComplete {
-        /// The file's total.
-        total: u64,
-    },
-}
-
-impl From<ChunkError> for DecodeError {
-    /// The nearest [`DecodeError`] for a rejected chunk (`Mismatch` or
-    /// `OutOfRange` naming the CKPT_DATA field).
-    fn from(e: ChunkError) -> Self {
-        match e {
-            ChunkError::Kind { expected, got } => DecodeError::Mismatch {
-                field: "kind",
-                expected: u64::from(expected.code()),
-                got: u64::from(got.code()),
-            },
-            ChunkError::Owner { expected, got } => DecodeError::Mismatch {
-                field: "owner",
-                expected: u64::from(expected),
-                got: u64::from(got),
-            },
-            ChunkError::Total { expected, got } => DecodeError::Mismatch {
-                field: "total",
-                expected,
-                got,
-            },
-            ChunkError::Offset { expected, got } => DecodeError::Mismatch {
-                field: "offset",
-                expected,
-                got,
-            },
-            ChunkError::TooLong { len, max } => DecodeError::OutOfRange {
-                field: "chunk length",
-                min: 0,
-                max: max as u64,
-                got: len as u64,
-            },
-            ChunkError::PastTotal { total, end } => DecodeError::OutOfRange {
-                field: "offset + chunk length",
-                min: 0,
-                max: total,
-                got: end,
-            },
-            ChunkError::AfterComplete { .. } => DecodeError::Mismatch {
-                field: "CKPT_DATA frames after the last chunk",
-                expected: 0,
-                got: 1,
-            },
-        }
-    }
-}
-
-/// Joins the chunks of one incoming file, sans I/O (protocol text
-/// "CKPT_DATA (7)"; layouts §6).
-///
-/// Created for one transfer (kind [`CkptDataKind::Push`] or
-/// [`CkptDataKind::Reply`], one owner). Each [`ChunkAssembler::push`] checks
-/// the frame before copying anything: same kind, same owner, the total of the
-/// first chunk never changes, offset = bytes received so far, chunk at most
-/// 1 MiB, never past the total, nothing after completion. Memory grows with
-/// the bytes actually received, never with the announced total. Empty chunks
-/// before the end are allowed (the text does not forbid them).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChunkAssembler {
-    kind: CkptDataKind,
-    owner: u32,
-    total: Option<u64>,
-    bytes: Vec<u8>,
-}
-
-impl ChunkAssembler {
-    /// An assembler for `owner`'s file arriving as `kind` chunks.
-    pub fn new(kind: CkptDataKind, owner: u32) -> Self {
-        ChunkAssembler {
-            kind,
-            owner,
-            total: None,
-            bytes: Vec::new(),
-        }
-    }
-
-    /// The transfer's kind.
-    pub fn kind(&self) -> CkptDataKind {
-        self.kind
-    }
-
-    /// The rank whose file this is.
-    pub fn owner(&self) -> u32 {
-        self.owner
-    }
-
-    /// The total announced by the first chunk, if one came.
-    pub fn total(&self) -> Option<u64> {
-        self.total
-    }
-
-    /// Bytes received so far.
-    pub fn received(&self) -> u64 {
-        self.bytes.len() as u64
-    }
-
-    /// Whether at least one chunk came and all `total` bytes are here.
-    pub fn is_complete(&self) -> bool {
-        self.total == Some(self.received())
-    }
-
-    /// Checks `data` against the transfer and appends its chunk. On error
-    /// nothing is copied and the assembler is unchanged.
-    pub fn push(&mut self, data: &CkptData<'_>) -> Result<(), ChunkError> {
-        if data.kind != self.kind {
-            return Err(ChunkError::Kind {
-                expected: self.kind,
-                got: data.kind,
-            });
-        }
-        if data.owner != self.owner {
-            return Err(ChunkError::Owner {
-                expected: self.owner,
-                got: data.owner,
-            });
-        }
-        if let Some(total) = self.total {
-            if data.total != total {
-                return Err(ChunkError::Total {
-                    expected: total,
-                    got: data.total,
-                });
-            }
-            if self.is_complete() {
-                return Err(ChunkError::AfterComplete { total });
-            }
-        }
-        let received = self.received();
-        if data.offset != received {
-            return Err(ChunkError::Offset {
-                expected: received,
-                got: data.offset,
-            });
-        }
-        if data.chunk.len() > MAX_CKPT_CHUNK {
-            return Err(ChunkError::TooLong {
-                len: data.chunk.len(),
-                max: MAX_CKPT_CHUNK,
-            });
-        }
-        let end = received.saturating_add(data.chunk.len() as u64);
-        if end > data.total {
-            return Err(ChunkError::PastTotal {
-                total: data.total,
-                end,
-            });
-        }
-        self.total = Some(data.total);
-        self.bytes.extend_from_slice(data.chunk);
-        Ok(())
-    }
-
-    /// The bytes received so far (the whole file once
-    /// [`ChunkAssembler::is_complete`]).
-    pub fn into_bytes(self) -> Vec<u8> {
-        self.bytes
     }
 }
 
@@ -512,38 +261,6 @@ mod tests {
                 ),
                 "prefix {n}"
             );
-        }
-    }
-
-    #[test]
-    fn every_proper_prefix_of_push_fails() {
-        let chunk = [9u8; 5];
-        let bytes = CkptData {
-            kind: CkptDataKind::Push,
-            owner: 1,
-            offset: 0,
-            total: 5,
-            chunk: &chunk,
-        }
-        .to_vec();
-        for n in 0..CKPT_DATA_FIXED_LEN {
-            assert!(
-                matches!(
-                    CkptData::decode(&bytes[..n]),
-                    Err(DecodeError::Truncated { .. })
-                ),
-                "prefix {n}"
-            );
-        }
-        // The chunk is delimited by the frame length only: a cut chunk is a
-        // shorter chunk, which the assembler catches (the next offset or the
-        // total no longer fit).
-        for n in CKPT_DATA_FIXED_LEN..bytes.len() {
-            let d = CkptData::decode(&bytes[..n]).unwrap();
-            assert_eq!(d.chunk.len(), n - CKPT_DATA_FIXED_LEN);
-            let mut a = ChunkAssembler::new(CkptDataKind::Push, 1);
-            a.push(&d).unwrap();
-            assert!(!a.is_complete());
         }
     }
 
@@ -648,182 +365,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn chunks_of_empty_file() {
-        let c: Vec<_> = chunks(CkptDataKind::Push, 3, &[]).collect();
-        assert_eq!(
-            c,
-            vec![CkptData {
-                kind: CkptDataKind::Push,
-                owner: 3,
-                offset: 0,
-                total: 0,
-                chunk: &[]
-            }]
-        );
-        let mut a = ChunkAssembler::new(CkptDataKind::Push, 3);
-        assert!(!a.is_complete());
-        a.push(&c[0]).unwrap();
-        assert!(a.is_complete());
-        assert_eq!(a.into_bytes(), Vec::<u8>::new());
-    }
-
-    #[test]
-    fn chunks_at_boundaries() {
-        for len in [
-            1,
-            MAX_CKPT_CHUNK - 1,
-            MAX_CKPT_CHUNK,
-            MAX_CKPT_CHUNK + 1,
-            3 * MAX_CKPT_CHUNK,
-        ] {
-            let file: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
-            let c: Vec<_> = chunks(CkptDataKind::Reply, 1, &file).collect();
-            assert_eq!(c.len(), len.div_ceil(MAX_CKPT_CHUNK));
-            let mut a = ChunkAssembler::new(CkptDataKind::Reply, 1);
-            for d in &c {
-                assert!(d.chunk.len() <= MAX_CKPT_CHUNK && !d.chunk.is_empty());
-                assert_eq!(CkptData::decode(&d.to_vec()).as_ref(), Ok(d));
-                assert!(!a.is_complete());
-                a.push(d).unwrap();
-            }
-            assert!(a.is_complete());
-            assert_eq!(a.into_bytes(), file);
-        }
-    }
-
-    #[test]
-    fn assembler_refusals_leave_state_unchanged() {
-        let file = [1u8, 2, 3, 4, 5, 6];
-        let first = CkptData {
-            kind: CkptDataKind::Push,
-            owner: 2,
-            offset: 0,
-            total: 6,
-            chunk: &file[..3],
-        };
-        let mut a = ChunkAssembler::new(CkptDataKind::Push, 2);
-        a.push(&first).unwrap();
-        let before = a.clone();
-        let next = CkptData {
-            offset: 3,
-            chunk: &file[3..],
-            ..first.clone()
-        };
-        let cases = [
-            (
-                CkptData {
-                    kind: CkptDataKind::Reply,
-                    ..next.clone()
-                },
-                ChunkError::Kind {
-                    expected: CkptDataKind::Push,
-                    got: CkptDataKind::Reply,
-                },
-            ),
-            (
-                CkptData {
-                    owner: 9,
-                    ..next.clone()
-                },
-                ChunkError::Owner {
-                    expected: 2,
-                    got: 9,
-                },
-            ),
-            (
-                CkptData {
-                    total: 7,
-                    ..next.clone()
-                },
-                ChunkError::Total {
-                    expected: 6,
-                    got: 7,
-                },
-            ),
-            (
-                CkptData {
-                    offset: 2,
-                    ..next.clone()
-                },
-                ChunkError::Offset {
-                    expected: 3,
-                    got: 2,
-                },
-            ),
-            (
-                CkptData {
-                    chunk: &[0; 4],
-                    ..next.clone()
-                },
-                ChunkError::PastTotal { total: 6, end: 7 },
-            ),
-        ];
-        for (d, e) in cases {
-            assert_eq!(a.push(&d), Err(e.clone()));
-            assert_eq!(a, before);
-            let _: DecodeError = e.into();
-        }
-        a.push(&next).unwrap();
-        assert!(a.is_complete());
-        let done = a.clone();
-        let extra = CkptData {
-            offset: 6,
-            chunk: &[],
-            ..first.clone()
-        };
-        assert_eq!(a.push(&extra), Err(ChunkError::AfterComplete { total: 6 }));
-        assert_eq!(a, done);
-        assert_eq!(a.into_bytes(), file);
-    }
-
-    #[test]
-    fn assembler_refuses_oversized_chunk() {
-        let big = vec![0u8; MAX_CKPT_CHUNK + 1];
-        let mut a = ChunkAssembler::new(CkptDataKind::Push, 0);
-        let d = CkptData {
-            kind: CkptDataKind::Push,
-            owner: 0,
-            offset: 0,
-            total: u64::MAX,
-            chunk: &big,
-        };
-        assert_eq!(
-            a.push(&d),
-            Err(ChunkError::TooLong {
-                len: MAX_CKPT_CHUNK + 1,
-                max: MAX_CKPT_CHUNK
-            })
-        );
-        assert_eq!(a.received(), 0);
-        assert_eq!(a.total(), None);
-        let ok = CkptData {
-            chunk: &big[..MAX_CKPT_CHUNK],
-            ..d
-        };
-        assert_eq!(a.push(&ok), Ok(()));
-        assert_eq!(a.received(), MAX_CKPT_CHUNK as u64);
-    }
-
-    #[test]
-    fn first_chunk_offset_must_be_zero() {
-        let mut a = ChunkAssembler::new(CkptDataKind::Reply, 0);
-        let d = CkptData {
-            kind: CkptDataKind::Reply,
-            owner: 0,
-            offset: 1,
-            total: 2,
-            chunk: &[1],
-        };
-        assert_eq!(
-            a.push(&d),
-            Err(ChunkError::Offset {
-                expected: 0,
-                got: 1
-            })
-        );
-    }
-
     fn arb_data() -> impl Strategy<Value = (u8, u32, u64, u64, Vec<u8>)> {
         (
             0u8..5,
@@ -862,37 +403,6 @@ mod tests {
         fn prop_arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..96)) {
             if let Ok(d) = CkptData::decode(&bytes) {
                 prop_assert_eq!(d.to_vec(), bytes);
-            }
-        }
-
-        #[test]
-        fn prop_chunks_reassemble(file in proptest::collection::vec(any::<u8>(), 0..2048)) {
-            let mut a = ChunkAssembler::new(CkptDataKind::Push, 4);
-            for d in chunks(CkptDataKind::Push, 4, &file) {
-                a.push(&d).unwrap();
-            }
-            prop_assert!(a.is_complete());
-            prop_assert_eq!(a.into_bytes(), file);
-        }
-
-        #[test]
-        fn prop_assembler_never_panics(
-            frames in proptest::collection::vec(
-                (0u8..5, 0u32..2, 0u64..8, 0u64..8, proptest::collection::vec(any::<u8>(), 0..6)),
-                0..12,
-            )
-        ) {
-            let mut a = ChunkAssembler::new(CkptDataKind::Push, 0);
-            for (kind, owner, offset, total, chunk) in &frames {
-                let d = CkptData {
-                    kind: CkptDataKind::from_code(*kind).unwrap(),
-                    owner: *owner,
-                    offset: *offset,
-                    total: *total,
-                    chunk,
-                };
-                let _ = a.push(&d);
-                prop_assert!(a.received() <= a.total().unwrap_or(0));
             }
         }
     }

@@ -1,4 +1,4 @@
-//! Checkpoint path names (layouts §7; protocol text "Checkpoints":
+//! Checkpoint path names (protocol §9.1:
 //! `<dir>/<job>/<epoch>/rank-<n>.ckpt`, `rank-<r>.ckpt.buddy`, `COMMIT`).
 //!
 //! Pure names: no filesystem access. `<dir>` is the rank's own checkpoint
@@ -6,7 +6,7 @@
 //! lowercase hex digits, `<epoch>` a decimal number from 1.
 //!
 //! Every file is first written under [`temp_name`] in the same directory,
-//! synced and renamed (protocol text "Checkpoints", steps 2 and 4). Temporary
+//! synced and renamed (protocol §9.4, steps 2 and 4). Temporary
 //! names start with `.`, so none of the parsers here ever accepts one as a
 //! real file.
 
@@ -14,37 +14,37 @@ use std::path::{Path, PathBuf};
 
 use crate::ids::JobId;
 
-/// The COMMIT file's name in an epoch directory (layouts §7).
+/// The COMMIT file's name in an epoch directory (protocol §9.1).
 pub const COMMIT_FILE_NAME: &str = "COMMIT";
 
 const RANK_PREFIX: &str = "rank-";
 const RANK_SUFFIX: &str = ".ckpt";
 const BUDDY_SUFFIX: &str = ".ckpt.buddy";
 
-/// `<dir>/<job hex>`: the job's directory (layouts §7).
+/// `<dir>/<job hex>`: the job's directory (protocol §9.1).
 pub fn job_dir(dir: impl AsRef<Path>, job: JobId) -> PathBuf {
     dir.as_ref().join(job.to_hex())
 }
 
-/// `<dir>/<job hex>/<epoch decimal>`: an epoch's directory (layouts §7).
+/// `<dir>/<job hex>/<epoch decimal>`: an epoch's directory (protocol §9.1).
 /// Epochs start at 1; epoch 0 ("start from the beginning") has no directory.
 pub fn epoch_dir(dir: impl AsRef<Path>, job: JobId, epoch: u64) -> PathBuf {
     job_dir(dir, job).join(epoch.to_string())
 }
 
-/// `rank-<n>.ckpt`: rank n's own file (layouts §7).
+/// `rank-<n>.ckpt`: rank n's own file (protocol §9.1).
 pub fn rank_file_name(rank: u32) -> String {
     format!("{RANK_PREFIX}{rank}{RANK_SUFFIX}")
 }
 
 /// `rank-<r>.ckpt.buddy`: the copy of rank r's file that its buddy
-/// (r + 1) mod size holds (layouts §7).
+/// (r + 1) mod size holds (protocol §9.1).
 pub fn buddy_file_name(owner: u32) -> String {
     format!("{RANK_PREFIX}{owner}{BUDDY_SUFFIX}")
 }
 
 /// The temporary name a file is written under before its rename into place
-/// (protocol text "Checkpoints", steps 2 and 4): `.<final_name>.tmp`, in the
+/// (protocol §9.4, steps 2 and 4): `.<final_name>.tmp`, in the
 /// same directory. A leading `.` and the `.tmp` suffix mean no parser in
 /// this module, and no reader looking for `COMMIT`, ever takes it for a real
 /// file.
@@ -69,20 +69,20 @@ fn parse_canonical_decimal(s: &str) -> Option<u64> {
     s.parse().ok()
 }
 
-/// The epoch of an epoch directory's name (layouts §7): decimal, >= 1, no
+/// The epoch of an epoch directory's name (protocol §9.1): decimal, >= 1, no
 /// sign, no leading zeros, fits `u64`; anything else is `None`.
 pub fn parse_epoch_dir_name(name: &str) -> Option<u64> {
     parse_canonical_decimal(name).filter(|e| *e >= 1)
 }
 
-/// The rank of a `rank-<n>.ckpt` name (layouts §7): `n` decimal without sign
+/// The rank of a `rank-<n>.ckpt` name (protocol §9.1): `n` decimal without sign
 /// or leading zeros, fits `u32`. A buddy or temporary name is `None`.
 pub fn parse_rank_file_name(name: &str) -> Option<u32> {
     let n = name.strip_prefix(RANK_PREFIX)?.strip_suffix(RANK_SUFFIX)?;
     u32::try_from(parse_canonical_decimal(n)?).ok()
 }
 
-/// The owner of a `rank-<r>.ckpt.buddy` name (layouts §7), as
+/// The owner of a `rank-<r>.ckpt.buddy` name (protocol §9.1), as
 /// [`parse_rank_file_name`] does for own files.
 pub fn parse_buddy_file_name(name: &str) -> Option<u32> {
     let n = name.strip_prefix(RANK_PREFIX)?.strip_suffix(BUDDY_SUFFIX)?;

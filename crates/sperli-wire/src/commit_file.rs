@@ -1,7 +1,7 @@
 //! The COMMIT file: the epoch's list of rank file hashes, signed by rank 0 with
-//! the job key (layouts §7, §10; protocol text "COMMIT-Datei", "Checkpoints"
-//! step 4 and "Ausfall und Wiederaufnahme"). Its bytes are also the
-//! CKPT_COMMIT payload (layouts §6) and the tail of a RESUME payload.
+//! the job key (protocol §9.3; written in §9.4 step 4, checked in §10.2).
+//! Its bytes are also the
+//! CKPT_COMMIT payload (protocol §7.10) and the tail of a RESUME payload.
 //!
 //! | off | size | field | rule |
 //! |---|---|---|---|
@@ -17,7 +17,7 @@
 //!
 //! The file is exactly `40 + 32·size + 2 + 2484` bytes.
 //!
-//! # Check order for a reader (layouts §10)
+//! # Check order for a reader (protocol §9.3)
 //!
 //! 1. [`decode_file`]: anything malformed is H1621
 //!    ([`CommitError::Malformed`]).
@@ -36,12 +36,12 @@ use crate::error::{CommitError, DecodeError, Error, HashSubject};
 use crate::ids::{JobId, Sha256Digest};
 use crate::limits::{COMMIT_FIXED_LEN, MAX_SIZE, SIGNATURE_LEN};
 
-/// The COMMIT file magic (layouts §7).
+/// The COMMIT file magic (protocol §9.3).
 pub const COMMIT_MAGIC: [u8; 4] = *b"SPCM";
-/// The COMMIT file version (layouts §7).
+/// The COMMIT file version (protocol §9.3).
 pub const COMMIT_VERSION: u32 = 1;
 
-/// A decoded COMMIT file (layouts §7), borrowing from its bytes.
+/// A decoded COMMIT file (protocol §9.3), borrowing from its bytes.
 ///
 /// Decoding checks the layout only; the signature is the caller's (see the
 /// module's check order). [`Codec::encode`] writes the fields (`signed` is
@@ -62,7 +62,7 @@ pub struct CommitFile<'a> {
     pub signature: &'a [u8],
 }
 
-/// The signed part of a COMMIT file (layouts §7: bytes [0, 40 + 32·size)),
+/// The signed part of a COMMIT file (protocol §9.3: bytes [0, 40 + 32·size)),
 /// for rank 0 to sign with context [`crate::limits::CONTEXT_COMMIT`].
 /// `size` is `hashes.len()`, which must be 1..=4096 for the result to decode;
 /// `epoch` must be >= 1.
@@ -80,7 +80,7 @@ pub fn signed_message(job_id: JobId, epoch: u64, hashes: &[Sha256Digest]) -> Vec
     out
 }
 
-/// The whole COMMIT file (layouts §7): the signed message from
+/// The whole COMMIT file (protocol §9.3): the signed message from
 /// [`signed_message`], `u16 sig_len` (2484), then the signature.
 pub fn assemble(signed_message: &[u8], signature: &[u8; SIGNATURE_LEN]) -> Vec<u8> {
     let mut out = Vec::with_capacity(signed_message.len() + 2 + SIGNATURE_LEN);
@@ -90,7 +90,7 @@ pub fn assemble(signed_message: &[u8], signature: &[u8; SIGNATURE_LEN]) -> Vec<u
     out
 }
 
-/// Decodes a whole COMMIT file (layouts §7). Any failure, including a wrong
+/// Decodes a whole COMMIT file (protocol §9.3). Any failure, including a wrong
 /// length, is H1621: [`Error::BadCommit`] with [`CommitError::Malformed`]
 /// carrying the [`DecodeError`]. The signature is not checked here.
 pub fn decode_file(bytes: &[u8]) -> Result<CommitFile<'_>, Error> {
@@ -98,7 +98,7 @@ pub fn decode_file(bytes: &[u8]) -> Result<CommitFile<'_>, Error> {
 }
 
 impl CommitFile<'_> {
-    /// Checks the job, epoch and size a reader expects (layouts §10): another
+    /// Checks the job, epoch and size a reader expects (protocol §9.3): another
     /// job is H1621 [`CommitError::Job`], another epoch H1621
     /// [`CommitError::Epoch`], another size H1623
     /// [`Error::CommitSizeMismatch`]. Call it after the signature check (see
@@ -132,7 +132,7 @@ impl CommitFile<'_> {
     }
 
     /// Checks a whole rank file (`rank-<n>.ckpt` or its buddy copy) against
-    /// the entry of `rank` (protocol text "Ausfall und Wiederaufnahme": the
+    /// the entry of `rank` (protocol §10.2 step 4: the
     /// second of the two hash checks). A different SHA-256 is H1620
     /// ([`HashSubject::CommitEntry`]); a rank without an entry is H1619
     /// (`OutOfRange` on `rank`).
@@ -178,7 +178,7 @@ impl<'a> Codec<'a> for CommitFile<'a> {
         out.extend_from_slice(self.signature);
     }
 
-    /// Reads one COMMIT file (layouts §7). Errors: `BadMagic` (`SPCM`);
+    /// Reads one COMMIT file (protocol §9.3). Errors: `BadMagic` (`SPCM`);
     /// `Mismatch` on `version` (1) and `sig_len` (2484); `OutOfRange` on
     /// `epoch` (>= 1) and `size` (1..=4096); `NotZero` on `reserved`;
     /// `Truncated` naming the field that does not fit.

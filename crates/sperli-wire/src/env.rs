@@ -14,9 +14,13 @@
 //! | [`SILENCE_MS`] | launcher | rank | the silence limit in ms (protocol §5.2) |
 //! | [`CHECKPOINT_DIR`] | launcher | rank | this rank's own checkpoint directory (protocol §9.1) |
 //! | [`ERROR_FILE`] | launcher | rank | where the rank writes its failure record |
+//! | [`LOCAL_WORLD_SIZE`] | launcher | program | torchrun's name for [`LOCAL_SIZE`] |
+//! | [`MAILBOX`] | launcher (`--mailbox`), rank 0 only | rank 0 | the name of the job's task mailbox (docs/mailbox.md) |
 //!
 //! Variables of the test and benchmark harnesses, never set by the
-//! launcher for a user's job, are listed at the end of this module.
+//! launcher for a user's job, are listed at the end of this module:
+//! [`SLOW_TESTS`], [`TEST_CKPT_KILL`] and [`FEATURES`] (the HELLO feature
+//! bits a rank announces, e.g. `1` for a v1-only rank).
 
 /// Host names (and IPv4 addresses) that never run a rank, separated by
 /// commas and whitespace (protocol §2.3).
@@ -42,6 +46,12 @@ pub const CHECKPOINT_DIR: &str = "SPERLI_CHECKPOINT_DIR";
 /// the error that ended its job step, before the program sees the error.
 pub const ERROR_FILE: &str = "SPERLI_ERROR_FILE";
 
+/// torchrun's name for [`LOCAL_SIZE`], set too so torchrun habits work.
+pub const LOCAL_WORLD_SIZE: &str = "LOCAL_WORLD_SIZE";
+/// The name of the job's task mailbox (`sperli run --mailbox NAME`), set
+/// for rank 0 only (docs/mailbox.md). A name, not a secret.
+pub const MAILBOX: &str = "SPERLI_MAILBOX";
+
 /// Test harness: `1` runs the slow scale and fault tests.
 pub const SLOW_TESTS: &str = "SPERLI_SLOW_TESTS";
 /// Test harness: `1` runs the launcher's Slurm test (a real three-node
@@ -53,6 +63,12 @@ pub const TEST_JOB: &str = "SPERLI_TEST_JOB";
 /// Test harness: kill this rank at a named checkpoint step (the
 /// fault-injection hook of the checkpoint tests).
 pub const TEST_CKPT_KILL: &str = "SPERLI_TEST_CKPT_KILL";
+/// Test and benchmark harness: the HELLO feature bits this rank announces
+/// (protocol §7.1.1), decimal; bit 0 is always sent. Unset: every extension
+/// the implementation has. `1` makes the rank, and so the whole job, v1
+/// only: every collective then runs the v1 star (the star side of the
+/// pipelined-collective benchmark, and the mixed-job tests). Not a secret.
+pub const FEATURES: &str = "SPERLI_FEATURES";
 
 #[cfg(test)]
 mod tests {
@@ -72,6 +88,7 @@ mod tests {
             super::SLURM_TESTS,
             super::TEST_JOB,
             super::TEST_CKPT_KILL,
+            super::FEATURES,
         ];
         let set: std::collections::BTreeSet<_> = all.iter().collect();
         assert_eq!(set.len(), all.len());

@@ -6,6 +6,7 @@
 
 use std::fmt;
 
+use crate::ckpt_chunks::ChunkError;
 use crate::frame_type::FrameType;
 use crate::ids::{JobId, Sha256Digest};
 
@@ -359,6 +360,10 @@ pub enum FrameError {
         /// Bytes the frame has (header + payload).
         total: usize,
     },
+    /// A CKPT_DATA frame that does not continue the file being received
+    /// (protocol §7.8: chunks in order, the total never changes).
+    #[error("CKPT_DATA chunk: {0}")]
+    Chunk(ChunkError),
 }
 
 /// What failed when a peer authenticated (H1611).
@@ -579,6 +584,21 @@ pub enum MismatchError {
         /// Bytes that came.
         got: u64,
     },
+    /// A pipelined chunk that does not continue its stream (feature bit 1,
+    /// protocol §14.4): `field` is `total` (the stream's length changed),
+    /// `offset` (out of order, repeated or after the end) or `length` (the
+    /// chunk-length rule).
+    #[error("from rank {from}: chunk {field} is {got}, the stream needs {expected}")]
+    Chunk {
+        /// The sender.
+        from: u32,
+        /// `total`, `offset` or `length`.
+        field: &'static str,
+        /// What the stream needs.
+        expected: u64,
+        /// What came.
+        got: u64,
+    },
     /// A frame of another type where a collective frame was due.
     #[error("from rank {from}: {got} frame where a COLLECTIVE frame was due")]
     FrameType {
@@ -773,8 +793,9 @@ pub enum Error {
     BadCommit(CommitError),
     /// H1622.
     NoResumableEpoch {
-        /// Why (the last failure).
-        reason: Box<Error>,
+        /// Why: the first failure of the resume exchange this rank knows
+        /// of (protocol §10.2).
+        reason: Box<ResumeFailure>,
     },
     /// H1623.
     CommitSizeMismatch {
@@ -803,12 +824,71 @@ pub enum Error {
         /// The hard limit.
         hard: u64,
     },
+    /// A failure of this machine that is neither bad input nor file or
+    /// socket I/O (no H-code; ABORT code 0).
+    Local(LocalError),
     /// A local I/O failure (no H-code: not bad input).
     Io {
         /// What was being done.
         op: &'static str,
         /// The OS error kind.
         kind: std::io::ErrorKind,
+    },
+}
+
+/// Why no epoch can be resumed (H1622, [`Error::NoResumableEpoch`];
+/// protocol §10.2): the first failure a rank knows of.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResumeFailure {
+    /// This rank's own failure: its rank file, the copy its buddy sent, or
+    /// a COMMIT (an error with its own code, e.g. H1620).
+    #[error("{0}")]
+    Own(Error),
+    /// This rank's own file is missing and its buddy answered that it has
+    /// no valid copy (CKPT_DATA kind 3).
+    #[error(
+        "epoch {epoch}: the own rank file is missing and rank {buddy} has no valid copy of it"
+    )]
+    NoBuddyCopy {
+        /// The buddy, (rank + 1) mod size.
+        buddy: u32,
+        /// The epoch being loaded.
+        epoch: u64,
+    },
+    /// Rank 0's view: rank `rank` answered RESUME status 2 for `epoch`.
+    #[error("rank {rank} cannot load its state of epoch {epoch} (RESUME status 2)")]
+    CannotLoad {
+        /// The rank that cannot load.
+        rank: u32,
+        /// The epoch it was asked to load.
+        epoch: u64,
+    },
+    /// The view of a rank that loaded: rank 0 ended the exchange with
+    /// RESUME status 2 after `epoch`, the last epoch it chose.
+    #[error("rank 0 ended the resume with RESUME status 2 after epoch {epoch}")]
+    Abandoned {
+        /// The last epoch rank 0 chose.
+        epoch: u64,
+    },
+}
+
+/// A local failure that is neither bad input nor I/O ([`Error::Local`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LocalError {
+    /// The system random number generator failed (signing needs fresh
+    /// randomness: ML-DSA signs hedged).
+    #[error("the system random number generator failed while {op}")]
+    Random {
+        /// What needed it, e.g. "signing the COMMIT file".
+        op: &'static str,
+    },
+    /// A helper thread of this rank panicked.
+    #[error("a helper thread panicked while {op}")]
+    ThreadPanicked {
+        /// What it was doing.
+        op: &'static str,
     },
 }
 
@@ -897,6 +977,7 @@ impl fmt::Display for Error {
                 "checkpoint with {sends} open send and {recvs} open receive handles"
             ),
             Error::Usage(e) => write!(f, "{e}"),
+            Error::Local(e) => write!(f, "{e}"),
             Error::FdLimit { needed, soft, hard } => write!(
                 f,
                 "the open-file limit (soft {soft}, hard {hard}) is below the {needed} this job needs; raise it with `ulimit -n {needed}`"
@@ -919,6 +1000,7 @@ impl std::error::Error for Error {
             Error::BadCommit(e) => Some(e),
             Error::NoResumableEpoch { reason } => Some(reason.as_ref()),
             Error::Usage(e) => Some(e),
+            Error::Local(e) => Some(e),
             _ => None,
         }
     }
@@ -950,6 +1032,20 @@ pub enum UsageError {
     /// A call on an endpoint whose job step already ended normally.
     #[error("the endpoint was used after its job step finished")]
     AfterFinish,
+    /// Checkpoint frames through a link that does not carry them.
+    #[error("this link carries no checkpoint or RESUME frames")]
+    NoCheckpointFrames,
+    /// A checkpoint after epoch `u64::MAX`: the epoch counter is used up.
+    #[error("no checkpoint epoch is left after {}", u64::MAX)]
+    EpochsExhausted,
+    /// A variable the launcher sets is missing from the environment.
+    #[error("{var} is not set: {hint}")]
+    MissingEnv {
+        /// The variable, e.g. `SPERLI_CHECKPOINT_DIR`.
+        var: &'static str,
+        /// How to get it set, e.g. "run with sperli run --checkpoint-dir DIR".
+        hint: &'static str,
+    },
 }
 
 impl Error {
@@ -973,7 +1069,9 @@ impl Error {
             Error::NoResumableEpoch { .. } => HCode::H1622,
             Error::CommitSizeMismatch { .. } => HCode::H1623,
             Error::OpenHandles { .. } => HCode::H1624,
-            Error::Io { .. } | Error::FdLimit { .. } | Error::Usage(_) => return None,
+            Error::Io { .. } | Error::FdLimit { .. } | Error::Usage(_) | Error::Local(_) => {
+                return None
+            }
         })
     }
 

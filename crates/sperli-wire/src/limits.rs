@@ -28,8 +28,7 @@ pub const SECRET_KEY_LEN: usize = 64;
 pub const PROTOCOL_VERSION: u16 = 1;
 /// HELLO feature bit 0: the v1 core (protocol §7.1.1).
 pub const FEATURE_V1_CORE: u64 = 1;
-/// HELLO feature bit 1: pipelined collectives (protocol §7.1.1, reserved
-/// for the extension).
+/// HELLO feature bit 1: pipelined collectives (protocol §7.1.1, §14).
 pub const FEATURE_PIPELINED: u64 = 1 << 1;
 /// HELLO feature bit 2: communicators (protocol §7.1.1, reserved for the
 /// extension).
@@ -37,7 +36,7 @@ pub const FEATURE_COMMUNICATORS: u64 = 1 << 2;
 /// The feature bits this implementation announces in its HELLO by
 /// default: the extensions it implements. An extension is used only when
 /// every rank of the job announced it (protocol §7.1.1).
-pub const FEATURES_IMPLEMENTED: u64 = FEATURE_V1_CORE;
+pub const FEATURES_IMPLEMENTED: u64 = FEATURE_V1_CORE | FEATURE_PIPELINED;
 /// Heartbeat interval: a connection that sent nothing for this long sends one.
 pub const HEARTBEAT_INTERVAL_MS: u64 = 1000;
 /// Default silence limit before a peer counts as lost.

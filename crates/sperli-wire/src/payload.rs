@@ -13,6 +13,8 @@ use crate::error::FrameError;
 use crate::frame_type::FrameType;
 use crate::heartbeat::Heartbeat;
 use crate::hello::Hello;
+use crate::limits::{COLLECTIVE_HEADER_LEN, FEATURES_IMPLEMENTED};
+use crate::pipeline::CollectivePayload;
 use crate::resume::Resume;
 
 /// A decoded payload of any type; borrows from the frame bytes.
@@ -45,6 +47,14 @@ pub enum Payload<'a> {
 impl<'a> Payload<'a> {
     /// Decodes the payload of a frame of type `t` (whose header passed
     /// [`crate::header::check`]). Any failure is H1610.
+    ///
+    /// A COLLECTIVE payload is judged here by the rules of every extension
+    /// this implementation knows ([`FEATURES_IMPLEMENTED`]): it must be a
+    /// frame some job could accept. Whether *this* job accepts it depends
+    /// on the features the job negotiated (protocol §7.1.1, §14.1: a
+    /// pipelined frame in a job without bit 1 is H1610); the collective
+    /// layer judges that when it takes the frame, with
+    /// [`crate::pipeline::CollectivePayload::decode`].
     pub fn decode(t: FrameType, bytes: &'a [u8]) -> Result<Self, FrameError> {
         let wrap = |error| FrameError::Payload {
             frame_type: t,
@@ -53,7 +63,13 @@ impl<'a> Payload<'a> {
         Ok(match t {
             FrameType::Hello => Payload::Hello(Hello::decode(bytes).map_err(wrap)?),
             FrameType::Data => Payload::Data(Data::decode(bytes).map_err(wrap)?),
-            FrameType::Collective => Payload::Collective(Collective::decode(bytes).map_err(wrap)?),
+            FrameType::Collective => {
+                let c = CollectivePayload::decode(bytes, FEATURES_IMPLEMENTED).map_err(wrap)?;
+                Payload::Collective(Collective {
+                    header: c.header,
+                    data: &bytes[COLLECTIVE_HEADER_LEN..],
+                })
+            }
             FrameType::Heartbeat => Payload::Heartbeat(Heartbeat::decode(bytes).map_err(wrap)?),
             FrameType::Abort => Payload::Abort(Abort::decode(bytes).map_err(wrap)?),
             FrameType::CkptBegin => Payload::CkptBegin(CkptBegin::decode(bytes).map_err(wrap)?),

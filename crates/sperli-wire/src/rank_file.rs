@@ -1,6 +1,6 @@
-//! The rank file `rank-<n>.ckpt`: an 80-byte header, then the state (layouts
-//! §7, §10; protocol text "Rang-Datei", "Checkpoints" step 2 and "Ausfall und
-//! Wiederaufnahme"). A buddy copy `rank-<r>.ckpt.buddy` holds the same bytes.
+//! The rank file `rank-<n>.ckpt`: an 80-byte header, then the state
+//! (protocol §9.2; written in §9.4 step 2, read in §10.2 steps 4-5). A
+//! buddy copy `rank-<r>.ckpt.buddy` holds the same bytes.
 //!
 //! | off | size | field |
 //! |---|---|---|
@@ -24,15 +24,15 @@ use crate::error::{DecodeError, Error, HashSubject};
 use crate::ids::{JobId, Sha256Digest};
 use crate::limits::RANK_FILE_HEADER_LEN;
 
-/// The rank file magic (layouts §7).
+/// The rank file magic (protocol §9.2).
 pub const RANK_FILE_MAGIC: [u8; 4] = *b"SPCK";
-/// The rank file version (layouts §7).
+/// The rank file version (protocol §9.2).
 pub const RANK_FILE_VERSION: u32 = 1;
 
 /// What [`Error::UnexpectedFile`] calls a rank file.
 const WHAT: &str = "rank file";
 
-/// The 80-byte rank file header (layouts §7).
+/// The 80-byte rank file header (protocol §9.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RankFileHeader {
     /// The job.
@@ -49,7 +49,7 @@ pub struct RankFileHeader {
     pub payload_sha256: Sha256Digest,
 }
 
-/// What a reader expects of a rank file (protocol text "Rang-Datei": job id,
+/// What a reader expects of a rank file (protocol §9.2: job id,
 /// epoch, rank and size must be the expected ones).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RankFileExpect {
@@ -66,7 +66,7 @@ pub struct RankFileExpect {
 impl<'a> Codec<'a> for RankFileHeader {
     const NAME: &'static str = "rank file header";
 
-    /// Writes the 80-byte header (layouts §7).
+    /// Writes the 80-byte header (protocol §9.2).
     fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&RANK_FILE_MAGIC);
         out.put_u32(RANK_FILE_VERSION);
@@ -78,7 +78,7 @@ impl<'a> Codec<'a> for RankFileHeader {
         out.extend_from_slice(&self.payload_sha256.0);
     }
 
-    /// Reads the 80-byte header (layouts §7), checking magic (`BadMagic`) and
+    /// Reads the 80-byte header (protocol §9.2), checking magic (`BadMagic`) and
     /// version (`Mismatch` on `version`); the other fields are compared with
     /// what the reader expects by [`verify_rank_file`].
     fn read(r: &mut Reader<'a>) -> Result<Self, DecodeError> {
@@ -108,7 +108,7 @@ impl<'a> Codec<'a> for RankFileHeader {
     }
 }
 
-/// A whole rank file (layouts §7): the header for `state`, with its length and
+/// A whole rank file (protocol §9.2): the header for `state`, with its length and
 /// SHA-256, then `state`.
 pub fn build_rank_file(job_id: JobId, epoch: u64, rank: u32, size: u32, state: &[u8]) -> Vec<u8> {
     let header = RankFileHeader {
@@ -126,7 +126,7 @@ pub fn build_rank_file(job_id: JobId, epoch: u64, rank: u32, size: u32, state: &
 }
 
 /// SHA-256 of a whole rank file, header included: the COMMIT entry
-/// (layouts §7) and the CKPT_ACK payload (layouts §6).
+/// (protocol §9.2) and the CKPT_ACK payload (protocol §7.9).
 pub fn whole_file_hash(rank_file: &[u8]) -> Sha256Digest {
     Sha256Digest::of(rank_file)
 }
@@ -148,7 +148,7 @@ fn mismatch(field: &'static str, expected: u64, got: u64) -> Result<(), Error> {
 }
 
 /// Checks a whole rank file against what the reader expects and returns the
-/// state (layouts §7, §10; protocol text "Rang-Datei"). Checks, in order, all
+/// state (protocol §9.2). Checks, in order, all
 /// H1619 ([`Error::UnexpectedFile`]) but the last:
 ///
 /// 1. shorter than 80 bytes: `Truncated` on `rank file header`;

@@ -1,14 +1,13 @@
-//! RESUME (frame type 10) payload (layouts §2, §6, §10; protocol text
-//! "RESUME (10)" and "Ausfall und Wiederaufnahme").
+//! RESUME (frame type 10) payload (protocol §6.3, §7.11, §10.2).
 //!
 //! | off | size | field | rule |
 //! |---|---|---|---|
 //! | 0 | 1 | status | 0..=3 ([`ResumeStatus`]) |
 //! | 1 | 7 | reserved | 0 |
-//! | 8 | var | COMMIT | nothing, or exactly one COMMIT file (layouts §7) |
+//! | 8 | var | COMMIT | nothing, or exactly one COMMIT file (protocol §9.3) |
 //!
 //! A COMMIT travels with status 3 (an offer; none if the rank has none) and
-//! with rank 0's first status 0 ("this epoch"; none for epoch 0, layouts §10).
+//! with rank 0's first status 0 ("this epoch"; none for epoch 0, protocol §7.11).
 //! Statuses 1 and 2 never carry one, and decoding refuses them with one.
 //! Which of "this epoch" / "go on" a status 0 is depends on the exchange's
 //! state and is the caller's business.
@@ -18,11 +17,11 @@ use crate::commit_file::CommitFile;
 use crate::error::{CommitError, DecodeError, Error, FrameError};
 use crate::frame_type::FrameType;
 
-/// Length of the RESUME payload before the optional COMMIT (layouts §2:
+/// Length of the RESUME payload before the optional COMMIT (protocol §6.3:
 /// `RESUME >= 8`).
 pub const RESUME_FIXED_LEN: usize = 8;
 
-/// The RESUME status (layouts §6).
+/// The RESUME status (protocol §7.11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum ResumeStatus {
@@ -57,18 +56,18 @@ impl ResumeStatus {
         self as u8
     }
 
-    /// Whether a COMMIT may follow this status (0 and 3; layouts §6).
+    /// Whether a COMMIT may follow this status (0 and 3; protocol §7.11).
     pub fn may_carry_commit(self) -> bool {
         matches!(self, ResumeStatus::Go | ResumeStatus::Offer)
     }
 }
 
-/// The RESUME payload (layouts §6), borrowing the COMMIT from the input.
+/// The RESUME payload (protocol §7.11), borrowing the COMMIT from the input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resume<'a> {
     /// The status.
     pub status: ResumeStatus,
-    /// The COMMIT file, for an offer or rank 0's "this epoch" (layouts §6).
+    /// The COMMIT file, for an offer or rank 0's "this epoch" (protocol §7.11).
     pub commit: Option<CommitFile<'a>>,
 }
 
@@ -96,7 +95,7 @@ impl<'a> Resume<'a> {
     /// Decodes a RESUME payload with the project's error codes: a fault in
     /// status or reserved bytes (or bytes after status 1 or 2) is H1610
     /// ([`FrameError::Payload`]); a COMMIT that does not decode is H1621
-    /// ([`CommitError::Malformed`], layouts §10). The COMMIT's signature
+    /// ([`CommitError::Malformed`], protocol §7.11). The COMMIT's signature
     /// and expected job, epoch and size are the caller's to check
     /// ([`crate::commit_file`]).
     pub fn decode_payload(bytes: &'a [u8]) -> Result<Self, Error> {
@@ -118,7 +117,7 @@ impl<'a> Resume<'a> {
         Ok(Resume { status, commit })
     }
 
-    /// Checks the frame header's epoch against the payload (layouts §6, §10):
+    /// Checks the frame header's epoch against the payload (protocol §7.11):
     /// with a COMMIT, the header epoch must be the COMMIT's (`Mismatch` on
     /// `epoch`); an offer without one must have header epoch 0 (`NotZero` on
     /// `epoch`). Other combinations depend on the exchange's state.
@@ -141,7 +140,7 @@ impl<'a> Resume<'a> {
 impl<'a> Codec<'a> for Resume<'a> {
     const NAME: &'static str = "RESUME payload";
 
-    /// Writes status, 7 reserved zero bytes and the COMMIT if any (layouts §6).
+    /// Writes status, 7 reserved zero bytes and the COMMIT if any (protocol §7.11).
     fn encode(&self, out: &mut Vec<u8>) {
         out.push(self.status.code());
         out.extend_from_slice(&[0; 7]);
@@ -150,7 +149,7 @@ impl<'a> Codec<'a> for Resume<'a> {
         }
     }
 
-    /// Reads a whole RESUME payload (layouts §6): status above 3 is
+    /// Reads a whole RESUME payload (protocol §7.11): status above 3 is
     /// `OutOfRange` on `status`; reserved non-zero is `NotZero` on
     /// `reserved`; bytes after status 1 or 2 are `TrailingBytes`; after
     /// status 0 or 3 they must be exactly one COMMIT file.

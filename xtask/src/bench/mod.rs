@@ -7,8 +7,9 @@
 //! alternates from run to run), so drift of the machine hits both sides.
 //! Each figure is the median of the runs with its spread (min..max). The
 //! memory/descriptor jobs (`rank rss`) and the checkpoint job (`rank ckpt`,
-//! in a fresh checkpoint directory on a real disk, removed afterwards) have
-//! no OpenMPI twin.
+//! in a fresh checkpoint directory on a real disk, followed by a later run
+//! of the same job that resumes it, `rank resume`; the directory is
+//! removed afterwards) have no OpenMPI twin.
 //!
 //! The full run writes `docs/performance.md` and `docs/img/*.svg`; `--quick`
 //! (fewer runs and iterations, under five minutes on 2 cores) writes to
@@ -20,7 +21,9 @@
 //! to the Rust call and mpi4py); `--python` runs only those and writes
 //! `target/bench-python/performance.md`.
 
+mod ckpt;
 mod mailbox;
+mod pipelined;
 mod plot;
 pub mod python;
 mod report;
@@ -596,7 +599,7 @@ fn job(
             let mut a = vec!["rank"];
             a.extend(&args);
             let launcher: Vec<String> = match &ckpt_dir {
-                Some(d) => vec!["--checkpoint-dir".into(), d.display().to_string()],
+                Some(d) => ckpt::launcher_args(d),
                 None => Vec::new(),
             };
             (
@@ -612,7 +615,12 @@ fn job(
         },
     };
     let label = format!("{name} {} n={n}", mode.word());
-    let o = run_retrying(&label, &argv, env, samples);
+    let mut o = run_retrying(&label, &argv, env, samples);
+    if let (Some(d), Ok(_)) = (&ckpt_dir, &o) {
+        if let Err(e) = ckpt::resume_job(p, d, opts.quick, samples) {
+            o = Err(e);
+        }
+    }
     if let Some(d) = &ckpt_dir {
         if d.exists() {
             std::fs::remove_dir_all(d).map_err(|e| {
@@ -685,6 +693,7 @@ fn measure(p: &Programs, opts: &Options, python: &Path) -> Result<Samples, Strin
             }
         }
         mailbox::job(p, opts, &mut samples)?;
+        pipelined::jobs(p, opts, run, &mut samples)?;
         python::job(p, opts, python, run, &mut samples)?;
     }
     Ok(samples)
@@ -791,14 +800,16 @@ pub fn run(args: &[String]) -> i32 {
         .map_err(|e| e.to_string())
         .and_then(|_| plot::bandwidth(&samples, &img.join("bandwidth.svg")))
         .and_then(|_| plot::allreduce(&samples, &img.join("allreduce.svg")))
+        .and_then(|_| pipelined::plot(&samples, &img.join("allreduce-pipelined.svg")))
         .and_then(|_| std::fs::write(&doc, &text).map_err(|e| e.to_string()))
     {
         eprintln!("xtask bench: cannot write the report: {e}");
         return 1;
     }
     println!("{}", report::goals_section(&samples, opts.quick));
+    println!("{}", pipelined::goals(&samples));
     println!(
-        "xtask bench: wrote {} and {}/{{bandwidth,allreduce}}.svg in {secs:.0} s",
+        "xtask bench: wrote {} and {}/{{bandwidth,allreduce,allreduce-pipelined}}.svg in {secs:.0} s",
         doc.display(),
         img.display()
     );

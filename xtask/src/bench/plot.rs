@@ -7,7 +7,8 @@ use plotters::prelude::*;
 use super::report::{BW_SIZES, COLL_SIZES, LAT_SIZES};
 use super::{group, Samples, COLL_RANKS};
 
-type Series = (String, RGBColor, Vec<(f64, f64)>);
+/// One curve: its legend, its colour, its (x, y) points.
+pub(super) type Series = (String, RGBColor, Vec<(f64, f64)>);
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
@@ -30,7 +31,7 @@ fn si(v: f64) -> String {
 }
 
 /// Log-log line plot of `series` with markers.
-fn draw(
+pub(super) fn draw(
     path: &Path,
     title: &str,
     x_desc: &str,

@@ -425,9 +425,12 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
          scatter: each rank's block of the root's array). Time per call: the slowest \
          rank's mean over the timed calls, which run back to back (calls that do not \
          synchronise, such as bcast and gather of 8 B, may overlap). SPERLI cuts 16 MiB \
-         into two v1 calls (16777200 bytes + 16 bytes, as `allreduce_large` does) and \
-         uses the `_into` variants; OpenMPI makes one call. Ratio: SPERLI time over \
-         OpenMPI time (above 1 is slower).\n"
+         into two calls (16777200 bytes + 16 bytes, the v1 split) and uses the `_into` \
+         variants; OpenMPI makes one call. The job negotiates HELLO feature bit 1, so \
+         bcast, reduce and allreduce calls of 256 KiB and more run pipelined \
+         (docs/sperli-protocol.md §14; the v1 star next to them in \"Pipelined \
+         collectives\" below). Ratio: SPERLI time over OpenMPI time (above 1 is \
+         slower).\n"
     );
     let mut worst: Option<(f64, String)> = None;
     for n in COLL_RANKS {
@@ -509,6 +512,7 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
     scale_section(&mut o, s, opts.quick);
     ckpt_section(&mut o, s, opts.quick);
     super::mailbox::section(&mut o, s);
+    o.push_str(&super::pipelined::section(s, opts));
     super::python::section(&mut o, s);
 
     let _ = writeln!(o, "## Plots\n");
@@ -705,8 +709,10 @@ fn ckpt_section(o: &mut String, s: &Samples, quick: bool) {
          *transfer* = every rank sends the same bytes once to rank (r+1) mod \
          {CKPT_RANKS} and receives its predecessor's (`send_large` / `recv_large`, all \
          ranks at once: the buddy push). Each is rank 0's wall clock between two \
-         barriers; a run's figure is the median of its repetitions ({reps}; no warm-up), \
-         the table shows the median (min..max) of the runs. write+fsync+transfer and the \
+         barriers; a run's figure is the median of its repetitions ({reps}) after two \
+         untimed rounds of all three (a job checkpoints the same state again and again: \
+         the first checkpoints of a size write new files, later ones write over the files \
+         recycled from epoch e - 2), the table shows the median (min..max) of the runs. write+fsync+transfer and the \
          ratio (checkpoint over write+fsync+transfer) are taken per run. Goal (issue 7): \
          ratio <= 1.5.\n"
     );
@@ -727,12 +733,12 @@ fn ckpt_section(o: &mut String, s: &Samples, quick: bool) {
             cell(s.get(&g, "ckpt_ratio", size))
         );
     }
+    super::ckpt::resume_rows(o, s, quick);
     let _ = writeln!(
         o,
-        "\nThe checkpoint benchmark of the crate itself (`cargo bench -p sperli-ckpt --bench \
-         ckpt`: the same three measurements with the 4 ranks as threads of one process, \
-         also at 256 MiB) and what a checkpoint does beyond the baseline are under \
-         \"sperli-ckpt\" below.\n"
+        "\nThe same three measurements with the 4 ranks as threads of one process \
+         (`sperli-bench ckpt-threads [MIB...]`) and where the time of a checkpoint goes are \
+         under \"sperli-ckpt\" below.\n"
     );
 }
 

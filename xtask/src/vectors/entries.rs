@@ -836,5 +836,6 @@ pub fn all() -> Vec<Entry> {
     v.extend(descriptions());
     v.extend(tokens());
     v.extend(reduces());
+    v.extend(super::pipelined::entries());
     v
 }

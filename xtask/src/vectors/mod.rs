@@ -3,6 +3,7 @@
 //! generates and that every entry decodes to what it states.
 
 mod entries;
+mod pipelined;
 mod render;
 mod verify;
 

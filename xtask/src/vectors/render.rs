@@ -1,6 +1,7 @@
 //! Field lists in the notation of the vectors file header.
 
 use sperli_wire::ckpt_data::CkptData;
+use sperli_wire::collective::CollectiveHeader;
 use sperli_wire::commit_file::CommitFile;
 use sperli_wire::header::FrameHeader;
 use sperli_wire::hex;
@@ -61,6 +62,18 @@ fn ckpt_data(d: &CkptData<'_>) -> Vec<String> {
     ]
 }
 
+/// The six fields of a collective header (protocol §7.3).
+pub fn collective_header(h: &CollectiveHeader) -> Vec<String> {
+    vec![
+        format!("operation={}", h.operation.code()),
+        format!("element_type={}", h.element_type),
+        format!("reduction={}", h.reduction),
+        format!("phase={}", h.phase as u8),
+        format!("root={}", h.root),
+        format!("sequence={}", h.sequence),
+    ]
+}
+
 pub fn payload(p: &Payload<'_>) -> String {
     let v: Vec<String> = match p {
         Payload::Hello(h) => {
@@ -76,16 +89,9 @@ pub fn payload(p: &Payload<'_>) -> String {
         }
         Payload::Data(d) => vec![format!("message={}", hex::encode(d.0))],
         Payload::Collective(c) => {
-            let h = &c.header;
-            vec![
-                format!("operation={}", h.operation.code()),
-                format!("element_type={}", h.element_type),
-                format!("reduction={}", h.reduction),
-                format!("phase={}", h.phase as u8),
-                format!("root={}", h.root),
-                format!("sequence={}", h.sequence),
-                format!("data={}", hex::encode(c.data)),
-            ]
+            let mut v = collective_header(&c.header);
+            v.push(format!("data={}", hex::encode(c.data)));
+            v
         }
         Payload::Heartbeat(h) => vec![format!("counter={}", h.counter)],
         Payload::Abort(a) => vec![

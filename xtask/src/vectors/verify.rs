@@ -15,7 +15,7 @@ use sperli_wire::limits::{CONTEXT_COMMIT, CONTEXT_JOIN, HEADER_LEN};
 use sperli_wire::payload::Payload;
 use sperli_wire::rank_file::{verify_rank_file, RankFileExpect, RankFileHeader};
 use sperli_wire::refused_hosts::RefusedHosts;
-use sperli_wire::{reduce, ElementType, JobId, Reduction};
+use sperli_wire::{reduce, ElementType, FrameType, JobId, Reduction};
 
 use super::{render, Entry};
 
@@ -27,6 +27,7 @@ pub fn inputs(kind: &str) -> Option<&'static [&'static str]> {
         "job-description" => &["line"],
         "join-token-message" | "join-token" => &["bytes"],
         "reduce" => &["type", "reduction", "left", "right"],
+        "collective-stream" => &["receiver", "call", "due", "frames"],
         _ => return None,
     })
 }
@@ -61,13 +62,13 @@ fn short(s: &str) -> String {
     }
 }
 
-fn field<'a>(list: &'a str, key: &str) -> Result<&'a str, String> {
+pub(super) fn field<'a>(list: &'a str, key: &str) -> Result<&'a str, String> {
     list.split(' ')
         .find_map(|kv| kv.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
         .ok_or_else(|| format!("no {key}= in {list:?}"))
 }
 
-fn num<T: std::str::FromStr>(list: &str, key: &str) -> Result<T, String> {
+pub(super) fn num<T: std::str::FromStr>(list: &str, key: &str) -> Result<T, String> {
     field(list, key)?
         .parse()
         .map_err(|_| format!("{key} is not a number"))
@@ -148,6 +149,7 @@ pub fn derive(e: Entry) -> Result<Entry, String> {
                 .with("signed", signed_range(&b, t.message_bytes, CONTEXT_JOIN)))
         }
         "reduce" => reduce_entry(e),
+        "collective-stream" => super::pipelined::derive_stream(e),
         k => Err(format!("unknown kind {k}")),
     }
 }
@@ -171,6 +173,28 @@ fn frame(e: Entry) -> Result<Entry, String> {
             return Err("a header-rejected frame carries no payload bytes".into());
         }
         return Ok(e.with("verdict", format!("reject H1610 {}", check_name(&err))));
+    }
+    // Protocol §12, §14.8: a receiver judges a COLLECTIVE payload with the
+    // job's features, `features=` (absent: 1, v1 only).
+    let features = match field(rx_line, "features") {
+        Ok(_) => num(rx_line, "features")?,
+        Err(_) => sperli_wire::limits::FEATURE_V1_CORE,
+    };
+    if head[4] == FrameType::Collective.code() {
+        if let sperli_wire::header::Verdict::Accept(h) = sperli_wire::header::check(head, &rx) {
+            if b.len() != HEADER_LEN + h.length as usize {
+                return Err("bytes do not hold the header's length of payload".into());
+            }
+            return Ok(
+                match super::pipelined::frame_payload(&b[HEADER_LEN..], features) {
+                    Ok(p) => e
+                        .with("verdict", "accept")
+                        .with("header", render::header(&h))
+                        .with("payload", p),
+                    Err(_) => e.with("verdict", "reject H1610 payload"),
+                },
+            );
+        }
     }
     match decode_frame(&b, &rx) {
         Ok(Received::Discard) => Ok(e.with("verdict", "discard")),

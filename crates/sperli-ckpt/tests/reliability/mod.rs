@@ -1,4 +1,4 @@
-//! Issue 9 (docs/reliability.md): a hostile rank inside a checkpoint and a
+//! docs/reliability.md: a hostile rank inside a checkpoint and a
 //! resume, and the checkpoint directory full or read-only.
 //!
 //! The hostile rank is an `Endpoint` with a valid certificate and token
@@ -16,11 +16,12 @@ use sperli_tls::job_plan::JobPlan;
 use sperli_transport::{Endpoint, Settings};
 use sperli_wire::ckpt_ack::CkptAck;
 use sperli_wire::ckpt_begin::CkptBegin;
-use sperli_wire::ckpt_data::{chunks, CkptData, CkptDataKind};
+use sperli_wire::ckpt_chunks::{chunks, ChunkError};
+use sperli_wire::ckpt_data::{CkptData, CkptDataKind};
 use sperli_wire::ckpt_path::{buddy_file_name, rank_file_name};
 use sperli_wire::codec::Codec;
 use sperli_wire::commit_file::{assemble, signed_message};
-use sperli_wire::error::{DecodeError, FrameError};
+use sperli_wire::error::FrameError;
 use sperli_wire::ids::Sha256Digest;
 use sperli_wire::payload::Payload;
 use sperli_wire::resume::{Resume, ResumeStatus};
@@ -175,13 +176,10 @@ fn push_chunk(ep: &Endpoint, offset: u64, total: u64, chunk: &[u8]) {
     let _ = ep.send_frame(1, 1, &Payload::CkptData(d));
 }
 
-fn assert_chunk_rejected(out: &[Option<Result<u64, Error>>], want: fn(&DecodeError) -> bool) {
+fn assert_chunk_rejected(out: &[Option<Result<u64, Error>>], want: fn(&ChunkError) -> bool) {
     let e1 = out[1].as_ref().unwrap().as_ref().unwrap_err();
     match e1 {
-        Error::FrameRejected(FrameError::Payload {
-            frame_type: FrameType::CkptData,
-            error: c,
-        }) => assert!(want(c), "{c:?}"),
+        Error::FrameRejected(FrameError::Chunk(c)) => assert!(want(c), "{c:?}"),
         other => panic!("rank 1: {other}"),
     }
     let c2 = h(out[2].as_ref().unwrap());
@@ -206,7 +204,13 @@ fn a_push_with_a_changing_total_is_h1610_and_nothing_is_committed() {
             None,
         );
         assert_chunk_rejected(&out, |c| {
-            matches!(c, DecodeError::Mismatch { field: "total", .. })
+            matches!(
+                c,
+                ChunkError::Total {
+                    expected: 3000,
+                    got: 3001
+                }
+            )
         });
         assert_no_commit(&root, &plan);
         let _ = std::fs::remove_dir_all(&root);
@@ -227,8 +231,7 @@ fn a_push_with_a_gap_in_offsets_is_h1610_and_nothing_is_committed() {
         assert_chunk_rejected(&out, |c| {
             matches!(
                 c,
-                DecodeError::Mismatch {
-                    field: "offset",
+                ChunkError::Offset {
                     expected: 1000,
                     got: 1500
                 }
@@ -282,7 +285,7 @@ fn a_commit_with_a_bad_signature_is_h1621_and_never_stored() {
         let codes: Vec<_> = out[1..].iter().map(|o| h(o.as_ref().unwrap())).collect();
         assert!(codes.contains(&Some(HCode::H1621)), "{out:?}");
         // The other victim: H1621 too, or the first one's ABORT (H1612),
-        // or a close it saw first (H1613, layouts §10 "Job-wide aborts").
+        // or a close it saw first (H1613, protocol §7.5 "Job-wide aborts").
         for c in &codes {
             assert!(
                 matches!(c, Some(HCode::H1621 | HCode::H1612 | HCode::H1613)),
@@ -333,7 +336,7 @@ fn an_unsolicited_commit_during_resume_is_h1610_reason_6() {
             "{e0}"
         );
         // Rank 0's ABORT, or (a third rank may see another rank's close
-        // first, layouts §10 "Job-wide aborts") H1613.
+        // first, protocol §7.5 "Job-wide aborts") H1613.
         match &end {
             Error::AbortedByPeer { .. } => assert_eq!(
                 end,
@@ -508,7 +511,7 @@ fn a_read_only_checkpoint_directory_fails_the_checkpoint_on_every_rank() {
             assert!(o.is_err(), "rank {r}: {o:?}");
             if r != 1 {
                 // H1612 (rank 1's ABORT), or H1613 when this rank saw a
-                // close first (layouts §10 "Job-wide aborts").
+                // close first (protocol §7.5 "Job-wide aborts").
                 let c = o.as_ref().unwrap_err().h_code();
                 assert!(
                     c == Some(HCode::H1612) || c == Some(HCode::H1613),

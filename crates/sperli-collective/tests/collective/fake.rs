@@ -221,9 +221,16 @@ fn refused_combinations_fail_on_every_rank_and_the_next_call_works() {
     }
 }
 
+/// A v1-only job (protocol §7.1.1: one rank without bit 1 is enough).
+fn v1_job(size: u32) -> Vec<FakeLink> {
+    FakeLink::job_with_features(&vec![sperli_wire::limits::FEATURE_V1_CORE; size as usize])
+}
+
 #[test]
 fn refused_composite_counts_all_its_calls() {
-    let out = fake::run(3, |c| {
+    // The v1 composites count both parts; with feature bit 1 an allgather
+    // this long would be one pipelined call (tests/collective/pipelined_fake.rs).
+    let out = fake::run_links(v1_job(3), |c| {
         let e = c.reduce_scatter(&[1i32; 4], Reduction::Sum).unwrap_err();
         assert_eq!(code(&e), 1618);
         assert_eq!(c.sequence(), 2);
@@ -620,8 +627,9 @@ fn size_one_completes_without_link_traffic() {
 
 #[test]
 fn allreduce_of_64_mib() {
+    // The v1 split; with feature bit 1 it is one call (pipelined_fake.rs).
     let n = (64 << 20) / 8;
-    let out = fake::run(2, |c| {
+    let out = fake::run_links(v1_job(2), |c| {
         let mine: Vec<f64> = (0..n)
             .map(|i| (i % 1000) as f64 + f64::from(c.rank()))
             .collect();

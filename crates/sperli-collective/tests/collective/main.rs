@@ -8,4 +8,6 @@
 
 mod common;
 mod fake;
+mod pipelined_fake;
+mod pipelined_tls;
 mod tls;

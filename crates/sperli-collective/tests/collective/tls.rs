@@ -37,7 +37,7 @@ const PROMPT: Duration = Duration::from_secs(3);
 
 // ---- harness ---------------------------------------------------------------
 
-fn settings() -> Settings {
+pub(crate) fn settings() -> Settings {
     Settings {
         // A set-up failure must not eat the watchdog's budget.
         setup_window: Duration::from_secs(20),
@@ -47,7 +47,15 @@ fn settings() -> Settings {
 
 /// Runs `f` on its own thread; fails the test if it takes longer than
 /// [`WATCHDOG`] (the rank threads of a hung job are left behind).
-fn tls_test<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+pub(crate) fn tls_test<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tls_test_within(WATCHDOG, f)
+}
+
+/// As [`tls_test`] with another watchdog limit (the 64 MiB runs).
+pub(crate) fn tls_test_within<T: Send + 'static>(
+    limit: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
     let (tx, rx) = mpsc::channel();
     let h = thread::Builder::new()
         .name("tls-test".into())
@@ -55,7 +63,7 @@ fn tls_test<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
             let _ = tx.send(f());
         })
         .expect("spawn the test thread");
-    match rx.recv_timeout(WATCHDOG) {
+    match rx.recv_timeout(limit) {
         Ok(v) => {
             let _ = h.join();
             v
@@ -65,7 +73,7 @@ fn tls_test<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
             Ok(()) => unreachable!("the test thread ended without a result"),
         },
         Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("watchdog: the test did not finish within {WATCHDOG:?}")
+            panic!("watchdog: the test did not finish within {limit:?}")
         }
     }
 }
@@ -76,6 +84,17 @@ fn tls_test<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
 /// rank is re-raised (after every rank thread ended).
 fn run_job<L: Link, T: Send + 'static>(
     size: u32,
+    wrap: impl Fn(Endpoint) -> L + Send + Sync + 'static,
+    body: impl Fn(Comm<L>) -> T + Send + Sync + 'static,
+) -> Vec<T> {
+    run_job_with(size, |_| settings(), wrap, body)
+}
+
+/// As [`run_job`] with rank r's transport settings from `settings_of(r)`
+/// (e.g. a rank that clears HELLO feature bit 1).
+pub(crate) fn run_job_with<L: Link, T: Send + 'static>(
+    size: u32,
+    settings_of: impl Fn(u32) -> Settings,
     wrap: impl Fn(Endpoint) -> L + Send + Sync + 'static,
     body: impl Fn(Comm<L>) -> T + Send + Sync + 'static,
 ) -> Vec<T> {
@@ -90,10 +109,11 @@ fn run_job<L: Link, T: Send + 'static>(
         .map(|r| {
             let desc = plan.description(r);
             let (wrap, body) = (wrap.clone(), body.clone());
+            let settings = settings_of(r);
             thread::Builder::new()
                 .name(format!("tls-rank-{r}"))
                 .spawn(move || {
-                    let ep = Endpoint::start(&desc, settings())
+                    let ep = Endpoint::start(&desc, settings)
                         .unwrap_or_else(|e| panic!("rank {r}: set-up failed: {e}"));
                     body(Comm::new(wrap(ep)))
                 })
@@ -118,7 +138,7 @@ fn run_job<L: Link, T: Send + 'static>(
 }
 
 /// The normal end of a rank: BYE to every peer; must succeed.
-fn finish(c: Comm<Endpoint>) {
+pub(crate) fn finish(c: Comm<Endpoint>) {
     let r = c.rank();
     c.into_link()
         .finish()
@@ -183,6 +203,9 @@ impl Link for Rogue {
     fn abort(&self, reason: AbortReason, code: u32, message: &str) {
         self.ep.abort(reason, code, message)
     }
+    // `features()` stays the trait's default, v1 only: every call is the
+    // v1 star whose frames these tests forge (the pipelined frames are
+    // forged in pipelined_tls.rs).
 }
 
 /// Overwrites bytes `at..` of every payload with `value`.
@@ -570,8 +593,10 @@ fn allreduce_large_of_64_mib_at_2_ranks() {
                 (ok, seq)
             },
         );
-        // 67108864 bytes in chunks of 16777200: 5 v1 calls.
-        assert_eq!(out, vec![(true, 5); 2]);
+        // With feature bit 1 (the default): one pipelined call (protocol
+        // §14.1); a v1 job cuts it into 5 v1 calls of 16777200 bytes
+        // (tests/collective/pipelined_tls.rs).
+        assert_eq!(out, vec![(true, 1); 2]);
     });
 }
 

@@ -1,0 +1,606 @@
+//! The resume exchange (protocol §10.2, frames §7.8 and §7.11), with the
+//! fallback to the older epoch: when a rank cannot load the chosen epoch
+//! E, rank 0 chooses E − 1 (if it holds a COMMIT of it that verifies) and
+//! every rank loads that one; when no epoch is left, rank 0 sends RESUME
+//! status 2 and every rank ends with H1622.
+//!
+//! ```text
+//! rank 0                         rank n != 0
+//!   |<-- RESUME st=3 (offer) -------|
+//!   |--- RESUME st=0 (E, COMMIT) -->|   a round: verify, load, buddy fetch
+//!   |<-- RESUME st=0|1|2 (E) -------|
+//!   |--- RESUME st=0 (E-1, COMMIT)->|   only after a status 2: the second round
+//!   |<-- RESUME st=0|1|2 (E-1) -----|
+//!   |--- RESUME st=0 "go on" ------>|   or st=2: no epoch left, abort
+//! ```
+
+use sperli_collective::Link;
+use sperli_wire::abort::AbortReason;
+use sperli_wire::commit_file::decode_file;
+use sperli_wire::error::{Error, ResumeFailure};
+use sperli_wire::frame_type::FrameType;
+use sperli_wire::payload::Payload;
+use sperli_wire::resume::{Resume, ResumeStatus};
+use sperli_wire::HCode;
+
+use crate::checkpointer::{field_mismatch, misfit, payload_error, Checkpointer};
+use crate::state::Checkpointable;
+
+/// How the resume exchange failed: with or without sending ABORT reason 6.
+enum Fail {
+    /// A frame that does not fit, a transport or local error: ABORT reason
+    /// 6 (unless the job already failed).
+    Abort(Error),
+    /// Already handled (rank 0's RESUME status 2 and its ABORT).
+    Quiet(Error),
+}
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Self {
+        Fail::Abort(e)
+    }
+}
+
+/// An epoch rank 0 may choose: its COMMIT verified (§9.3 steps 1-4).
+struct Choice {
+    epoch: u64,
+    commit: Vec<u8>,
+}
+
+/// What rank 0 sent to a rank other than 0 (§7.11 table).
+enum FromRank0 {
+    /// Status 0 with a COMMIT: "resume this epoch" (the COMMIT may fail to
+    /// decode: then this rank cannot load it).
+    Choice { epoch: u64, commit: Vec<u8> },
+    /// Status 0 without a COMMIT: epoch 0 first, later "go on".
+    Go { epoch: u64 },
+    /// Status 2: the resume failed.
+    Abort { epoch: u64 },
+}
+
+/// H1622 with `reason`.
+fn no_epoch(reason: ResumeFailure) -> Error {
+    Error::NoResumableEpoch {
+        reason: Box::new(reason),
+    }
+}
+
+impl<L: Link> Checkpointer<L> {
+    /// The resume exchange (protocol §10.2). Call it once, first thing
+    /// after joining, on every rank.
+    ///
+    /// Returns `Ok(None)` when the program starts from the beginning: at
+    /// incarnation 1 (no frame is sent), or when no COMMIT exists anywhere
+    /// (epoch 0 announced). Returns `Ok(Some((epoch, state)))` with this
+    /// rank's state of the resumed epoch otherwise; the next checkpoint is
+    /// then `epoch + 1`. The epoch is the newest whose COMMIT verifies, or
+    /// the one before it when some rank cannot load the newest.
+    ///
+    /// Errors (every rank returns one and the job ends): H1621 or H1623 on
+    /// rank 0 when the only COMMIT fails (H1622 when several do); H1622 on
+    /// every rank when no epoch can be loaded, its reason the first failure
+    /// the rank knows of ([`ResumeFailure`]: its own file's error, e.g.
+    /// H1620, or which rank could not load); H1610 for a frame that does
+    /// not fit (ABORT reason 6); H1612 when another rank aborted.
+    pub fn resume<T: Checkpointable>(&mut self) -> Result<Option<(u64, T)>, Error> {
+        if self.keys.incarnation() < 2 {
+            return Ok(None);
+        }
+        let r = if self.rank() == 0 {
+            self.lead::<T>()
+        } else {
+            self.follow::<T>()
+        };
+        match r {
+            Ok(r) => {
+                self.epoch = r.as_ref().map_or(0, |(e, _)| *e);
+                Ok(r)
+            }
+            Err(Fail::Quiet(e)) => Err(e),
+            Err(Fail::Abort(e)) => {
+                self.abort(AbortReason::ResumeFailed, &e);
+                Err(e)
+            }
+        }
+    }
+
+    // ---- rank 0 ----------------------------------------------------------
+
+    /// Rank 0: offers, choices, rounds, "go on" or status 2.
+    fn lead<T: Checkpointable>(&self) -> Result<Option<(u64, T)>, Fail> {
+        let choices = self.choose()?;
+        let Some(first) = choices.first() else {
+            // "If no COMMIT exists anywhere, E = 0: start from the
+            // beginning." Every rank reports 0 ("ready").
+            self.announce(0, None)?;
+            self.collect_reports(0)?;
+            self.announce(0, None)?;
+            return Ok(None);
+        };
+        // "There is at most one fallback: E − 1 is the oldest epoch a tree
+        // keeps" (§10.2 step 7): the second round, if any, is E - 1.
+        let second = choices
+            .iter()
+            .find(|c| c.epoch.checked_add(1) == Some(first.epoch));
+        let mut first_failure: Option<ResumeFailure> = None;
+        let mut last = first.epoch;
+        for choice in std::iter::once(first).chain(second) {
+            last = choice.epoch;
+            self.announce(choice.epoch, Some(&choice.commit))?;
+            let own = self.load_round::<T>(choice.epoch, &choice.commit)?;
+            let refused = self.collect_reports(choice.epoch)?;
+            let failure = match (&own, refused) {
+                (Err(f), _) => Some(f.clone()),
+                (Ok(_), Some(f)) => Some(f),
+                (Ok(_), None) => None,
+            };
+            match (own, failure) {
+                (Ok((state, _)), None) => {
+                    // "rank 0 sends RESUME status 0 ("go on", empty)"
+                    self.announce(choice.epoch, None)?;
+                    return Ok(Some((choice.epoch, state)));
+                }
+                (_, f) => {
+                    if first_failure.is_none() {
+                        first_failure = f;
+                    }
+                }
+            }
+        }
+        // "Only when no epoch is left does rank 0 send RESUME status 2 to
+        // every rank, then ABORT reason 6 with code 1622" (§10.2 step 7).
+        for r in 1..self.size() {
+            self.link().send_ckpt(
+                r,
+                last,
+                &Payload::Resume(Resume {
+                    status: ResumeStatus::CannotLoad,
+                    commit: None,
+                }),
+            )?;
+        }
+        let e = no_epoch(first_failure.unwrap_or(ResumeFailure::Abandoned { epoch: last }));
+        self.abort(AbortReason::ResumeFailed, &e);
+        Err(Fail::Quiet(e))
+    }
+
+    /// Rank 0, steps 1-2: every offer and its own COMMIT files; the epochs
+    /// whose COMMIT passes §9.3 steps 1-4, newest first (empty: no COMMIT
+    /// anywhere). When COMMIT files exist but none passes: the code of the
+    /// one failed COMMIT, or H1622 when several failed.
+    fn choose(&self) -> Result<Vec<Choice>, Fail> {
+        let mut candidates = self.store.commits();
+        for r in 1..self.size() {
+            let f = self.link().recv_ckpt(r)?;
+            if f.frame_type != FrameType::Resume {
+                return Err(misfit(f.frame_type, "during resume (RESUME offer expected)").into());
+            }
+            let b = f.payload;
+            match Resume::decode_payload(&b) {
+                Ok(res) => {
+                    if res.status != ResumeStatus::Offer {
+                        return Err(field_mismatch(
+                            FrameType::Resume,
+                            "status",
+                            u64::from(ResumeStatus::Offer.code()),
+                            u64::from(res.status.code()),
+                        )
+                        .into());
+                    }
+                    res.check_header_epoch(f.epoch)
+                        .map_err(payload_error(FrameType::Resume))?;
+                    if res.commit.is_some() {
+                        candidates.push((f.epoch, b.get(8..).unwrap_or_default().to_vec()));
+                    }
+                }
+                // An offer whose COMMIT does not decode is a failed
+                // candidate (H1621), not a rejected frame.
+                Err(e)
+                    if e.h_code() == Some(HCode::H1621)
+                        && b.first() == Some(&ResumeStatus::Offer.code()) =>
+                {
+                    candidates.push((f.epoch, b.get(8..).unwrap_or_default().to_vec()));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let mut valid: Vec<Choice> = Vec::new();
+        let mut failures: Vec<(u64, Error)> = Vec::new();
+        for (epoch, commit) in candidates {
+            match self.verify_commit(&commit, epoch) {
+                Ok(_) => valid.push(Choice { epoch, commit }),
+                Err(e) => failures.push((epoch, e)),
+            }
+        }
+        valid.sort_by_key(|c| std::cmp::Reverse(c.epoch));
+        valid.dedup_by_key(|c| c.epoch);
+        if !valid.is_empty() || failures.is_empty() {
+            return Ok(valid);
+        }
+        // "with a single failed COMMIT, the code of that failure (H1621 or
+        // H1623); with several, H1622" (the same COMMIT offered by several
+        // ranks is one).
+        let single = failures.iter().all(|f| f.0 == failures[0].0);
+        let err = if single {
+            failures.swap_remove(0).1
+        } else {
+            let (_, last) = failures.swap_remove(failures.len() - 1);
+            no_epoch(ResumeFailure::Own(last))
+        };
+        Err(Fail::Abort(err))
+    }
+
+    /// Rank 0 to every other rank: RESUME status 0 with header epoch
+    /// `epoch` and `commit` (a choice), or empty (epoch 0 first, later
+    /// "go on").
+    fn announce(&self, epoch: u64, commit: Option<&[u8]>) -> Result<(), Error> {
+        let commit = commit.map(decode_file).transpose()?;
+        for r in 1..self.size() {
+            self.link().send_ckpt(
+                r,
+                epoch,
+                &Payload::Resume(Resume {
+                    status: ResumeStatus::Go,
+                    commit: commit.clone(),
+                }),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Rank 0, step 6: one report from every other rank for `epoch`; the
+    /// first rank that answered 2, if any (for epoch 0 nothing is loaded,
+    /// so every report must be 0).
+    fn collect_reports(&self, epoch: u64) -> Result<Option<ResumeFailure>, Error> {
+        let mut refused = None;
+        for r in 1..self.size() {
+            let b = self.recv_frame(
+                r,
+                FrameType::Resume,
+                epoch,
+                "during resume (RESUME report expected)",
+            )?;
+            let res = Resume::decode_payload(&b)?;
+            match (res.status, res.commit) {
+                (ResumeStatus::Go | ResumeStatus::LoadedBuddy, None) => {}
+                (ResumeStatus::CannotLoad, None) if epoch != 0 => {
+                    refused.get_or_insert(ResumeFailure::CannotLoad { rank: r, epoch });
+                }
+                (s, _) => {
+                    return Err(field_mismatch(
+                        FrameType::Resume,
+                        "status",
+                        0,
+                        u64::from(s.code()),
+                    ))
+                }
+            }
+        }
+        Ok(refused)
+    }
+
+    // ---- ranks other than 0 ---------------------------------------------
+
+    /// A rank other than 0: offer, then every round rank 0 starts, until
+    /// "go on" or status 2.
+    fn follow<T: Checkpointable>(&self) -> Result<Option<(u64, T)>, Fail> {
+        self.offer()?;
+        let (mut epoch, mut commit) = match self.next_from_rank0(0)? {
+            FromRank0::Choice { epoch, commit } if epoch != 0 => (epoch, commit),
+            FromRank0::Go { epoch: 0 } => {
+                // E = 0: nothing to load, report "ready".
+                self.report(0, ResumeStatus::Go)?;
+                return match self.next_from_rank0(0)? {
+                    FromRank0::Go { epoch: 0 } => Ok(None),
+                    FromRank0::Abort { epoch } => {
+                        Err(Fail::Quiet(no_epoch(ResumeFailure::Abandoned { epoch })))
+                    }
+                    _ => Err(misfit(FrameType::Resume, "during resume (go on expected)").into()),
+                };
+            }
+            _ => {
+                return Err(misfit(
+                    FrameType::Resume,
+                    "during resume (RESUME status 0 with a COMMIT, or epoch 0 without, expected)",
+                )
+                .into())
+            }
+        };
+        let mut first_failure: Option<ResumeFailure> = None;
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            let loaded = self.load_round::<T>(epoch, &commit)?;
+            let status = match &loaded {
+                Ok((_, false)) => ResumeStatus::Go,
+                Ok((_, true)) => ResumeStatus::LoadedBuddy,
+                Err(f) => {
+                    first_failure.get_or_insert_with(|| f.clone());
+                    ResumeStatus::CannotLoad
+                }
+            };
+            // §10.2 step 7: for a second choice "every rank verifies it,
+            // loads its file of E − 1, ... and answers".
+            self.report(epoch, status)?;
+            match self.next_from_rank0(epoch)? {
+                FromRank0::Go { epoch: e } if e == epoch => {
+                    return match loaded {
+                        Ok((state, _)) => Ok(Some((epoch, state))),
+                        // Rank 0 said go on although this rank cannot
+                        // load: it does not go on.
+                        Err(f) => Err(Fail::Abort(no_epoch(f))),
+                    };
+                }
+                FromRank0::Choice {
+                    epoch: older,
+                    commit: c,
+                } if rounds == 1 && older >= 1 && older < epoch => {
+                    epoch = older;
+                    commit = c;
+                }
+                FromRank0::Abort { epoch: e } if e == epoch => {
+                    let reason = first_failure.unwrap_or(ResumeFailure::Abandoned { epoch });
+                    return Err(Fail::Quiet(no_epoch(reason)));
+                }
+                _ => {
+                    return Err(misfit(
+                        FrameType::Resume,
+                        "during resume (go on, status 2 or one older epoch expected)",
+                    )
+                    .into())
+                }
+            }
+        }
+    }
+
+    /// Step 1: RESUME status 3 with the best COMMIT this rank has (the
+    /// highest epoch whose signature, job id and epoch check out; the size
+    /// is rank 0's to judge), or empty with epoch 0.
+    fn offer(&self) -> Result<(), Error> {
+        let best = self.store.commits().into_iter().find(|(epoch, bytes)| {
+            matches!(
+                self.verify_commit(bytes, *epoch),
+                Ok(_) | Err(Error::CommitSizeMismatch { .. })
+            )
+        });
+        let (epoch, commit) = match &best {
+            Some((e, b)) => (*e, Some(decode_file(b)?)),
+            None => (0, None),
+        };
+        self.link().send_ckpt(
+            0,
+            epoch,
+            &Payload::Resume(Resume {
+                status: ResumeStatus::Offer,
+                commit,
+            }),
+        )
+    }
+
+    /// Step 6: this rank's report for `epoch`.
+    fn report(&self, epoch: u64, status: ResumeStatus) -> Result<(), Error> {
+        self.link().send_ckpt(
+            0,
+            epoch,
+            &Payload::Resume(Resume {
+                status,
+                commit: None,
+            }),
+        )
+    }
+
+    /// The next RESUME frame from rank 0. Rank 0's ABORT reason 6 code
+    /// 1622 (it may overtake the RESUME status 2 it follows) counts as
+    /// status 2 for `epoch`.
+    fn next_from_rank0(&self, epoch: u64) -> Result<FromRank0, Error> {
+        let f = match self.link().recv_ckpt(0) {
+            Ok(f) => f,
+            Err(Error::AbortedByPeer {
+                from: 0,
+                reason,
+                code,
+                ..
+            }) if reason == AbortReason::ResumeFailed.code() && code == HCode::H1622.number() => {
+                return Ok(FromRank0::Abort { epoch });
+            }
+            Err(e) => return Err(e),
+        };
+        if f.frame_type != FrameType::Resume {
+            return Err(misfit(f.frame_type, "during resume (RESUME expected)"));
+        }
+        let b = f.payload;
+        match Resume::decode_payload(&b) {
+            Ok(res) => {
+                res.check_header_epoch(f.epoch)
+                    .map_err(payload_error(FrameType::Resume))?;
+                match (res.status, res.commit) {
+                    (ResumeStatus::Go, Some(_)) => Ok(FromRank0::Choice {
+                        epoch: f.epoch,
+                        commit: b.get(8..).unwrap_or_default().to_vec(),
+                    }),
+                    (ResumeStatus::Go, None) => Ok(FromRank0::Go { epoch: f.epoch }),
+                    (ResumeStatus::CannotLoad, None) => Ok(FromRank0::Abort { epoch: f.epoch }),
+                    (s, _) => Err(field_mismatch(
+                        FrameType::Resume,
+                        "status",
+                        0,
+                        u64::from(s.code()),
+                    )),
+                }
+            }
+            // A chosen COMMIT that does not decode: this rank cannot load
+            // it (H1621, reported with status 2).
+            Err(e)
+                if b.first() == Some(&ResumeStatus::Go.code())
+                    && f.epoch != 0
+                    && e.h_code() == Some(HCode::H1621) =>
+            {
+                Ok(FromRank0::Choice {
+                    epoch: f.epoch,
+                    commit: b.get(8..).unwrap_or_default().to_vec(),
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_job::{flip_byte, TestJob};
+    use sperli_tls::composite_sig;
+    use sperli_wire::ckpt_data::CkptData;
+    use sperli_wire::ckpt_path::{buddy_file_name, rank_file_name, COMMIT_FILE_NAME};
+    use sperli_wire::commit_file::{assemble, signed_message};
+    use sperli_wire::limits::CONTEXT_COMMIT;
+    use sperli_wire::Sha256Digest;
+
+    type S = (u64, Vec<u32>);
+
+    fn state(r: u32, e: u64) -> S {
+        (e, vec![r * 1000 + e as u32; 300 + e as usize])
+    }
+
+    /// Incarnation 1 writes epochs 1..=n.
+    fn epochs(job: &TestJob, n: u64) {
+        job.run(1, |r, ck| {
+            assert_eq!(ck.resume::<S>().unwrap(), None);
+            for e in 1..=n {
+                assert_eq!(ck.checkpoint(&state(r, e)).unwrap(), e);
+            }
+        });
+    }
+
+    /// Incarnation `inc` must resume `want` on every rank, then
+    /// checkpoints epoch `want + 1`.
+    fn resumes(job: &TestJob, inc: u32, want: u64) {
+        job.run(inc, |r, ck| {
+            assert_eq!(
+                ck.resume::<S>().unwrap(),
+                Some((want, state(r, want))),
+                "rank {r}"
+            );
+            assert_eq!(ck.checkpoint(&state(r, want + 1)).unwrap(), want + 1);
+        });
+    }
+
+    #[test]
+    fn the_newest_epoch_is_resumed() {
+        let job = TestJob::new("newest", 3);
+        epochs(&job, 2);
+        resumes(&job, 2, 2);
+    }
+
+    #[test]
+    fn own_file_and_buddy_copy_both_bad_fall_back_to_the_older_epoch() {
+        let job = TestJob::new("both-bad", 3);
+        epochs(&job, 2);
+        flip_byte(&job.edir(1, 2).join(rank_file_name(1)), 200);
+        flip_byte(&job.edir(2, 2).join(buddy_file_name(1)), 300);
+        resumes(&job, 2, 1);
+        // The checkpoint after the fallback wrote epoch 2 again, which the
+        // next incarnation resumes.
+        resumes(&job, 3, 2);
+    }
+
+    #[test]
+    fn own_file_and_buddy_copy_both_deleted_fall_back_to_the_older_epoch() {
+        let job = TestJob::new("both-deleted", 4);
+        epochs(&job, 3);
+        std::fs::remove_file(job.edir(3, 3).join(rank_file_name(3))).unwrap();
+        std::fs::remove_file(job.edir(0, 3).join(buddy_file_name(3))).unwrap();
+        resumes(&job, 2, 2);
+    }
+
+    #[test]
+    fn a_signed_commit_with_a_wrong_hash_for_one_rank_falls_back_to_the_older_epoch() {
+        let job = TestJob::new("wrong-hash", 3);
+        epochs(&job, 2);
+        // A correctly signed COMMIT of epoch 2 whose entry for rank 2 does
+        // not match rank 2's file (nor its buddy copy), on every rank.
+        let mut hashes: Vec<Sha256Digest> = (0..3)
+            .map(|r| {
+                Sha256Digest::of(&std::fs::read(job.edir(r, 2).join(rank_file_name(r))).unwrap())
+            })
+            .collect();
+        hashes[2].0[0] ^= 1;
+        let msg = signed_message(job.job, 2, &hashes);
+        let sig = composite_sig::sign(&job.key, &msg, CONTEXT_COMMIT).unwrap();
+        let forged = assemble(&msg, &sig.0);
+        for r in 0..3 {
+            std::fs::write(job.edir(r, 2).join(COMMIT_FILE_NAME), &forged).unwrap();
+        }
+        resumes(&job, 2, 1);
+    }
+
+    #[test]
+    fn no_epoch_left_is_h1622_everywhere_with_the_first_failure() {
+        let job = TestJob::new("none-left", 3);
+        epochs(&job, 2);
+        for e in [1, 2] {
+            flip_byte(&job.edir(1, e).join(rank_file_name(1)), 100);
+            std::fs::remove_file(job.edir(2, e).join(buddy_file_name(1))).unwrap();
+        }
+        let out = job.run(2, |_, ck| ck.resume::<S>());
+        for (r, o) in out.iter().enumerate() {
+            assert_eq!(
+                o.as_ref().err().and_then(Error::h_code),
+                Some(HCode::H1622),
+                "rank {r}: {o:?}"
+            );
+        }
+        let reason = |o: &Result<Option<(u64, S)>, Error>| match o {
+            Err(Error::NoResumableEpoch { reason }) => (**reason).clone(),
+            other => panic!("{other:?}"),
+        };
+        // Rank 0 names the first refusal (epoch 2), rank 1 its own file's
+        // code, rank 2 rank 0's status 2 after the last choice (epoch 1).
+        assert_eq!(
+            reason(&out[0]),
+            ResumeFailure::CannotLoad { rank: 1, epoch: 2 }
+        );
+        match reason(&out[1]) {
+            ResumeFailure::Own(e) => assert_eq!(e.h_code(), Some(HCode::H1620), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(reason(&out[2]), ResumeFailure::Abandoned { epoch: 1 });
+    }
+
+    #[test]
+    fn a_choice_newer_than_the_first_is_refused_with_h1610() {
+        let job = TestJob::new("newer-choice", 2);
+        epochs(&job, 2);
+        flip_byte(&job.edir(1, 2).join(rank_file_name(1)), 100);
+        flip_byte(&job.edir(0, 2).join(buddy_file_name(1)), 100);
+        let commit2 = std::fs::read(job.edir(0, 2).join(COMMIT_FILE_NAME)).unwrap();
+        let out = job.run(2, |r, ck| {
+            if r == 1 {
+                return ck.resume::<S>().map(drop);
+            }
+            // A hostile rank 0: announces epoch 2, takes the refusal and
+            // "falls back" to epoch 2 again.
+            let link = ck.comm().link();
+            let c = decode_file(&commit2).unwrap();
+            let choice = Payload::Resume(Resume {
+                status: ResumeStatus::Go,
+                commit: Some(c),
+            });
+            assert_eq!(link.recv_ckpt(1).unwrap().frame_type, FrameType::Resume);
+            link.send_ckpt(1, 2, &choice).unwrap();
+            link.send_ckpt(1, 2, &Payload::CkptData(CkptData::nothing_needed(0)))
+                .unwrap();
+            // Rank 1's request (kind 1), which rank 0 answers with kind 3.
+            let f = link.recv_ckpt(1).unwrap();
+            assert_eq!(f.frame_type, FrameType::CkptData);
+            link.send_ckpt(1, 2, &Payload::CkptData(CkptData::no_valid_copy(1)))
+                .unwrap();
+            let report = link.recv_ckpt(1).unwrap();
+            assert_eq!(report.payload[0], ResumeStatus::CannotLoad.code());
+            link.send_ckpt(1, 2, &choice).unwrap();
+            Ok(())
+        });
+        let e = out[1].as_ref().unwrap_err();
+        assert_eq!(e.h_code(), Some(HCode::H1610), "{e}");
+    }
+}

@@ -1,0 +1,253 @@
+//! bcast along a chain or tree and allgather along a ring (protocol
+//! §14.3): FINAL chunks that every rank hands on as it takes them. Nothing
+//! is computed; the bytes arrive as the owner sent them.
+
+use sperli_wire::abort::AbortReason;
+use sperli_wire::collective::{Operation, Phase};
+use sperli_wire::error::{ArgumentError, MismatchError};
+use sperli_wire::limits::MAX_COLLECTIVE_DATA;
+use sperli_wire::pipeline::ChunkStream;
+use sperli_wire::Error;
+
+use super::shape::bcast_fanout;
+use super::{chunk_ranges, Sink, Taken, CHUNK_DATA};
+use crate::comm::{Call, Comm, Src};
+use crate::link::Link;
+
+const H: usize = sperli_wire::limits::COLLECTIVE_HEADER_LEN;
+
+/// The ranks at the children positions of `pos` in the d-ary tree of
+/// protocol §14.3 rooted at `root` over `n` ranks, ascending by position.
+fn children(root: u32, pos: u32, d: u32, n: u32) -> Vec<u32> {
+    let first = u64::from(d) * u64::from(pos) + 1;
+    (first..first + u64::from(d))
+        .take_while(|&p| p < u64::from(n))
+        .map(|p| (root + p as u32) % n)
+        .collect()
+}
+
+impl<L: Link> Comm<L> {
+    /// bcast in a job with feature bit 1 (protocol §14.1, §14.3). The root
+    /// chooses the v1 star or the pipeline (protocol §14.5) and every other
+    /// rank follows its first frame. At the root `data` is sent and `out`
+    /// is not touched; elsewhere the data goes to `out`, checked to be
+    /// `expect` bytes when given, else whole `width`-byte elements (H1617).
+    /// `large`: a call of any length (the large helper); a plain call keeps
+    /// the v1 limit of 16777200 bytes at the root (H1618, protocol §8.4).
+    pub(crate) fn bcast_bit1<D: Src + ?Sized>(
+        &mut self,
+        root: u32,
+        data: &D,
+        width: usize,
+        expect: Option<usize>,
+        large: bool,
+        out: &mut dyn Sink,
+    ) -> Result<(), Error> {
+        let seq = self.begin()?;
+        self.check_root(root)?;
+        let (me, n) = (self.rank(), self.size());
+        let len = if me == root { data.byte_len() } else { 0 };
+        let call = Call {
+            op: Operation::Bcast,
+            element_type: 0,
+            reduction: 0,
+            root,
+            seq,
+            len,
+        };
+        if me == root {
+            if !large && len > MAX_COLLECTIVE_DATA {
+                // Protocol §8.4: the others cannot know the length.
+                return self.fail_job(
+                    AbortReason::CollectiveMismatch,
+                    ArgumentError::TooLong {
+                        len,
+                        max: MAX_COLLECTIVE_DATA,
+                    }
+                    .into(),
+                );
+            }
+            if n == 1 {
+                return Ok(());
+            }
+            if !self.runs_pipelined(Operation::Bcast, len) {
+                let p = self.payload(&call, Phase::FromRoot, data, 0..len);
+                return self.send_all((0..n).filter(|&r| r != root), p);
+            }
+            let c = self.chunk_len(len);
+            let d = bcast_fanout(n, len, c);
+            for q in (0..n).filter(|&q| q != root) {
+                self.send_open(q, &call, root, len, d)?;
+            }
+            let kids = children(root, 0, d, n);
+            for rg in chunk_ranges(len, c) {
+                let p =
+                    self.chunk_payload(&call, Phase::Final, root, data, rg.clone(), rg.start, len);
+                self.hand_on(&kids, p)?;
+            }
+            return Ok(());
+        }
+        let f = self.take(root)?;
+        self.check_due(
+            root,
+            &f.header,
+            &call,
+            root,
+            &[Phase::FromRoot, Phase::Open],
+        )?;
+        let open = match f.body {
+            Taken::Star => {
+                let got = f.buf.len() - H;
+                match expect {
+                    Some(want) => self.expect_len(root, want, got)?,
+                    None => self.expect_whole(root, width, got)?,
+                }
+                out.announce(got);
+                out.put(0, &f.buf[H..]);
+                self.recycle(f.buf);
+                return Ok(());
+            }
+            Taken::Open(o) => o,
+            Taken::Chunk(_) => unreachable!("phases 1 and 2 are not chunks"),
+        };
+        self.recycle(f.buf);
+        if open.fanout >= n {
+            return self.mismatch(MismatchError::Header {
+                from: root,
+                field: "fanout",
+                expected: u64::from(n - 1),
+                got: u64::from(open.fanout),
+            });
+        }
+        let total = usize::try_from(open.total).unwrap_or(usize::MAX);
+        match expect {
+            Some(want) => self.expect_len(root, want, total)?,
+            None => self.expect_whole(root, width, total)?,
+        }
+        out.announce(total);
+        let d = open.fanout;
+        let pos = (me + n - root) % n;
+        let parent = (root + (pos - 1) / d) % n;
+        let kids = children(root, pos, d, n);
+        let mut stream = ChunkStream::new(open.total);
+        while !stream.is_complete() {
+            let f = self.take(parent)?;
+            self.check_due(parent, &f.header, &call, root, &[Phase::Final])?;
+            let Taken::Chunk(ch) = f.body else {
+                unreachable!("phase 4 decodes as a chunk")
+            };
+            let rg = self.check_chunk(
+                parent,
+                &mut stream,
+                &ch,
+                f.buf.len() - CHUNK_DATA,
+                Phase::Final,
+            )?;
+            out.put(rg.start, &f.buf[CHUNK_DATA..]);
+            self.hand_on(&kids, f.buf)?;
+        }
+        Ok(())
+    }
+
+    /// Sends a chunk payload on to `to` (none: gives it back; one: hands it
+    /// over without a copy; more: to each, the link may overlap them).
+    fn hand_on(&mut self, to: &[u32], p: Vec<u8>) -> Result<(), Error> {
+        match to {
+            [] => {
+                self.recycle(p);
+                Ok(())
+            }
+            [one] => self.send_vec(*one, p),
+            many => self.send_all(many.iter().copied(), p),
+        }
+    }
+
+    /// allgather along a ring (protocol §14.3, operation 7): `data` is this
+    /// rank's block of `call.len` bytes; `out` gets every block in rank
+    /// order.
+    pub(crate) fn allgather_ring<D: Src + ?Sized>(
+        &mut self,
+        call: &Call,
+        data: &D,
+        out: &mut dyn Sink,
+    ) -> Result<(), Error> {
+        let (me, n) = (self.rank(), self.size());
+        let b = call.len;
+        let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
+        if me != 0 {
+            self.send_open(0, call, 0, b, 1)?;
+        }
+        match data.slice(0..b) {
+            Some(own) => out.put(me as usize * b, own),
+            None => {
+                let mut own = self.link.take_buffer(b);
+                data.put(0..b, &mut own);
+                out.put(me as usize * b, &own);
+                self.recycle(own);
+            }
+        }
+        let c = self.chunk_len(b);
+        for rg in chunk_ranges(b, c) {
+            let p = self.chunk_payload(call, Phase::Final, me, data, rg.clone(), rg.start, b);
+            self.send_vec(next, p)?;
+        }
+        if me == 0 {
+            for q in 1..n {
+                self.take_open_at_collector(q, call)?;
+            }
+        }
+        for k in 1..n {
+            let origin = (me + n - k) % n;
+            let mut stream = ChunkStream::new(b as u64);
+            while !stream.is_complete() {
+                let f = self.take(prev)?;
+                self.check_due(prev, &f.header, call, origin, &[Phase::Final])?;
+                let Taken::Chunk(ch) = f.body else {
+                    unreachable!("phase 4 decodes as a chunk")
+                };
+                let rg = self.check_chunk(
+                    prev,
+                    &mut stream,
+                    &ch,
+                    f.buf.len() - CHUNK_DATA,
+                    Phase::Final,
+                )?;
+                out.put(origin as usize * b + rg.start, &f.buf[CHUNK_DATA..]);
+                if next == origin {
+                    self.recycle(f.buf);
+                } else {
+                    self.send_vec(next, f.buf)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rank_has_one_parent_and_is_a_child_once() {
+        for n in 2..=17u32 {
+            for d in 1..n {
+                for root in [0, n / 2, n - 1] {
+                    let mut parent_of = vec![None; n as usize];
+                    for pos in 0..n {
+                        for k in children(root, pos, d, n) {
+                            let r = (root + pos) % n;
+                            assert!(parent_of[k as usize].replace(r).is_none());
+                            // The receiver computes the same parent.
+                            let kpos = (k + n - root) % n;
+                            assert_eq!((root + (kpos - 1) / d) % n, r);
+                        }
+                    }
+                    for r in 0..n {
+                        assert_eq!(parent_of[r as usize].is_none(), r == root, "n={n} d={d}");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,775 @@
+//! The vectors of HELLO feature bit 1 (protocol §14): whole COLLECTIVE
+//! frames of the pipelined phases and operations with a `features=3`
+//! receiver (accepted, or rejected by a rule of §14.2 that holds whatever
+//! the features), and `collective-stream` entries, the frames one receiver
+//! takes from one sender in a pipelined call, judged by the checks of
+//! protocol §14.4 with the job's features (the sperli-wire decoders and
+//! stream rules); those with `features=1` are the frames of bit 1 in a job
+//! that did not negotiate it.
+
+use sperli_wire::collective::{CollectiveHeader, Operation, Phase};
+use sperli_wire::error::DecodeError;
+use sperli_wire::frame::encode_frame_bytes;
+use sperli_wire::header::FrameHeader;
+use sperli_wire::hex;
+use sperli_wire::limits::{FEATURE_PIPELINED, FEATURE_V1_CORE};
+use sperli_wire::pipeline::{
+    encode_chunk, encode_open, Body, ChunkHeader, ChunkStream, CollectivePayload, Open, StreamError,
+};
+use sperli_wire::{FrameType, JobId};
+
+use super::render;
+use super::verify::{derive, field, num};
+use super::Entry;
+
+/// Both bits: the features of a job that negotiated bit 1.
+pub const BOTH: u64 = FEATURE_V1_CORE | FEATURE_PIPELINED;
+
+const JOB: JobId = JobId([
+    0x5b, 0x1e, 0x4c, 0x0d, 0x2a, 0x77, 0x40, 0x19, 0x8e, 0x3f, 0x61, 0xd2, 0x09, 0xa4, 0xc3, 0x5e,
+]);
+/// The job size of the frame entries (as the v1 frame entries).
+const SIZE: u32 = 3;
+/// The job size of the `collective-stream` entries.
+const STREAM_SIZE: u32 = 4;
+const INC: u32 = 2;
+const SEQ: u64 = 7;
+
+// ---- deriving ---------------------------------------------------------------
+
+/// The `<check>` word of a pipelined payload that does not decode
+/// (protocol §14.2, the words in brackets).
+pub fn decode_rule(e: &DecodeError) -> &'static str {
+    use DecodeError as D;
+    match e {
+        D::OutOfRange { field, .. } | D::NotZero { field, .. } | D::Mismatch { field, .. } => {
+            match *field {
+                "open total" => "open_total",
+                "open fanout" => "open_fanout",
+                "open reserved" => "open_reserved",
+                "chunk data length" => "chunk_empty",
+                "chunk end" => "chunk_end",
+                "chunk data length mod 8" => "chunk_align",
+                f => f,
+            }
+        }
+        D::Truncated { field, .. } => match *field {
+            "open total" | "open fanout" | "open reserved" => "open_length",
+            "chunk offset" | "chunk total" => "chunk_header",
+            _ => "payload_length",
+        },
+        D::TrailingBytes {
+            item: "OPEN body", ..
+        } => "open_length",
+        _ => "other",
+    }
+}
+
+/// A decoded payload in the vectors' field-list notation.
+pub fn render(c: &CollectivePayload<'_>) -> String {
+    let mut v = render::collective_header(&c.header);
+    match c.body {
+        Body::Star(d) => v.push(format!("data={}", hex::encode(d))),
+        Body::Open(o) => {
+            v.push(format!("open.total={}", o.total));
+            v.push(format!("open.fanout={}", o.fanout));
+            v.push("open.reserved=0".into());
+        }
+        Body::Chunk(ch, d) => {
+            v.push(format!("chunk.offset={}", ch.offset));
+            v.push(format!("chunk.total={}", ch.total));
+            v.push(format!("chunk={}", hex::encode(d)));
+        }
+    }
+    v.join(" ")
+}
+
+/// What one receiver's call is and what is due from the sender.
+struct Call {
+    size: u32,
+    features: u64,
+    op: u8,
+    element_type: u8,
+    reduction: u8,
+    sequence: u64,
+    /// The stream's length as the receiver knows it; None: `any`.
+    length: Option<u64>,
+    phase: u8,
+    root: u32,
+}
+
+fn reduce_type(op: u8) -> bool {
+    matches!(op, 3 | 4 | 8)
+}
+
+/// The code of a length disagreement at the collector (protocol §14.4):
+/// H1618 for the reducing calls, H1617 otherwise.
+fn length_code(op: u8) -> &'static str {
+    if reduce_type(op) {
+        "H1618"
+    } else {
+        "H1617"
+    }
+}
+
+impl Call {
+    fn parse(e: &Entry) -> Result<Self, String> {
+        let rx = e.get("receiver").unwrap_or("");
+        let call = e.get("call").unwrap_or("");
+        let due = e.get("due").unwrap_or("");
+        let length = match field(call, "length")? {
+            "any" => None,
+            v => Some(v.parse().map_err(|_| "length is not a number")?),
+        };
+        Ok(Self {
+            size: num(rx, "size")?,
+            features: num(rx, "features")?,
+            op: num(call, "operation")?,
+            element_type: num(call, "element_type")?,
+            reduction: num(call, "reduction")?,
+            sequence: num(call, "sequence")?,
+            length,
+            phase: num(due, "phase")?,
+            root: num(due, "root")?,
+        })
+    }
+
+    /// Check 2 of protocol §14.4: the other shape's opening frame of the
+    /// same call at the collector.
+    fn other_shape(&self, h: &CollectiveHeader) -> bool {
+        if h.sequence != self.sequence {
+            return false;
+        }
+        let op = h.operation.code();
+        match (self.phase, h.phase) {
+            // OPEN due, a v1 phase-0 frame of the star form came.
+            (2, Phase::ToRoot) => match self.op {
+                3 | 4 => op == self.op,
+                8 => op == 3,
+                7 => op == 5,
+                _ => false,
+            },
+            // A v1 frame due (a star-mode collector), an OPEN came.
+            (0, Phase::Open) => match self.op {
+                3 => op == 3 || (op == 8 && self.root == 0),
+                4 => op == 4,
+                5 => op == 7 && self.root == 0,
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
+    /// Judges one frame; Ok(what it took) or Err(the verdict).
+    fn take(&self, bytes: &[u8], stream: &mut Option<ChunkStream>) -> Result<String, String> {
+        let c = CollectivePayload::decode(bytes, self.features)
+            .map_err(|d| format!("reject H1610 {}", decode_rule(&d)))?;
+        let h = &c.header;
+        if self.other_shape(h) {
+            return Err(format!("reject {} shape", length_code(self.op)));
+        }
+        let fields: [(&str, u64, u64); 6] = [
+            ("operation", self.op.into(), h.operation.code().into()),
+            (
+                "element_type",
+                self.element_type.into(),
+                h.element_type.into(),
+            ),
+            ("reduction", self.reduction.into(), h.reduction.into()),
+            ("phase", self.phase.into(), (h.phase as u8).into()),
+            ("root", self.root.into(), h.root.into()),
+            ("sequence", self.sequence, h.sequence),
+        ];
+        if let Some((f, _, _)) = fields.iter().find(|(_, want, got)| want != got) {
+            return Err(format!("reject H1617 {f}"));
+        }
+        match c.body {
+            Body::Star(d) => Ok(format!("star:{}", d.len())),
+            Body::Open(o) => {
+                if h.operation == Operation::Bcast && o.fanout >= self.size {
+                    return Err("reject H1617 fanout".into());
+                }
+                if let Some(len) = self.length {
+                    if o.total != len {
+                        return Err(format!("reject {} total", length_code(self.op)));
+                    }
+                }
+                Ok(format!("open:{}/{}", o.total, o.fanout))
+            }
+            Body::Chunk(ch, d) => {
+                let s = stream
+                    .as_mut()
+                    .ok_or("a chunk stream needs a length, not `any`")?;
+                let first = s.taken() == 0;
+                match s.take(&ch, d.len()) {
+                    Ok(r) => Ok(format!("{}..{}", r.start, r.end)),
+                    Err(StreamError::Total { .. }) if first && h.phase == Phase::Partial => {
+                        Err("reject H1618 total".into())
+                    }
+                    Err(e) => Err(format!("reject H1617 {}", e.field())),
+                }
+            }
+        }
+    }
+}
+
+/// Fills in the derived lines of a `collective-stream` entry: `verdict`,
+/// then `at` (the index of the failing frame) or `taken` and `complete`.
+pub fn derive_stream(e: Entry) -> Result<Entry, String> {
+    let call = Call::parse(&e)?;
+    let frames: Vec<Vec<u8>> = e
+        .get("frames")
+        .unwrap_or("")
+        .split(' ')
+        .filter(|s| !s.is_empty())
+        .map(|s| hex::decode(s.as_bytes()).map_err(|x| x.to_string()))
+        .collect::<Result<_, _>>()?;
+    let mut stream = match (call.phase, call.length) {
+        (3 | 4, Some(len)) => Some(ChunkStream::new(len)),
+        _ => None,
+    };
+    let mut taken = Vec::new();
+    for (i, f) in frames.iter().enumerate() {
+        match call.take(f, &mut stream) {
+            Ok(t) => taken.push(t),
+            Err(verdict) => return Ok(e.with("verdict", verdict).with("at", i.to_string())),
+        }
+    }
+    let complete = stream.is_none_or(|s| s.is_complete());
+    Ok(e.with("verdict", "accept")
+        .with("taken", taken.join(" "))
+        .with("complete", if complete { "yes" } else { "no" }))
+}
+
+/// The payload lines of a whole COLLECTIVE frame in a job with `features`
+/// (the frame entries with `features=` in their receiver line).
+pub fn frame_payload(payload: &[u8], features: u64) -> Result<String, DecodeError> {
+    CollectivePayload::decode(payload, features).map(|c| render(&c))
+}
+
+// ---- the entries ------------------------------------------------------------
+
+fn header(op: Operation, phase: Phase, root: u32) -> CollectiveHeader {
+    let (element_type, reduction) = if op.reduces() { (6, 1) } else { (0, 0) };
+    CollectiveHeader {
+        operation: op,
+        element_type,
+        reduction,
+        phase,
+        root,
+        sequence: SEQ,
+    }
+}
+
+fn open(h: CollectiveHeader, total: u64, fanout: u32) -> Vec<u8> {
+    let mut p = Vec::new();
+    encode_open(&h, Open { total, fanout }, &mut p);
+    p
+}
+
+/// Chunk data: bytes 0x10, 0x11, ... from `offset` on (distinct per byte).
+fn chunk(h: CollectiveHeader, offset: u64, total: u64, len: usize) -> Vec<u8> {
+    let data: Vec<u8> = (0..len)
+        .map(|i| (0x10u64.wrapping_add(offset).wrapping_add(i as u64)) as u8)
+        .collect();
+    let mut p = Vec::new();
+    encode_chunk(&h, ChunkHeader { offset, total }, &data, &mut p);
+    p
+}
+
+fn star(h: CollectiveHeader, len: usize) -> Vec<u8> {
+    let mut p = h.to_bytes().to_vec();
+    p.extend(std::iter::repeat_n(0x42, len));
+    p
+}
+
+fn frame(name: &str, own: u32, peer: u32, features: Option<u64>, payload: &[u8]) -> Entry {
+    let mut rx = format!("job={JOB} rank={own} peer={peer} incarnation={INC} size={SIZE}");
+    if let Some(f) = features {
+        rx.push_str(&format!(" features={f}"));
+    }
+    let h = FrameHeader::new(FrameType::Collective, JOB, peer, own, INC);
+    let e = Entry::new(name, "frame")
+        .with("receiver", rx)
+        .with("bytes", hex::encode(&encode_frame_bytes(h, payload)));
+    derive(e).unwrap_or_else(|why| panic!("{name}: {why}"))
+}
+
+fn frames() -> Vec<Entry> {
+    use Operation as O;
+    use Phase as P;
+    let mut v = Vec::new();
+    let partial = chunk(header(O::Allreduce, P::Partial, 0), 0, 40, 16);
+    let open_ar = open(header(O::Allreduce, P::Open, 0), 40, 1);
+    let ag = chunk(header(O::Allgather, P::Final, 2), 0, 5, 5);
+    let accept = [
+        ("frame-collective-open-allreduce", 0, 1, open_ar.clone()),
+        (
+            "frame-collective-open-bcast-fanout-2",
+            2,
+            0,
+            open(header(O::Bcast, P::Open, 0), 100, 2),
+        ),
+        ("frame-collective-partial", 1, 0, partial.clone()),
+        (
+            "frame-collective-final-last-chunk",
+            0,
+            2,
+            chunk(header(O::Allreduce, P::Final, 0), 32, 40, 8),
+        ),
+        ("frame-collective-allgather-final", 2, 1, ag.clone()),
+        (
+            "frame-collective-reduce-scatter-partial",
+            2,
+            1,
+            chunk(header(O::ReduceScatter, P::Partial, 2), 8, 24, 16),
+        ),
+        (
+            "frame-collective-v1-star-with-bit-1",
+            0,
+            1,
+            star(header(O::Allreduce, P::ToRoot, 0), 16),
+        ),
+    ];
+    for (name, own, peer, p) in accept {
+        let e = frame(name, own, peer, Some(BOTH), &p);
+        assert_eq!(e.get("verdict"), Some("accept"), "{name}");
+        v.push(e);
+    }
+    // Payload rules of protocol §14.2, with the bit.
+    let mut reserved = open(header(O::Allreduce, P::Open, 0), 40, 1);
+    reserved[31] = 1;
+    let rejects = [
+        (
+            "reject-chunk-past-the-end",
+            chunk(header(O::Allreduce, P::Final, 0), 32, 40, 16),
+        ),
+        (
+            "reject-chunk-not-a-multiple-of-8",
+            chunk(header(O::Allreduce, P::Partial, 0), 0, 40, 12),
+        ),
+        (
+            "reject-chunk-empty",
+            chunk(header(O::Allreduce, P::Partial, 0), 0, 40, 0),
+        ),
+        ("reject-open-reserved", reserved),
+        (
+            "reject-open-fanout-2-on-allreduce",
+            open(header(O::Allreduce, P::Open, 0), 40, 2),
+        ),
+        (
+            "reject-partial-on-bcast",
+            chunk(header(O::Bcast, P::Partial, 0), 0, 8, 8),
+        ),
+        (
+            "reject-star-phase-on-allgather",
+            star(header(O::Allgather, P::ToRoot, 0), 8),
+        ),
+        (
+            "reject-open-on-gather",
+            open(header(O::Gather, P::Open, 0), 8, 1),
+        ),
+        ("reject-operation-9", {
+            let mut p = partial;
+            p[0] = 9;
+            p
+        }),
+    ];
+    for (name, p) in rejects {
+        let e = frame(name, 1, 0, Some(BOTH), &p);
+        assert_eq!(e.get("verdict"), Some("reject H1610 payload"), "{name}");
+        v.push(e);
+    }
+    v
+}
+
+/// One `collective-stream` entry.
+#[allow(clippy::too_many_arguments)]
+fn stream(
+    name: &str,
+    features: u64,
+    op: Operation,
+    length: Option<u64>,
+    phase: Phase,
+    root: u32,
+    frames: &[Vec<u8>],
+    verdict: &str,
+) -> Entry {
+    let (et, red) = if op.reduces() { (6, 1) } else { (0, 0) };
+    let length = length.map_or("any".to_string(), |l| l.to_string());
+    let e = Entry::new(name, "collective-stream")
+        .with(
+            "receiver",
+            format!("size={STREAM_SIZE} features={features}"),
+        )
+        .with(
+            "call",
+            format!(
+                "operation={} element_type={et} reduction={red} sequence={SEQ} length={length}",
+                op.code()
+            ),
+        )
+        .with("due", format!("phase={} root={root}", phase as u8))
+        .with(
+            "frames",
+            frames
+                .iter()
+                .map(|f| hex::encode(f))
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+    let e = derive(e).unwrap_or_else(|why| panic!("{name}: {why}"));
+    assert_eq!(e.get("verdict"), Some(verdict), "{name}");
+    e
+}
+
+fn streams() -> Vec<Entry> {
+    use Operation as O;
+    use Phase as P;
+    let ar = |ph| header(O::Allreduce, ph, 0);
+    let mut v = Vec::new();
+    let c0 = chunk(ar(P::Partial), 0, 40, 16);
+    let c1 = chunk(ar(P::Partial), 16, 40, 16);
+    let c2 = chunk(ar(P::Partial), 32, 40, 8);
+    let s = |name: &str, frames: &[Vec<u8>], verdict: &str| {
+        stream(
+            name,
+            BOTH,
+            O::Allreduce,
+            Some(40),
+            P::Partial,
+            0,
+            frames,
+            verdict,
+        )
+    };
+    v.push(s(
+        "stream-partial-three-chunks",
+        &[c0.clone(), c1.clone(), c2.clone()],
+        "accept",
+    ));
+    v.push(s(
+        "stream-partial-incomplete",
+        &[c0.clone(), c1.clone()],
+        "accept",
+    ));
+    v.push(s(
+        "stream-partial-one-chunk",
+        &[chunk(ar(P::Partial), 0, 40, 40)],
+        "accept",
+    ));
+    v.push(s(
+        "stream-chunk-out-of-order",
+        &[c0.clone(), c2.clone()],
+        "reject H1617 offset",
+    ));
+    v.push(s(
+        "stream-chunk-repeated",
+        &[c0.clone(), c0.clone()],
+        "reject H1617 offset",
+    ));
+    v.push(s(
+        "stream-chunk-changed-total",
+        &[c0.clone(), chunk(ar(P::Partial), 16, 48, 16)],
+        "reject H1617 total",
+    ));
+    v.push(s(
+        "stream-partial-other-contribution-length",
+        &[chunk(ar(P::Partial), 0, 48, 16)],
+        "reject H1618 total",
+    ));
+    v.push(s(
+        "stream-chunk-past-the-end",
+        &[c0.clone(), c1.clone(), chunk(ar(P::Partial), 32, 40, 16)],
+        "reject H1610 chunk_end",
+    ));
+    v.push(s(
+        "stream-chunk-offset-overflows",
+        &[chunk(ar(P::Partial), u64::MAX - 3, 40, 8)],
+        "reject H1610 chunk_end",
+    ));
+    v.push(s(
+        "stream-chunk-shorter-than-the-first",
+        &[c0.clone(), chunk(ar(P::Partial), 16, 40, 8)],
+        "reject H1617 length",
+    ));
+    v.push(s(
+        "stream-chunk-longer-than-the-first",
+        &[
+            chunk(ar(P::Partial), 0, 40, 8),
+            chunk(ar(P::Partial), 8, 40, 16),
+        ],
+        "reject H1617 length",
+    ));
+    v.push(s(
+        "stream-chunk-not-a-multiple-of-8",
+        &[chunk(ar(P::Partial), 0, 40, 12)],
+        "reject H1610 chunk_align",
+    ));
+    v.push(s(
+        "stream-chunk-empty",
+        &[chunk(ar(P::Partial), 0, 40, 0)],
+        "reject H1610 chunk_empty",
+    ));
+    v.push(s(
+        "stream-chunk-header-truncated",
+        &[c0[..24].to_vec()],
+        "reject H1610 chunk_header",
+    ));
+    let mut seq = c1.clone();
+    seq[8] = 8;
+    v.push(s(
+        "stream-chunk-wrong-sequence",
+        &[c0.clone(), seq],
+        "reject H1617 sequence",
+    ));
+    v.push(s(
+        "stream-final-where-partial-is-due",
+        &[chunk(ar(P::Final), 0, 40, 16)],
+        "reject H1617 phase",
+    ));
+    let mut red = c0.clone();
+    red[2] = 2;
+    v.push(s(
+        "stream-chunk-wrong-reduction",
+        &[red],
+        "reject H1617 reduction",
+    ));
+    let mut et = c0.clone();
+    et[1] = 5;
+    v.push(s(
+        "stream-chunk-wrong-element-type",
+        &[et],
+        "reject H1617 element_type",
+    ));
+    v.push(s(
+        "stream-chunk-wrong-operation",
+        &[chunk(header(O::Reduce, P::Partial, 0), 0, 40, 16)],
+        "reject H1617 operation",
+    ));
+    v.push(stream(
+        "stream-partial-without-bit-1",
+        FEATURE_V1_CORE,
+        O::Allreduce,
+        Some(40),
+        P::Partial,
+        0,
+        std::slice::from_ref(&c0),
+        "reject H1610 phase",
+    ));
+    v.push(stream(
+        "stream-open-without-bit-1",
+        FEATURE_V1_CORE,
+        O::Allreduce,
+        Some(40),
+        P::Open,
+        0,
+        &[open(ar(P::Open), 40, 1)],
+        "reject H1610 phase",
+    ));
+    v.push(stream(
+        "stream-final-without-bit-1",
+        FEATURE_V1_CORE,
+        O::Allreduce,
+        Some(40),
+        P::Final,
+        0,
+        &[chunk(ar(P::Final), 0, 40, 40)],
+        "reject H1610 phase",
+    ));
+    v.push(stream(
+        "stream-reduce-scatter-without-bit-1",
+        FEATURE_V1_CORE,
+        O::ReduceScatter,
+        Some(16),
+        P::Partial,
+        3,
+        &[chunk(header(O::ReduceScatter, P::Partial, 3), 0, 16, 16)],
+        "reject H1610 operation",
+    ));
+    v.push(stream(
+        "stream-allgather-without-bit-1",
+        FEATURE_V1_CORE,
+        O::Allgather,
+        Some(5),
+        P::Final,
+        2,
+        &[chunk(header(O::Allgather, P::Final, 2), 0, 5, 5)],
+        "reject H1610 operation",
+    ));
+    v.push(stream(
+        "stream-final-other-result-length",
+        BOTH,
+        O::Allreduce,
+        Some(40),
+        P::Final,
+        0,
+        &[chunk(ar(P::Final), 0, 48, 16)],
+        "reject H1617 total",
+    ));
+    // Blocks of allgather and reduce_scatter: the root field names the block.
+    let ag =
+        |root, offset, total, len| chunk(header(O::Allgather, P::Final, root), offset, total, len);
+    v.push(stream(
+        "stream-allgather-block",
+        BOTH,
+        O::Allgather,
+        Some(20),
+        P::Final,
+        2,
+        &[ag(2, 0, 20, 16), ag(2, 16, 20, 4)],
+        "accept",
+    ));
+    v.push(stream(
+        "stream-allgather-other-block",
+        BOTH,
+        O::Allgather,
+        Some(20),
+        P::Final,
+        2,
+        &[ag(1, 0, 20, 16)],
+        "reject H1617 root",
+    ));
+    v.push(stream(
+        "stream-reduce-scatter-block",
+        BOTH,
+        O::ReduceScatter,
+        Some(16),
+        P::Partial,
+        3,
+        &[chunk(header(O::ReduceScatter, P::Partial, 3), 0, 16, 16)],
+        "accept",
+    ));
+    // bcast: OPEN from the root, then FINAL chunks from the parent.
+    let bc = |ph| header(O::Bcast, ph, 1);
+    let b = |name: &str, length, phase, frames: &[Vec<u8>], verdict: &str| {
+        stream(name, BOTH, O::Bcast, length, phase, 1, frames, verdict)
+    };
+    v.push(b(
+        "stream-bcast-open-length-unknown",
+        None,
+        P::Open,
+        &[open(bc(P::Open), 1000, 1)],
+        "accept",
+    ));
+    v.push(b(
+        "stream-bcast-open-other-known-length",
+        Some(999),
+        P::Open,
+        &[open(bc(P::Open), 1000, 3)],
+        "reject H1617 total",
+    ));
+    v.push(b(
+        "stream-bcast-open-fanout-not-below-size",
+        None,
+        P::Open,
+        &[open(bc(P::Open), 1000, 4)],
+        "reject H1617 fanout",
+    ));
+    v.push(b(
+        "stream-bcast-final",
+        Some(19),
+        P::Final,
+        &[
+            chunk(bc(P::Final), 0, 19, 8),
+            chunk(bc(P::Final), 8, 19, 8),
+            chunk(bc(P::Final), 16, 19, 3),
+        ],
+        "accept",
+    ));
+    v.push(b(
+        "stream-bcast-final-other-root",
+        Some(19),
+        P::Final,
+        &[chunk(header(O::Bcast, P::Final, 0), 0, 19, 8)],
+        "reject H1617 root",
+    ));
+    // OPEN at the collector (protocol §14.3, checks 2 and 4 of §14.4).
+    let collect = |name: &str, op, length, phase, frames: &[Vec<u8>], verdict: &str| {
+        stream(name, BOTH, op, Some(length), phase, 0, frames, verdict)
+    };
+    v.push(collect(
+        "stream-open-at-the-collector",
+        O::Allreduce,
+        40,
+        P::Open,
+        &[open(ar(P::Open), 40, 1)],
+        "accept",
+    ));
+    v.push(collect(
+        "stream-open-other-contribution-length",
+        O::Allreduce,
+        40,
+        P::Open,
+        &[open(ar(P::Open), 48, 1)],
+        "reject H1618 total",
+    ));
+    v.push(collect(
+        "stream-open-other-block-length",
+        O::Allgather,
+        40,
+        P::Open,
+        &[open(header(O::Allgather, P::Open, 0), 48, 1)],
+        "reject H1617 total",
+    ));
+    v.push(collect(
+        "stream-star-frame-where-open-is-due",
+        O::Allreduce,
+        40,
+        P::Open,
+        &[star(ar(P::ToRoot), 8)],
+        "reject H1618 shape",
+    ));
+    v.push(collect(
+        "stream-open-where-star-frame-is-due",
+        O::Allreduce,
+        40,
+        P::ToRoot,
+        &[open(ar(P::Open), 400_000, 1)],
+        "reject H1618 shape",
+    ));
+    v.push(collect(
+        "stream-reduce-frame-where-reduce-scatter-open-is-due",
+        O::ReduceScatter,
+        40,
+        P::Open,
+        &[star(header(O::Reduce, P::ToRoot, 0), 8)],
+        "reject H1618 shape",
+    ));
+    v.push(collect(
+        "stream-gather-frame-where-allgather-open-is-due",
+        O::Allgather,
+        40,
+        P::Open,
+        &[star(header(O::Gather, P::ToRoot, 0), 8)],
+        "reject H1617 shape",
+    ));
+    let mut res = open(ar(P::Open), 40, 1);
+    res[28] = 1;
+    let mut long = open(ar(P::Open), 40, 1);
+    long.push(0);
+    for (name, p, verdict) in [
+        ("stream-open-reserved", res, "reject H1610 open_reserved"),
+        ("stream-open-17-bytes", long, "reject H1610 open_length"),
+        (
+            "stream-open-total-0",
+            open(ar(P::Open), 0, 1),
+            "reject H1610 open_total",
+        ),
+        (
+            "stream-open-fanout-0",
+            open(ar(P::Open), 40, 0),
+            "reject H1610 open_fanout",
+        ),
+    ] {
+        v.push(collect(name, O::Allreduce, 40, P::Open, &[p], verdict));
+    }
+    v
+}
+
+/// Every bit-1 entry.
+pub fn entries() -> Vec<Entry> {
+    let mut v = frames();
+    v.extend(streams());
+    v
+}
