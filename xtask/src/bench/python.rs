@@ -1,5 +1,6 @@
 //! The Python rows (issue 19; docs/python.md): `Allreduce` of float64
-//! numpy arrays, 8 B and 16 MiB per rank, at 2 and 4 ranks (127.0.0.1-N),
+//! numpy arrays, 8 B and 16 MiB per rank, at 2 and 4 ranks (127.0.0.1-N;
+//! and at 1 rank, where no byte leaves the process: the binding's cost),
 //! three programs per job size and run, their order rotating from run to
 //! run:
 //!
@@ -21,8 +22,9 @@ use super::{
     group, mpi_argv, record, run_retrying, spread_hosts, Options, Programs, Samples, MPI_ENV,
 };
 
-/// Job sizes of the Python rows.
-pub const PY_RANKS: [u32; 2] = [2, 4];
+/// Job sizes of the Python rows (1 rank: no network, the binding's own
+/// cost per call).
+pub const PY_RANKS: [u32; 3] = [1, 2, 4];
 /// Bytes per rank of the Python rows.
 pub const PY_SIZES: [u64; 2] = [8, 16 << 20];
 
@@ -201,6 +203,7 @@ pub(super) fn job(
             };
             if let (Some(py), Some(rust)) = (last(Side::Python), last(Side::Rust)) {
                 samples.add(&py_group("sperli", n), "binding_ratio", size, py / rust);
+                samples.add(&py_group("sperli", n), "binding_us", size, py - rust);
             }
             if let (Some(py), Some(m)) = (last(Side::Python), last(Side::Mpi4py)) {
                 samples.add(&py_group("sperli", n), "mpi4py_ratio", size, py / m);
@@ -236,24 +239,27 @@ pub(super) fn section(o: &mut String, s: &Samples) {
          same chunks; 16 MiB is two v1 calls). Ranks on 127.0.0.1-N. Each figure \
          is the slowest rank's mean per call after a warm-up; the table shows the \
          median (min..max) of the runs. The binding's cost is Python / Rust per \
-         run (1.00: none), then the median of the runs.\n"
+         run (1.00: none), then the median of the runs; the extra time is \
+         Python - Rust per run. At 1 rank no byte leaves the process: what is \
+         left is the cost of the call itself.\n"
     );
     let _ = writeln!(
         o,
-        "| Allreduce | ranks | sperli (Python) | Rust call | mpi4py on OpenMPI TCP | binding cost (Python / Rust) | sperli Python / mpi4py |"
+        "| Allreduce | ranks | sperli (Python) | Rust call | mpi4py on OpenMPI TCP | binding cost (Python / Rust) | extra time (µs) | sperli Python / mpi4py |"
     );
-    let _ = writeln!(o, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(o, "|---|---|---|---|---|---|---|---|");
     for size in PY_SIZES {
         for n in PY_RANKS {
             let g = |side: &str, name: &str| s.get(&py_group(side, n), name, size);
             let _ = writeln!(
                 o,
-                "| {} float64 | {n} | {} | {} | {} | {} | {} |",
+                "| {} float64 | {n} | {} | {} | {} | {} | {} | {} |",
                 super::report::size_name(size),
                 time_text(g("sperli", "allreduce")),
                 time_text(g("rust", "allreduce")),
                 time_text(g("mpi4py", "allreduce")),
                 super::report::cell(g("sperli", "binding_ratio")),
+                super::report::cell(g("sperli", "binding_us")),
                 super::report::cell(g("sperli", "mpi4py_ratio")),
             );
         }
