@@ -18,8 +18,8 @@
 //!    Python communicator must own its [`Endpoint`] *and* the collectives
 //!    ([`Comm`](sperli_collective::Comm)`<&Endpoint>`), the checkpointer
 //!    and the open `Isend`/`Irecv` handles that borrow it, and Python
-//!    objects cannot carry a lifetime. A [`Slot`] keeps the endpoint in a
-//!    `Box` (its address never moves) beside a [`Rank`] that borrows it
+//!    objects cannot carry a lifetime. A [`Slot`] keeps the endpoint on
+//!    the heap (its address never moves) beside a [`Rank`] that borrows it
 //!    as `'static`; the rank is dropped before the endpoint and never
 //!    leaves the slot, and code outside this module only sees it through
 //!    [`Slot::with`], for a lifetime that ends with the call, so no borrow
@@ -180,12 +180,43 @@ pub(crate) enum Gone {
     TaskOver,
 }
 
+/// An endpoint on the heap, owned through a raw pointer: unlike a `Box`,
+/// moving it asserts nothing about the references the rank holds to it.
+struct Owner(NonNull<Endpoint>);
+
+impl Owner {
+    fn new(ep: Endpoint) -> Self {
+        Self(NonNull::from(Box::leak(Box::new(ep))))
+    }
+
+    /// The endpoint, for the rank's references (they must not outlive
+    /// `self`: see `Live`).
+    fn get(&self) -> &'static Endpoint {
+        // SAFETY: allocated by `new` and freed only by `into_inner` or
+        // `drop`, after the rank that borrows it is gone.
+        unsafe { self.0.as_ref() }
+    }
+
+    fn into_inner(self) -> Endpoint {
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: the box leaked in `new`, taken back once (no `drop`).
+        *unsafe { Box::from_raw(me.0.as_ptr()) }
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        // SAFETY: the box leaked in `new`, taken back once.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
 struct Live {
     // Dropped first (declaration order): it borrows `owner`'s endpoint.
     rank: Rank<'static>,
     // `None` for a task's communicator, whose endpoint the mailbox
     // server owns (see `Slot::scoped`).
-    owner: Option<Box<Endpoint>>,
+    owner: Option<Owner>,
 }
 
 // SAFETY: `Endpoint` is `Send`; `Live` is not only because `rank` holds
@@ -212,12 +243,11 @@ impl Slot {
         ep: Endpoint,
         rank: impl FnOnce(&'static Endpoint) -> Rank<'static>,
     ) -> Self {
-        let owner = Box::new(ep);
-        // SAFETY: the box's heap address stays put when the box moves; the
-        // reference lives only inside `Live::rank`, which is dropped before
-        // `Live::owner` and never leaves the slot (`with` lends it for the
-        // call only, `close` drops it in place).
-        let ep: &'static Endpoint = unsafe { &*(&*owner as *const Endpoint) };
+        let owner = Owner::new(ep);
+        // The reference lives only inside `Live::rank`, which is dropped
+        // before `Live::owner` and never leaves the slot (`with` lends it
+        // for the call only, `close` drops it in place).
+        let ep = owner.get();
         Self {
             state: Mutex::new(Ok(Live {
                 rank: rank(ep),
@@ -271,7 +301,7 @@ impl Slot {
         let Live { mut rank, owner } = live;
         let seq = rank.sequence();
         drop(rank);
-        Ok(owner.map(|ep| (*ep, seq)))
+        Ok(owner.map(|ep| (ep.into_inner(), seq)))
     }
 
     /// Runs `f` with a slot whose collectives are `comm` itself (a
