@@ -4,6 +4,9 @@
 //! sperli-bench limits [--quick]          the machine's limits, in this process
 //! sperli-bench rank MODE [--quick]       a SPERLI rank (started by `sperli run`)
 //!     MODE: pingpong | coll | startup | rss | ckpt | resume | pipe
+//! sperli-bench rank rtt [ROUNDS [BYTES]] ROUNDS round trips of BYTES (default
+//!     10000 of 8) between ranks 0 and 1, with the context switches of both
+//!     rank processes over the loop (for `perf stat -e context-switches`)
 //! sperli-bench ckpt-threads [--quick] [MIB...]
 //!                                        the ckpt measurement, 4 ranks as threads
 //! ```
@@ -19,6 +22,7 @@
 //! Each invocation is ONE run: the xtask starts several and takes the median.
 
 mod ckpt;
+mod latency;
 mod limits;
 mod pipelined;
 mod rank;
@@ -39,7 +43,7 @@ pub fn iters(quick: bool, full: usize, short: usize) -> usize {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss|ckpt|resume|pipe [--quick] | ckpt-threads [--quick] [MIB...]"
+        "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss|ckpt|resume|pipe [--quick] | rank rtt [ROUNDS [BYTES]] | ckpt-threads [--quick] [MIB...]"
     );
     std::process::exit(2);
 }
@@ -57,6 +61,7 @@ fn main() {
             limits::run(quick);
             Ok(())
         }
+        ["rank", "rtt", rest @ ..] => latency::rtt(rest),
         ["rank", mode] => rank::run(mode, quick),
         ["ckpt-threads", mib @ ..] => {
             let mib: Option<Vec<usize>> = mib.iter().map(|m| m.parse().ok()).collect();

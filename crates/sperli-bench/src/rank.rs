@@ -26,6 +26,25 @@ pub(crate) fn wanted(size: usize) -> bool {
     }
 }
 
+/// `SPERLI_BENCH_SPIN_US=N` sets the transport's spin time of this rank
+/// (`Endpoint::set_spin`), for the spin-off rows of the latency
+/// benchmark; unset, the default stays (and rank 0 says which it is).
+pub fn apply_spin(ep: &Endpoint) {
+    if ep.rank() == 0 && std::env::var_os("SPERLI_BENCH_SPIN_US").is_none() {
+        println!(
+            "INFO spin_default_us.{} {}",
+            ep.size(),
+            ep.spin().as_micros()
+        );
+    }
+    if let Some(us) = std::env::var("SPERLI_BENCH_SPIN_US")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        ep.set_spin(std::time::Duration::from_micros(us));
+    }
+}
+
 fn unix_ns() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -45,6 +64,7 @@ pub fn run(mode: &str, quick: bool) -> Result<(), Error> {
         return crate::ckpt::resume(quick);
     }
     let mut comm = Comm::from_stdin()?;
+    apply_spin(comm.link());
     match mode {
         "pingpong" => pingpong(&comm, quick)?,
         "coll" => coll(&mut comm, quick)?,
@@ -112,12 +132,16 @@ fn pingpong(comm: &Comm<Endpoint>, quick: bool) -> Result<(), Error> {
                 }
                 ep.recv(peer, 3)?;
             } else {
+                // Into one reused vector, as the baselines read into one
+                // buffer (a fresh 64 MiB vector is faulted in page by page).
+                let mut m = Vec::new();
                 for _ in 0..count {
-                    let m = if large {
-                        ep.recv_large(peer, 2)?
+                    if large {
+                        ep.recv_large_into(peer, 2, &mut m)?;
                     } else {
-                        ep.recv(peer, 2)?
-                    };
+                        ep.recycle(std::mem::take(&mut m));
+                        m = ep.recv(peer, 2)?;
+                    }
                     assert_eq!(m.len(), size);
                 }
                 ep.send(peer, 3, &[1])?;

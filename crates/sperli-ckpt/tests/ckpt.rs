@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use sperli_ckpt::{Checkpointer, JobKeys};
 use sperli_collective::Comm;
 use sperli_tls::job_plan::{local_hosts, JobPlan};
-use sperli_transport::{Endpoint, Settings};
+use sperli_transport::{Endpoint, ErrorMode, Settings};
 use sperli_wire::ckpt_path::{buddy_file_name, epoch_dir, rank_file_name, temp_name};
 use sperli_wire::error::ResumeFailure;
 use sperli_wire::rank_file::{verify_rank_file, RankFileExpect};
@@ -48,7 +48,12 @@ fn run<R: Send>(
                 let f = &f;
                 let dir = rank_dir(root, r);
                 s.spawn(move || {
-                    let ep = Endpoint::start(&desc, Settings::default()).expect("start");
+                    // Ranks are threads of this process: errors returned.
+                    let s = Settings {
+                        errors: ErrorMode::Return,
+                        ..Settings::default()
+                    };
+                    let ep = Endpoint::start(&desc, s).expect("start");
                     let keys = JobKeys::from_description(&desc).unwrap();
                     let mut ck = Checkpointer::new(Comm::new(&ep), dir, keys).unwrap();
                     let out = f(r, &ep, &mut ck);

@@ -226,6 +226,10 @@ impl MailboxServer {
         mut comm: Comm<Endpoint>,
         name: Option<&str>,
     ) -> Result<(), MailboxError> {
+        // The server reports the job's errors to its client itself (the
+        // group goes TERMINAL): its endpoint returns them instead of
+        // ending the process (sperli_transport::ErrorMode).
+        comm.link().set_errors(sperli_transport::ErrorMode::Return);
         let rank = comm.rank();
         // Readiness allgather: [handler table fingerprint, ready] per rank.
         let named = rank != 0 || name.is_some_and(|n| crate::files::check_name(n).is_ok());

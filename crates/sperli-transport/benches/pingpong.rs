@@ -99,14 +99,15 @@ fn tcp_pair() -> (TcpStream, TcpStream) {
     (a, b)
 }
 
-/// Settings for the two ranks; `PINGPONG_SPIN_US` sets [`Settings::spin`].
+/// Settings for the two ranks; `PINGPONG_SPIN_US` sets [`Settings::spin`]
+/// (unset: the default).
 fn bench_settings() -> Settings {
     let spin = std::env::var("PINGPONG_SPIN_US")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+        .map_or(sperli_transport::DEFAULT_SPIN, Duration::from_micros);
     Settings {
-        spin: Duration::from_micros(spin),
+        spin,
         ..Settings::default()
     }
 }

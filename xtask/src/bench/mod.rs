@@ -22,6 +22,7 @@
 //! `target/bench-python/performance.md`.
 
 mod ckpt;
+mod latency;
 mod mailbox;
 mod pipelined;
 mod plot;
@@ -692,6 +693,7 @@ fn measure(p: &Programs, opts: &Options, python: &Path) -> Result<Samples, Strin
                 job(p, opts, side, mode, &mut samples)?;
             }
         }
+        latency::spin_off(p, opts, &mut samples)?;
         mailbox::job(p, opts, &mut samples)?;
         pipelined::jobs(p, opts, run, &mut samples)?;
         python::job(p, opts, python, run, &mut samples)?;
@@ -808,6 +810,7 @@ pub fn run(args: &[String]) -> i32 {
     }
     println!("{}", report::goals_section(&samples, opts.quick));
     println!("{}", pipelined::goals(&samples));
+    println!("{}", latency::section(&samples));
     println!(
         "xtask bench: wrote {} and {}/{{bandwidth,allreduce,allreduce-pipelined}}.svg in {secs:.0} s",
         doc.display(),

@@ -50,7 +50,7 @@ pub(super) fn cell(s: Option<Stat>) -> String {
 }
 
 /// A time in µs, shown in µs or ms: `median (min..max) unit`.
-fn time_cell(s: Option<Stat>) -> String {
+pub(super) fn time_cell(s: Option<Stat>) -> String {
     match s {
         Some(s) if s.median >= 10_000.0 => format!(
             "{} ms ({}..{})",
@@ -63,11 +63,11 @@ fn time_cell(s: Option<Stat>) -> String {
     }
 }
 
-fn ratio(a: Option<Stat>, b: Option<Stat>) -> Option<f64> {
+pub(super) fn ratio(a: Option<Stat>, b: Option<Stat>) -> Option<f64> {
     Some(a?.median / b?.median)
 }
 
-fn ratio_cell(r: Option<f64>) -> String {
+pub(super) fn ratio_cell(r: Option<f64>) -> String {
     r.map(|r| format!("{r:.2}")).unwrap_or_else(|| "n/a".into())
 }
 
@@ -344,6 +344,8 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
     }
     o.push_str(&goals_section(s, opts.quick));
     o.push('\n');
+    o.push_str(&super::latency::section(s));
+    o.push('\n');
 
     // The limits.
     let l = |name: &str, size: u64| s.get("limits", name, size);
@@ -377,7 +379,7 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
         o,
         "8 B to 64 KiB: one-way latency = half a round trip (send, the peer echoes), µs. \
          1 to 64 MiB: one-way bandwidth (messages back to back, then a 1-byte ack), GB/s; \
-         SPERLI sends 64 MiB with `send_large` (one DATA frame carries at most 16 MiB). \
+         SPERLI sends 64 MiB with `send_large` (one DATA frame carries at most 16 MiB) and receives it with `recv_large_into` into one reused vector, as the baselines read into one buffer. \
          Bare TCP and bare rustls run in one process, one blocking thread per side, with \
          the same certificates and TLS configuration as SPERLI. Ratios: SPERLI over the \
          baseline (latency: above 1 is slower; bandwidth: below 1 is slower).\n"

@@ -13,7 +13,7 @@ use std::time::Duration;
 use sperli_ckpt::{Checkpointer, JobKeys};
 use sperli_collective::{Comm, Reduction};
 use sperli_tls::job_plan::JobPlan;
-use sperli_transport::{Endpoint, Settings};
+use sperli_transport::{Endpoint, ErrorMode, Settings};
 use sperli_wire::ckpt_ack::CkptAck;
 use sperli_wire::ckpt_begin::CkptBegin;
 use sperli_wire::ckpt_chunks::{chunks, ChunkError};
@@ -52,6 +52,8 @@ fn settings() -> Settings {
     Settings {
         silence: Duration::from_secs(3),
         setup_window: Duration::from_secs(10),
+        // The ranks are threads of this test process: errors are returned.
+        errors: ErrorMode::Return,
         ..Settings::default()
     }
 }

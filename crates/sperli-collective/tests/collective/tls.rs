@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use sperli_collective::{Comm, Endpoint, Link};
 use sperli_tls::job_plan::JobPlan;
-use sperli_transport::Settings;
+use sperli_transport::{ErrorMode, Settings};
 use sperli_wire::abort::AbortReason;
 use sperli_wire::element::{ElementType, Reduction};
 use sperli_wire::error::{ArgumentError, FrameError, MismatchError};
@@ -41,6 +41,8 @@ pub(crate) fn settings() -> Settings {
     Settings {
         // A set-up failure must not eat the watchdog's budget.
         setup_window: Duration::from_secs(20),
+        // The ranks are threads of this test process: errors are returned.
+        errors: ErrorMode::Return,
         ..Settings::default()
     }
 }

@@ -10,7 +10,7 @@ use sperli_mailbox::files::{self, mailbox_path, MailboxFile, Manifest};
 use sperli_mailbox::layout::{off, LayoutError, LAYOUT_SIZE, REGION_LEN, RESERVED_START};
 use sperli_mailbox::{Mailbox, MailboxError, MailboxServer};
 use sperli_tls::job_plan::JobPlan;
-use sperli_transport::{Endpoint, Settings};
+use sperli_transport::{Endpoint, ErrorMode, Settings};
 
 use crate::common::unique;
 
@@ -425,6 +425,8 @@ fn a_server_whose_mailbox_is_refused_ends_the_job() {
                     &desc,
                     Settings {
                         silence: Duration::from_secs(5),
+                        // Ranks are threads of this test: errors returned.
+                        errors: ErrorMode::Return,
                         ..Settings::default()
                     },
                 )

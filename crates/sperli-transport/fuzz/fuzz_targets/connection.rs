@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
-use sperli_transport::connection::{ConnState, Connection, Incoming, JobContext};
+use sperli_transport::proto::connection::{ConnState, Connection, Incoming, JobContext};
 use sperli_tls::job_plan::JobPlan;
 use sperli_wire::codec::Codec;
 use sperli_wire::frame::{encode_frame, encode_frame_bytes};

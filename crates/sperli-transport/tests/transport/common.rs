@@ -5,18 +5,25 @@ use std::thread;
 use std::time::Duration;
 
 use sperli_tls::job_plan::JobPlan;
-use sperli_transport::{Endpoint, Settings};
+use sperli_transport::{Endpoint, ErrorMode, Settings};
 use sperli_wire::Error;
 
-/// Settings for tests: short set-up window so a failure cannot take 30 s.
+/// Settings for tests: short set-up window so a failure cannot take 30 s,
+/// and errors returned (the ranks are threads of this test process: a
+/// fatal error would end it).
 pub fn settings() -> Settings {
     Settings {
         setup_window: Duration::from_secs(10),
+        errors: ErrorMode::Return,
         ..Settings::default()
     }
 }
 
-/// Runs `f` on a thread; panics if it takes longer than `limit`.
+/// Runs `f` on a thread and returns what it returns (re-raising its
+/// panic). If it takes longer than `limit`, the whole test process ends
+/// (status 101, like a failed test): a hung rank thread cannot be stopped,
+/// and left running it would hold its ports and sockets into the tests
+/// that follow.
 pub fn with_deadline<T: Send + 'static>(
     limit: Duration,
     f: impl FnOnce() -> T + Send + 'static,
@@ -37,7 +44,13 @@ pub fn with_deadline<T: Send + 'static>(
                 Ok(()) => unreachable!(),
             }
         }
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("test did not finish within {limit:?}"),
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            eprintln!(
+                "test {:?} did not finish within {limit:?}: ending the test process",
+                thread::current().name()
+            );
+            std::process::exit(101);
+        }
     }
 }
 

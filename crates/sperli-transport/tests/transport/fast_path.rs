@@ -15,7 +15,7 @@ use sperli_wire::payload::Payload;
 use sperli_wire::{Error, FrameType};
 
 use crate::common::{code, run_ranks, settings, with_deadline};
-use crate::hostile::{accept_as, hello};
+use crate::hostile::{accept_as, hello, read_until};
 
 /// A bcast phase-1 collective payload (root 0, sequence 1) with 4 data bytes.
 const BCAST: [u8; 20] = [2, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 9, 8, 7, 6];
@@ -200,9 +200,10 @@ fn fast_path_send_after_failure_returns_the_job_error() {
     });
 }
 
-/// A 16 MiB `isend` still queued (the raw peer reads nothing) when the peer
-/// says BYE and closes: waiting on the handle returns H1613 (the peer left)
-/// instead of blocking forever, and the job itself goes on.
+/// A 16 MiB `isend` still queued (the raw peer reads only its header) when
+/// the peer says BYE and closes: waiting on the handle returns H1613 (the
+/// peer left) instead of blocking forever, and the job itself goes on. The
+/// peer leaves once the frame's header came (an event, not a sleep).
 #[test]
 fn a_send_queued_to_a_peer_that_leaves_returns_instead_of_hanging() {
     with_deadline(Duration::from_secs(60), || {
@@ -215,8 +216,12 @@ fn a_send_queued_to_a_peer_that_leaves_returns_instead_of_hanging() {
             assert_eq!(rank, 0);
             s.write_all(&hello(&p, 1, 0, p.token(1))).unwrap();
             s.flush().unwrap();
-            thread::sleep(Duration::from_millis(800));
-            // BYE without reading what rank 0 queued, then close.
+            // Rank 0's HELLO, then the header of its 16 MiB DATA frame.
+            assert!(read_until(&mut s, FrameType::Hello).is_some());
+            let mut head = [0u8; 52];
+            s.read_exact(&mut head).unwrap();
+            assert_eq!(head[4], FrameType::Data.code());
+            // BYE without reading the rest, then close.
             let bye = sperli_wire::header::FrameHeader::new(
                 FrameType::Bye,
                 p.job_id,
@@ -229,10 +234,10 @@ fn a_send_queued_to_a_peer_that_leaves_returns_instead_of_hanging() {
             s.flush().unwrap();
             let _ = s.sock.shutdown(std::net::Shutdown::Both);
         });
-        let res = run_ranks(&plan, &[0], settings(), |ep: Endpoint| {
-            let data = big(3);
-            let h = ep.isend(1, 4, &data)?;
-            Ok(h.wait())
+        let data = std::sync::Arc::new(big(3));
+        let res = run_ranks(&plan, &[0], settings(), move |ep: Endpoint| {
+            // The peer may be gone before isend has written all it can.
+            Ok(ep.isend(1, 4, &data).and_then(|h| h.wait()))
         });
         raw.join().unwrap();
         let waited = res.into_iter().next().unwrap().expect("set-up");

@@ -13,6 +13,7 @@ use sperli_wire::{Error, FrameType, JobId};
 use super::*;
 use crate::job::unix_ms;
 use sperli_tls::job_plan::JobPlan;
+use sperli_wire::refused_hosts::RefusedHosts;
 
 fn plan() -> JobPlan {
     let hosts = (0..3)
@@ -235,7 +236,7 @@ fn heartbeat_counter_must_count_from_one() {
 }
 
 #[test]
-fn write_direct_only_when_nothing_is_queued_ahead() {
+fn write_whole_only_when_nothing_is_queued_ahead() {
     let plan = plan();
     let t0 = Instant::now();
     let mut c = Connection::new(ctx_of(&plan, 1), 0, Duration::from_secs(5), t0);
@@ -245,14 +246,14 @@ fn write_direct_only_when_nothing_is_queued_ahead() {
     // Queued frames go first: nothing is written.
     c.queue(FrameType::Data, vec![1], t0);
     let mut out = Vec::new();
-    assert!(!c.write_direct(&mut out, h, &payload, t0).unwrap());
+    assert!(!c.write_whole(&mut out, h, &payload, t0).unwrap());
     assert!(out.is_empty());
     c.write_to(&mut out, &mut |_| {}).unwrap();
     out.clear();
     // Then the frame goes out whole, header with its length, and counts
     // as sent for the heartbeat clock.
     let later = t0 + Duration::from_millis(900);
-    assert!(c.write_direct(&mut out, h, &payload, later).unwrap());
+    assert!(c.write_whole(&mut out, h, &payload, later).unwrap());
     let mut want = h;
     want.length = 1000;
     assert_eq!(&out[..52], &want.to_bytes());
@@ -263,7 +264,7 @@ fn write_direct_only_when_nothing_is_queued_ahead() {
     c.queue_bye(later);
     c.write_to(&mut Vec::new(), &mut |_| {}).unwrap();
     out.clear();
-    assert!(!c.write_direct(&mut out, h, &payload, later).unwrap());
+    assert!(!c.write_whole(&mut out, h, &payload, later).unwrap());
     assert!(out.is_empty());
 }
 
@@ -473,4 +474,131 @@ fn vectors_file_frames() {
         seen += 1;
     }
     assert!(seen >= 40, "only {seen} frame vectors");
+}
+
+#[test]
+fn a_frame_after_bye_is_rejected_on_its_header_before_its_payload() {
+    let plan = plan();
+    let mut c = open_conn(&plan);
+    let mut ev = Vec::new();
+    feed(&mut c, &frame(&plan, FrameType::Bye, 0, 1, &[]), &mut ev).unwrap();
+    // The header of a 1 MiB DATA frame, no payload yet: rejected now.
+    let big = data_frame(&plan, 0, 1, 3, &vec![0u8; 1 << 20]);
+    let e = feed(&mut c, &big[..52], &mut ev).unwrap_err();
+    assert!(matches!(
+        e,
+        Error::FrameRejected(FrameError::Unexpected {
+            frame_type: FrameType::Data,
+            when: "after BYE"
+        })
+    ));
+    assert_eq!(c.reader.payload_capacity(), 0, "nothing allocated");
+    assert_eq!(ev, vec![Incoming::Bye]);
+}
+
+/// A writer with room for `room` more bytes, like rustls's writer under
+/// its buffer limit (0 once full).
+struct Narrow {
+    out: Vec<u8>,
+    room: usize,
+}
+
+impl Write for Narrow {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        let n = b.len().min(self.room);
+        self.room -= n;
+        self.out.extend_from_slice(&b[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_direct_frame_is_written_piece_by_piece_and_queued_frames_wait_behind_it() {
+    let plan = plan();
+    let t0 = Instant::now();
+    let mut c = Connection::new(ctx_of(&plan, 1), 0, Duration::from_secs(5), t0);
+    c.state = ConnState::Open;
+    let h = c.ctx.header(FrameType::Data, 0).with_tag(9);
+    let payload: Vec<u8> = (0..1000).map(|i| i as u8).collect();
+    assert!(c.open_direct(h, payload.len(), t0));
+    assert!(!c.open_direct(h, 1, t0), "one direct frame at a time");
+    let mut w = Narrow {
+        out: Vec::new(),
+        room: 30,
+    };
+    // Room for part of the header only: no payload byte yet.
+    assert_eq!(c.write_direct(&mut w, &payload).unwrap(), 0);
+    // A frame queued meanwhile (a heartbeat, another thread's send)
+    // waits behind the open frame.
+    c.queue(FrameType::Data, b"behind".to_vec(), t0);
+    w.room = 100;
+    assert_eq!(c.write_to(&mut w, &mut |_| {}).unwrap(), 0);
+    let mut at = 0;
+    while c.direct_open() {
+        w.room = 100;
+        at += c.write_direct(&mut w, &payload[at..]).unwrap();
+    }
+    assert_eq!(at, 1000);
+    assert!(c.has_output(), "the queued frame");
+    w.room = usize::MAX;
+    c.write_to(&mut w, &mut |_| {}).unwrap();
+    let mut want = h;
+    want.length = 1000;
+    let mut expected = want.to_bytes().to_vec();
+    expected.extend_from_slice(&payload);
+    expected.extend_from_slice(&data_frame(&plan, 1, 0, 0, b"behind"));
+    assert_eq!(w.out, expected);
+}
+
+/// Delivers DATA of one tag by streaming, counting what it got.
+#[derive(Default)]
+struct Streams {
+    events: Vec<Incoming>,
+    chunks: Vec<usize>,
+    bytes: Vec<u8>,
+    ended: Vec<u32>,
+}
+
+impl Deliver for Streams {
+    fn incoming(&mut self, inc: Incoming) {
+        self.events.push(inc);
+    }
+    fn stream(&mut self, tag: u32, _len: usize) -> bool {
+        tag == 8
+    }
+    fn chunk(&mut self, bytes: &[u8]) {
+        self.chunks.push(bytes.len());
+        self.bytes.extend_from_slice(bytes);
+    }
+    fn end_stream(&mut self, tag: u32) {
+        self.ended.push(tag);
+    }
+}
+
+#[test]
+fn a_data_payload_streams_when_the_receiver_asks() {
+    let plan = plan();
+    let mut c = open_conn(&plan);
+    let msg: Vec<u8> = (0..5000).map(|i| (i % 7) as u8).collect();
+    let mut bytes = data_frame(&plan, 0, 1, 8, &msg);
+    bytes.extend(data_frame(&plan, 0, 1, 2, b"whole"));
+    let mut d = Streams::default();
+    let now_ms = unix_ms(std::time::SystemTime::now());
+    for piece in bytes.chunks(1000) {
+        c.handle_bytes(piece, Instant::now(), now_ms, &mut d)
+            .unwrap();
+    }
+    assert_eq!(d.bytes, msg);
+    assert!(d.chunks.len() > 1, "piece by piece");
+    assert_eq!(d.ended, vec![8]);
+    assert_eq!(
+        d.events,
+        vec![Incoming::Data {
+            tag: 2,
+            payload: b"whole".to_vec()
+        }]
+    );
 }

@@ -1,14 +1,24 @@
-//! Incremental frame decoder (protocol text "Frame"; layouts §2).
+//! Incremental frame decoder (protocol §6; the header check order is
+//! protocol §6.2).
 //!
 //! Fed arbitrary chunks of plaintext (one byte at a time works too). It
 //! collects the 52 header bytes, runs [`sperli_wire::header::check`]
-//! *before* reading or allocating any payload byte, then collects exactly
-//! `length` payload bytes into a buffer allocated once for that frame (a
-//! frame of an older incarnation is read and dropped without being stored),
-//! and finally checks the payload with [`Payload::decode`]. With a
-//! [`BufPool`] ([`FrameReader::with_pool`]) that buffer is taken from the
-//! pool (again only after the header check, by the checked length), so a
-//! rank that hands its received buffers back reuses them.
+//! *before* reading or allocating any payload byte, asks its
+//! [`FrameSink`] whether the frame may come now (the connection's state:
+//! nothing before HELLO, nothing after BYE) and where its payload goes,
+//! then collects exactly `length` payload bytes into a buffer allocated
+//! once for that frame (a frame of an older incarnation is read and
+//! dropped without being stored), and finally checks the payload with
+//! [`Payload::decode`]. With a [`BufPool`] ([`FrameReader::with_pool`])
+//! that buffer is taken from the pool (again only after the header check,
+//! by the checked length), so a rank that hands its received buffers back
+//! reuses them.
+//!
+//! A DATA payload, which any bytes decode as (protocol §7.2), may instead
+//! be streamed: the sink answers [`PayloadDest::Stream`] and gets the
+//! payload piece by piece in [`FrameSink::chunk`], as the bytes come,
+//! without a buffer of the reader's own (how `recv_large` receives
+//! straight into the message it assembles).
 
 use std::sync::Arc;
 
@@ -16,6 +26,7 @@ use sperli_wire::error::FrameError;
 use sperli_wire::header::{check, FrameHeader, Receiver, Verdict};
 use sperli_wire::limits::HEADER_LEN;
 use sperli_wire::payload::Payload;
+use sperli_wire::{Error, FrameType};
 
 use crate::pool::BufPool;
 
@@ -37,10 +48,58 @@ impl Frame {
     }
 }
 
+/// Where an accepted frame's payload goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadDest {
+    /// Into a buffer of its own, handed over whole in [`FrameSink::frame`].
+    Collect,
+    /// Piece by piece to [`FrameSink::chunk`], then
+    /// [`FrameSink::end_stream`] (DATA only; any other type is collected).
+    Stream,
+}
+
+/// What the reader reports to: the connection that owns it.
+pub trait FrameSink {
+    /// A header passed the check of protocol §6.2; no payload byte is read
+    /// or allocated yet. An error rejects the frame here.
+    fn header(&mut self, header: &FrameHeader) -> Result<PayloadDest, Error>;
+    /// A piece of a streamed DATA payload, in order.
+    fn chunk(&mut self, header: &FrameHeader, bytes: &[u8]);
+    /// A streamed DATA frame is complete.
+    fn end_stream(&mut self, header: &FrameHeader) -> Result<(), Error>;
+    /// A collected frame is complete and its payload decoded.
+    fn frame(&mut self, frame: Frame) -> Result<(), Error>;
+    /// Asked after each complete frame: true stops the feed right there,
+    /// at the frame boundary ([`FrameReader::feed`] returns how much it
+    /// took), so what the frame completed can act before the next header
+    /// is judged. Default: never.
+    fn pause(&mut self) -> bool {
+        false
+    }
+}
+
+/// A [`FrameSink`] that collects every frame and hands it to a closure
+/// (tests, fuzzing, simple users).
+pub struct Collect<F>(pub F);
+
+impl<F: FnMut(Frame) -> Result<(), Error>> FrameSink for Collect<F> {
+    fn header(&mut self, _: &FrameHeader) -> Result<PayloadDest, Error> {
+        Ok(PayloadDest::Collect)
+    }
+    fn chunk(&mut self, _: &FrameHeader, _: &[u8]) {}
+    fn end_stream(&mut self, _: &FrameHeader) -> Result<(), Error> {
+        Ok(())
+    }
+    fn frame(&mut self, frame: Frame) -> Result<(), Error> {
+        (self.0)(frame)
+    }
+}
+
 #[derive(Debug)]
 enum State {
     Header,
     Payload { header: FrameHeader, left: usize },
+    Stream { header: FrameHeader, left: usize },
     Discard { left: usize },
     Failed,
 }
@@ -93,7 +152,7 @@ impl FrameReader {
     pub fn progress(&self) -> (usize, usize) {
         match &self.state {
             State::Header | State::Failed => (self.head_len, HEADER_LEN),
-            State::Payload { header, left } => {
+            State::Payload { header, left } | State::Stream { header, left } => {
                 let total = HEADER_LEN + header.length as usize;
                 (total - left, total)
             }
@@ -101,18 +160,17 @@ impl FrameReader {
         }
     }
 
-    /// Feeds `input`; calls `on_frame` for each whole accepted frame. The
-    /// first rejection is returned and the reader refuses all further input.
-    pub fn feed(
-        &mut self,
-        mut input: &[u8],
-        on_frame: &mut dyn FnMut(Frame) -> Result<(), sperli_wire::Error>,
-    ) -> Result<(), sperli_wire::Error> {
+    /// Feeds `input`; reports headers, streamed pieces and whole frames to
+    /// `sink`, and returns how many bytes it took: all of them, unless the
+    /// sink asked for a pause after a frame. The first rejection is
+    /// returned and the reader refuses all further input.
+    pub fn feed(&mut self, mut input: &[u8], sink: &mut dyn FrameSink) -> Result<usize, Error> {
+        let total = input.len();
         while !input.is_empty() || self.frame_complete() {
             match &mut self.state {
                 State::Failed => {
                     return Err(FrameError::Unexpected {
-                        frame_type: sperli_wire::FrameType::Data,
+                        frame_type: FrameType::Data,
                         when: "after a rejected frame",
                     }
                     .into())
@@ -137,17 +195,25 @@ impl FrameReader {
                             };
                         }
                         Verdict::Accept(header) => {
+                            let dest = match sink.header(&header) {
+                                Ok(d) => d,
+                                Err(e) => {
+                                    self.state = State::Failed;
+                                    return Err(e);
+                                }
+                            };
+                            let left = header.length as usize;
+                            if dest == PayloadDest::Stream && header.frame_type == FrameType::Data {
+                                self.state = State::Stream { header, left };
+                                continue;
+                            }
                             // Allocated (or taken from the pool) only now,
                             // after the header check, and exactly once.
-                            let len = header.length as usize;
                             self.payload = match &self.pool {
-                                Some(p) => p.take(len),
-                                None => Vec::with_capacity(len),
+                                Some(p) => p.take(left),
+                                None => Vec::with_capacity(left),
                             };
-                            self.state = State::Payload {
-                                left: header.length as usize,
-                                header,
-                            };
+                            self.state = State::Payload { header, left };
                         }
                     }
                 }
@@ -157,6 +223,26 @@ impl FrameReader {
                     input = &input[n..];
                     if *left == 0 {
                         self.state = State::Header;
+                    }
+                }
+                State::Stream { header, left } => {
+                    let n = (*left).min(input.len());
+                    let header = *header;
+                    *left -= n;
+                    let done = *left == 0;
+                    if n > 0 {
+                        sink.chunk(&header, &input[..n]);
+                    }
+                    input = &input[n..];
+                    if done {
+                        self.state = State::Header;
+                        if let Err(e) = sink.end_stream(&header) {
+                            self.state = State::Failed;
+                            return Err(e);
+                        }
+                        if sink.pause() {
+                            return Ok(total - input.len());
+                        }
                     }
                 }
                 State::Payload { header, left } => {
@@ -172,22 +258,27 @@ impl FrameReader {
                             self.state = State::Failed;
                             return Err(e.into());
                         }
-                        if let Err(e) = on_frame(Frame { header, payload }) {
+                        if let Err(e) = sink.frame(Frame { header, payload }) {
                             self.state = State::Failed;
                             return Err(e);
+                        }
+                        if sink.pause() {
+                            return Ok(total - input.len());
                         }
                     }
                 }
             }
         }
-        Ok(())
+        Ok(total)
     }
 
     /// A zero-length payload is complete as soon as its header is.
     fn frame_complete(&self) -> bool {
         matches!(
             self.state,
-            State::Payload { left: 0, .. } | State::Discard { left: 0 }
+            State::Payload { left: 0, .. }
+                | State::Stream { left: 0, .. }
+                | State::Discard { left: 0 }
         )
     }
 }
@@ -214,17 +305,16 @@ mod tests {
         encode_frame(h, &Payload::Data(Data(msg)))
     }
 
-    fn feed_all(
-        r: &mut FrameReader,
-        bytes: &[u8],
-        chunk: usize,
-    ) -> Result<Vec<Frame>, sperli_wire::Error> {
+    fn feed_all(r: &mut FrameReader, bytes: &[u8], chunk: usize) -> Result<Vec<Frame>, Error> {
         let mut out = Vec::new();
         for c in bytes.chunks(chunk) {
-            r.feed(c, &mut |f| {
-                out.push(f);
-                Ok(())
-            })?;
+            r.feed(
+                c,
+                &mut Collect(|f| {
+                    out.push(f);
+                    Ok(())
+                }),
+            )?;
         }
         Ok(out)
     }
@@ -302,6 +392,97 @@ mod tests {
         let frames = feed_all(&mut r, &old[2000..], 7).unwrap();
         assert!(frames.is_empty());
         assert!(r.at_frame_boundary());
+    }
+
+    /// Streams DATA of tag 8, refuses tag 9 on its header.
+    #[derive(Default)]
+    struct Picky {
+        frames: Vec<u32>,
+        streamed: Vec<u8>,
+        ends: usize,
+    }
+
+    impl FrameSink for Picky {
+        fn header(&mut self, h: &FrameHeader) -> Result<PayloadDest, Error> {
+            match h.tag {
+                8 => Ok(PayloadDest::Stream),
+                9 => Err(FrameError::Unexpected {
+                    frame_type: h.frame_type,
+                    when: "in this test",
+                }
+                .into()),
+                _ => Ok(PayloadDest::Collect),
+            }
+        }
+        fn chunk(&mut self, _: &FrameHeader, bytes: &[u8]) {
+            self.streamed.extend_from_slice(bytes);
+        }
+        fn end_stream(&mut self, _: &FrameHeader) -> Result<(), Error> {
+            self.ends += 1;
+            Ok(())
+        }
+        fn frame(&mut self, f: Frame) -> Result<(), Error> {
+            self.frames.push(f.header.tag);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_sink_streams_or_refuses_on_the_header() {
+        let mut stream = data(8, &[5; 3000], 2);
+        stream.extend(data(8, b"", 2));
+        stream.extend(data(4, b"kept", 2));
+        for chunk in [1, 7, 4096] {
+            let mut r = FrameReader::new(rx());
+            let mut sink = Picky::default();
+            for c in stream.chunks(chunk) {
+                r.feed(c, &mut sink).unwrap();
+            }
+            assert_eq!(sink.streamed, vec![5; 3000], "chunk {chunk}");
+            assert_eq!(sink.ends, 2, "the empty frame ends too");
+            assert_eq!(sink.frames, vec![4]);
+            assert_eq!(r.payload_capacity(), 0, "streams need no buffer");
+        }
+        // Refused on its header: nothing of the payload is allocated.
+        let mut r = FrameReader::new(rx());
+        let refused = data(9, &[1; 100_000], 2);
+        assert!(r.feed(&refused[..60], &mut Picky::default()).is_err());
+        assert_eq!(r.payload_capacity(), 0);
+    }
+
+    /// Pauses after every frame.
+    struct Pausing(Vec<u32>);
+
+    impl FrameSink for Pausing {
+        fn header(&mut self, _: &FrameHeader) -> Result<PayloadDest, Error> {
+            Ok(PayloadDest::Collect)
+        }
+        fn chunk(&mut self, _: &FrameHeader, _: &[u8]) {}
+        fn end_stream(&mut self, _: &FrameHeader) -> Result<(), Error> {
+            Ok(())
+        }
+        fn frame(&mut self, f: Frame) -> Result<(), Error> {
+            self.0.push(f.header.tag);
+            Ok(())
+        }
+        fn pause(&mut self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_pause_stops_the_feed_at_the_frame_boundary() {
+        let mut stream = data(1, b"one", 2);
+        let first = stream.len();
+        stream.extend(data(2, b"two", 2));
+        let mut r = FrameReader::new(rx());
+        let mut sink = Pausing(Vec::new());
+        let n = r.feed(&stream, &mut sink).unwrap();
+        assert_eq!(n, first, "stopped after the first frame");
+        assert_eq!(sink.0, vec![1]);
+        assert!(r.at_frame_boundary());
+        assert_eq!(r.feed(&stream[n..], &mut sink).unwrap(), stream.len() - n);
+        assert_eq!(sink.0, vec![1, 2]);
     }
 
     #[test]

@@ -1,0 +1,200 @@
+//! Messages longer than one frame, and the frames of the layers above:
+//! COLLECTIVE (sperli-collective) and the checkpoint and RESUME frames
+//! (sperli-ckpt).
+
+use sperli_wire::error::{ArgumentError, FrameError, MismatchError};
+use sperli_wire::header::FrameHeader;
+use sperli_wire::limits::{COLLECTIVE_HEADER_LEN, MAX_PAYLOAD};
+use sperli_wire::payload::Payload;
+use sperli_wire::{Error, FrameType};
+
+use super::send::Bytes;
+use super::{Endpoint, EAGER_LIMIT};
+use crate::proto::connection::{Incoming, Outgoing};
+use crate::proto::large::split;
+
+impl Endpoint {
+    /// Sends a message of any length as several DATA frames (the
+    /// convention is in the crate docs). Each frame is written from `data`
+    /// itself as the socket takes it, the next one right behind it, so a
+    /// large message streams at the rate of a single frame.
+    pub fn send_large(&self, to: u32, tag: u32, data: &[u8]) -> Result<(), Error> {
+        self.check_data(to, tag, 0)?;
+        let pieces = split(data.len());
+        if to == self.rank() || pieces[0].len() <= EAGER_LIMIT {
+            for p in &pieces {
+                let mut f = self.take_buffer(p.len());
+                if let Some(prefix) = p.prefix {
+                    f.extend_from_slice(&prefix);
+                }
+                f.extend_from_slice(&data[p.range.clone()]);
+                self.send_vec(to, tag, f)?;
+            }
+            return Ok(());
+        }
+        let h = self.shared.ctx.header(FrameType::Data, to).with_tag(tag);
+        for p in &pieces {
+            let prefix = p.prefix.as_ref().map_or(&[][..], |x| &x[..]);
+            self.send_streamed(to, h, prefix, &data[p.range.clone()])?;
+        }
+        Ok(())
+    }
+
+    /// Receives a message sent with [`Endpoint::send_large`]: its frames go
+    /// straight into the message as they arrive (one copy, from TLS).
+    pub fn recv_large(&self, from: u32, tag: u32) -> Result<Vec<u8>, Error> {
+        let mut out = Vec::new();
+        self.recv_large_into(from, tag, &mut out)?;
+        Ok(out)
+    }
+
+    /// As [`Endpoint::recv_large`], into `out` (cleared first): a receiver
+    /// that passes the same vector again reuses its memory, as an MPI
+    /// receive fills the caller's buffer (a fresh vector of more than
+    /// 32 MiB is mapped and faulted in page by page). On an error `out` is
+    /// left empty.
+    pub fn recv_large_into(&self, from: u32, tag: u32, out: &mut Vec<u8>) -> Result<(), Error> {
+        self.check()?;
+        self.check_rank(from)?;
+        if tag > sperli_wire::limits::MAX_USER_TAG {
+            return Err(ArgumentError::Tag { tag }.into());
+        }
+        let buf = std::mem::take(out);
+        let id = self.shared.state().post_large_into(from, tag, buf);
+        *out = self.wait_recv(id)?.1;
+        Ok(())
+    }
+
+    /// Sends a COLLECTIVE frame to `to`; `payload` is the 16-byte collective
+    /// header followed by the data, encoded by the caller (at most 16777216
+    /// bytes in all). To this rank itself it is queued locally.
+    pub fn send_collective(&self, to: u32, payload: &[u8]) -> Result<(), Error> {
+        self.send_collective_bytes(to, Bytes::Borrowed(payload))
+    }
+
+    /// As [`Endpoint::send_collective`] with a payload the transport takes
+    /// over (no copy); e.g. a buffer from [`Endpoint::take_buffer`].
+    pub fn send_collective_vec(&self, to: u32, payload: Vec<u8>) -> Result<(), Error> {
+        self.send_collective_bytes(to, Bytes::Owned(payload))
+    }
+
+    fn send_collective_bytes(&self, to: u32, payload: Bytes<'_>) -> Result<(), Error> {
+        match self.start_collective(to, payload)? {
+            Some(seq) => self.wait_written(seq),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks and starts one COLLECTIVE frame to `to`; `Some(seq)` when the
+    /// caller must still wait for it to be written (a large payload).
+    fn start_collective(&self, to: u32, payload: Bytes<'_>) -> Result<Option<u64>, Error> {
+        self.check()?;
+        self.check_rank(to)?;
+        if payload.len() < COLLECTIVE_HEADER_LEN {
+            return Err(Error::CollectiveMismatch(MismatchError::Length {
+                from: self.rank(),
+                expected: COLLECTIVE_HEADER_LEN as u64,
+                got: payload.len() as u64,
+            }));
+        }
+        if payload.len() > MAX_PAYLOAD as usize {
+            return Err(ArgumentError::TooLong {
+                len: payload.len() - COLLECTIVE_HEADER_LEN,
+                max: MAX_PAYLOAD as usize - COLLECTIVE_HEADER_LEN,
+            }
+            .into());
+        }
+        if to == self.rank() {
+            let payload = payload.into_vec(&self.shared.pool);
+            self.deliver_local(Incoming::Collective(payload));
+            return Ok(None);
+        }
+        let big = payload.len() > EAGER_LIMIT;
+        let h = self.shared.ctx.header(FrameType::Collective, to);
+        let seq = if big { self.seq() } else { 0 };
+        let written = self.push_bytes(to, h, payload, seq)?;
+        Ok((big && !written).then_some(seq))
+    }
+
+    /// Sends the same COLLECTIVE payload to every rank in `to` and returns
+    /// once each frame is written, as [`Endpoint::send_collective`] would
+    /// one after another; but every frame is started before any is waited
+    /// for, so a large payload's records for the next peer are encrypted
+    /// while the previous peer reads. Peak memory: the ciphertext of one
+    /// payload per peer in `to`.
+    pub fn send_collective_each(&self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
+        let mut pending = Vec::new();
+        for &r in to {
+            if let Some(seq) = self.start_collective(r, Bytes::Borrowed(payload))? {
+                pending.push(seq);
+            }
+        }
+        for seq in pending {
+            self.wait_written(seq)?;
+        }
+        Ok(())
+    }
+
+    /// The next COLLECTIVE payload from `from`, in arrival order (DATA that
+    /// arrives meanwhile is kept for `recv`, and vice versa).
+    pub fn recv_collective(&self, from: u32) -> Result<Vec<u8>, Error> {
+        self.check_rank(from)?;
+        self.check()?;
+        self.wait(|| {
+            self.shared
+                .state()
+                .wait_on(Some(from), |m| m.pop_collective(from).map(Ok))
+        })
+    }
+
+    /// Sends a checkpoint or RESUME frame (CKPT_BEGIN, CKPT_DATA, CKPT_ACK,
+    /// CKPT_COMMIT, RESUME) to `to` with `header_epoch` in the header. Other
+    /// payload types are refused (use `send`/`send_collective`).
+    pub fn send_frame(
+        &self,
+        to: u32,
+        header_epoch: u64,
+        payload: &Payload<'_>,
+    ) -> Result<(), Error> {
+        self.check()?;
+        self.check_rank(to)?;
+        let t = payload.frame_type();
+        if !matches!(
+            t,
+            FrameType::CkptBegin
+                | FrameType::CkptData
+                | FrameType::CkptAck
+                | FrameType::CkptCommit
+                | FrameType::Resume
+        ) {
+            return Err(FrameError::Unexpected {
+                frame_type: t,
+                when: "through send_frame (checkpoint and RESUME frames only)",
+            }
+            .into());
+        }
+        let mut bytes = Vec::new();
+        payload.encode(&mut bytes);
+        let h = self.shared.ctx.header(t, to).with_epoch(header_epoch);
+        if to == self.rank() {
+            let mut h = h;
+            h.length = bytes.len() as u32;
+            self.deliver_local(Incoming::Checkpoint(h, bytes));
+            return Ok(());
+        }
+        self.push(to, Outgoing::new(h, bytes, 0)).map(|_| ())
+    }
+
+    /// The next checkpoint or RESUME frame from `from` (header and payload
+    /// bytes, which decode with `Payload::decode(header.frame_type, ..)`),
+    /// in arrival order.
+    pub fn recv_ckpt(&self, from: u32) -> Result<(FrameHeader, Vec<u8>), Error> {
+        self.check_rank(from)?;
+        self.check()?;
+        self.wait(|| {
+            self.shared
+                .state()
+                .wait_on(Some(from), |m| m.pop_ckpt(from).map(Ok))
+        })
+    }
+}

@@ -1,0 +1,227 @@
+//! The receive side of [`Endpoint`]: receives from a source or any
+//! source, posted receives and their handles, probes, waits over several
+//! handles. Matching is [`crate::proto::matching`]'s; every wait drives
+//! the sockets on the waiting thread (`io::driver`).
+
+use sperli_wire::error::ArgumentError;
+use sperli_wire::limits::MAX_USER_TAG;
+use sperli_wire::Error;
+
+use super::Endpoint;
+use crate::proto::matching::{departed, Message, RecvId, Status};
+
+/// A posted receive ([`Endpoint::irecv`], [`Endpoint::irecv_match`]).
+#[derive(Debug)]
+pub struct RecvHandle<'a> {
+    ep: &'a Endpoint,
+    id: RecvId,
+    closed: bool,
+}
+
+impl RecvHandle<'_> {
+    fn close(&mut self) {
+        if !self.closed {
+            self.closed = true;
+            let mut st = self.ep.shared.state();
+            st.count_recv(false);
+            st.cancel(self.id);
+        }
+    }
+
+    /// True once the handle completed (by `test`, `wait` or a wait over
+    /// several handles).
+    pub fn is_done(&self) -> bool {
+        self.closed
+    }
+
+    /// The message, if it has come (the handle is then closed). Makes
+    /// progress first, as every `test` does.
+    pub fn test(&mut self) -> Result<Option<Message>, Error> {
+        if self.closed {
+            return Ok(None);
+        }
+        self.ep.progress()?;
+        let r = self.ep.shared.state().poll_recv(self.id);
+        match r {
+            Some(r) => {
+                self.close();
+                r.map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Waits for the message.
+    pub fn wait(mut self) -> Result<Message, Error> {
+        let r = self.ep.wait_recv(self.id);
+        self.close();
+        r
+    }
+}
+
+impl Drop for RecvHandle<'_> {
+    fn drop(&mut self) {
+        // A dropped, unfinished receive is cancelled; a message it matched
+        // but nobody took is lost with it.
+        self.close();
+    }
+}
+
+impl Endpoint {
+    fn check_source(&self, source: Option<u32>, tag: Option<u32>) -> Result<(), Error> {
+        self.check()?;
+        if let Some(s) = source {
+            self.check_rank(s)?;
+        }
+        if let Some(t) = tag {
+            if t > MAX_USER_TAG {
+                return Err(ArgumentError::Tag { tag: t }.into());
+            }
+        }
+        Ok(())
+    }
+
+    fn post(&self, source: Option<u32>, tag: Option<u32>) -> Result<RecvId, Error> {
+        self.check_source(source, tag)?;
+        Ok(self.shared.state().post(source, tag))
+    }
+
+    pub(super) fn wait_recv(&self, id: RecvId) -> Result<Message, Error> {
+        self.wait(|| self.shared.state().poll_recv(id))
+    }
+
+    /// Receives the next message from `from` with `tag` (arrival order).
+    /// When `from` left (BYE) and nothing queued from it matches: H1613
+    /// with `LossCause::Departed`.
+    pub fn recv(&self, from: u32, tag: u32) -> Result<Vec<u8>, Error> {
+        let id = self.post(Some(from), Some(tag))?;
+        self.wait_recv(id).map(|(_, m)| m)
+    }
+
+    /// Receives the next message from `from` with any tag.
+    pub fn recv_any_tag(&self, from: u32) -> Result<Message, Error> {
+        let id = self.post(Some(from), None)?;
+        self.wait_recv(id)
+    }
+
+    /// Receives the first message to arrive that matches `source` (`None`:
+    /// any source) and `tag` (`None`: any tag), with its [`Status`]. Which
+    /// of several senders an any-source receive gets depends on timing,
+    /// as in MPI (`MPI_ANY_SOURCE`); from one sender, messages come in
+    /// the order it sent them.
+    pub fn recv_match(&self, source: Option<u32>, tag: Option<u32>) -> Result<Message, Error> {
+        let id = self.post(source, tag)?;
+        self.wait_recv(id)
+    }
+
+    /// Posts a receive from `from` with `tag` (or any tag with `None`).
+    /// Posted receives match in post order.
+    pub fn irecv(&self, from: u32, tag: Option<u32>) -> Result<RecvHandle<'_>, Error> {
+        self.irecv_match(Some(from), tag)
+    }
+
+    /// Posts a receive from `source` (`None`: any source) with `tag`
+    /// (`None`: any tag); see [`Endpoint::recv_match`].
+    pub fn irecv_match(
+        &self,
+        source: Option<u32>,
+        tag: Option<u32>,
+    ) -> Result<RecvHandle<'_>, Error> {
+        self.check_source(source, tag)?;
+        let id = {
+            let mut st = self.shared.state();
+            st.count_recv(true);
+            st.post(source, tag)
+        };
+        Ok(RecvHandle {
+            ep: self,
+            id,
+            closed: false,
+        })
+    }
+
+    /// Waits until a message matching `source` and `tag` (`None`: any) has
+    /// arrived and returns its [`Status`], leaving it to be received
+    /// (MPI's `probe`).
+    pub fn probe(&self, source: Option<u32>, tag: Option<u32>) -> Result<Status, Error> {
+        self.check_source(source, tag)?;
+        self.wait(|| {
+            let st = self.shared.state();
+            if let Some(s) = st.probe(source, tag) {
+                return Some(Ok(s));
+            }
+            let s = source?;
+            st.departed(s).then(|| Err(departed(s)))
+        })
+    }
+
+    /// The [`Status`] of a message matching `source` and `tag` that has
+    /// arrived, if any, left to be received (MPI's `iprobe`). Makes
+    /// progress first.
+    pub fn iprobe(&self, source: Option<u32>, tag: Option<u32>) -> Result<Option<Status>, Error> {
+        self.check_source(source, tag)?;
+        self.progress()?;
+        Ok(self.shared.state().probe(source, tag))
+    }
+
+    /// Waits until one of `handles` completes and returns its index and
+    /// message; the handle is then done. `Ok(None)` when no handle is
+    /// still open (MPI's `MPI_UNDEFINED`). When several complete at once,
+    /// the lowest index is reported first.
+    pub fn wait_any(
+        &self,
+        handles: &mut [RecvHandle<'_>],
+    ) -> Result<Option<(usize, Message)>, Error> {
+        if handles.iter().all(|h| h.closed) {
+            return Ok(None);
+        }
+        let (i, r) = self.wait(|| first_complete(self, handles).map(Ok))?;
+        handles[i].close();
+        r.map(|m| Some((i, m)))
+    }
+
+    /// As [`Endpoint::wait_any`] without waiting: `Ok(None)` when none of
+    /// `handles` has completed yet. Makes progress first.
+    pub fn test_any(
+        &self,
+        handles: &mut [RecvHandle<'_>],
+    ) -> Result<Option<(usize, Message)>, Error> {
+        self.progress()?;
+        match first_complete(self, handles) {
+            Some((i, r)) => {
+                handles[i].close();
+                r.map(|m| Some((i, m)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Waits until every one of `handles` completed; their messages in
+    /// handle order (`None` for a handle that was done already).
+    pub fn wait_all(&self, handles: &mut [RecvHandle<'_>]) -> Result<Vec<Option<Message>>, Error> {
+        let mut out: Vec<Option<Message>> = handles.iter().map(|_| None).collect();
+        while let Some((i, m)) = self.wait_any(handles)? {
+            out[i] = Some(m);
+        }
+        Ok(out)
+    }
+
+    /// Open send and receive handles `(sends, recvs)`: created and not yet
+    /// completed by `wait`/`test` or dropped (H1624 needs them).
+    pub fn open_handles(&self) -> (u64, u64) {
+        self.shared.state().open_handles()
+    }
+}
+
+/// The first of `handles` that completed, with its index and outcome.
+fn first_complete(
+    ep: &Endpoint,
+    handles: &[RecvHandle<'_>],
+) -> Option<(usize, Result<Message, Error>)> {
+    let mut st = ep.shared.state();
+    handles
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| !h.closed)
+        .find_map(|(i, h)| st.poll_recv(h.id).map(|r| (i, r)))
+}

@@ -1,0 +1,328 @@
+//! The sockets of set-up (protocol §5): the listener, dialling and
+//! accepting, the TLS handshake, the subject check and the HELLO, run by
+//! the I/O loop with the policy of [`crate::proto::setup::Setup`].
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use mio::net::{TcpListener, TcpStream};
+use mio::unix::SourceFd;
+use mio::{Interest, Token};
+use rustls::{ClientConnection, ServerConnection};
+use sperli_tls::config::{check_peer, server_name_for_host};
+use sperli_tls::pki::peer_identity;
+use sperli_wire::error::{AuthError, TlsFailure};
+use sperli_wire::Error;
+
+use crate::io::deliver::ToMatching;
+use crate::io::event_loop::{EventLoop, Sock, READ_BUDGET};
+use crate::io::link::{Link, LinkIo, ReadStatus, SockFail, TLS_BUFFER};
+use crate::job::unix_ms;
+use crate::proto::connection::{Connection, JobContext};
+
+fn resolve(host: &str, port: u16) -> std::io::Result<SocketAddr> {
+    use std::net::ToSocketAddrs;
+    (host, port)
+        .to_socket_addrs()?
+        .find(SocketAddr::is_ipv4)
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no IPv4 address"))
+}
+
+/// Binds the rank's own listener (host:port from the job description;
+/// protocol §5.1 step 1).
+pub(crate) fn bind(ctx: &JobContext) -> Result<TcpListener, Error> {
+    let own = &ctx.hosts[ctx.rank as usize];
+    let addr = resolve(&own.host, own.port).map_err(|e| Error::io("resolving own host", &e))?;
+    TcpListener::bind(addr).map_err(|e| Error::io("binding own host:port", &e))
+}
+
+/// What went wrong on a socket that is not authenticated yet.
+enum Dropped {
+    /// Close it; `Some`: a failure to authenticate, which counts.
+    Socket(Option<Error>),
+}
+
+impl EventLoop {
+    fn register(&self, link: &Link) -> bool {
+        self.poll
+            .registry()
+            .register(
+                &mut SourceFd(&link.fd),
+                link.token,
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .is_ok()
+    }
+
+    /// Accepts what the listener queued ("Accepts one connection from
+    /// every lower rank", §5.1 step 3).
+    pub(crate) fn accept(&mut self) {
+        loop {
+            let Some(l) = self.listener.as_ref() else {
+                return;
+            };
+            match l.accept() {
+                Ok((tcp, _)) => {
+                    if self.setup.is_done() || self.ending.is_ending() {
+                        continue; // dropped: set-up is over
+                    }
+                    let _ = tcp.set_nodelay(true);
+                    let Ok(mut tls) = ServerConnection::new(self.server.clone()) else {
+                        continue;
+                    };
+                    tls.set_buffer_limit(Some(TLS_BUFFER));
+                    let t = self.new_token();
+                    let link = Arc::new(Link::new(t, tcp, rustls::Connection::Server(tls)));
+                    if !self.register(&link) {
+                        continue;
+                    }
+                    self.socks.insert(
+                        t,
+                        Sock {
+                            link,
+                            dialled: None,
+                            connected: true,
+                            peer: None,
+                        },
+                    );
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return, // e.g. EMFILE: try again on the next event
+            }
+        }
+    }
+
+    /// Dials `rank` ("Connects to every higher rank", §5.1 step 2).
+    pub(crate) fn dial(&mut self, rank: u32, now: Instant) {
+        let entry = &self.shared.ctx.hosts[rank as usize];
+        let (Ok(addr), Ok(name)) = (
+            resolve(&entry.host, entry.port),
+            server_name_for_host(&entry.host),
+        ) else {
+            self.setup.handle_dial_failed(rank, now);
+            return;
+        };
+        let Ok(mut tls) = ClientConnection::new(self.client.clone(), name) else {
+            self.setup.handle_dial_failed(rank, now);
+            return;
+        };
+        tls.set_buffer_limit(Some(TLS_BUFFER));
+        let Ok(tcp) = TcpStream::connect(addr) else {
+            self.setup.handle_dial_failed(rank, now);
+            return;
+        };
+        let t = self.new_token();
+        let link = Arc::new(Link::new(t, tcp, rustls::Connection::Client(tls)));
+        if !self.register(&link) {
+            self.setup.handle_dial_failed(rank, now);
+            return;
+        }
+        self.socks.insert(
+            t,
+            Sock {
+                link,
+                dialled: Some(rank),
+                connected: false,
+                peer: None,
+            },
+        );
+    }
+
+    /// Drops a socket that did not authenticate; the policy decides what
+    /// follows (a dialled rank is dialled again, an authentication failure
+    /// counts for H1611).
+    pub(crate) fn drop_unauthenticated(&mut self, t: Token, error: Option<Error>) {
+        let Some(s) = self.socks.remove(&t) else {
+            return;
+        };
+        let peer = s.link.lock().conn.as_ref().map(Connection::peer);
+        self.setup
+            .handle_dropped(s.dialled, peer, error, Instant::now());
+        if let Some(at) = self.setup.next_timeout() {
+            self.next_timer = self.next_timer.min(at);
+        }
+    }
+
+    /// Drives a socket that is not authenticated yet: connect, TLS, the
+    /// subject check, HELLO.
+    pub(crate) fn drive_setup(&mut self, t: Token) {
+        match self.drive_setup_inner(t) {
+            Ok(()) => {}
+            Err(Dropped::Socket(e)) => self.drop_unauthenticated(t, e),
+        }
+        // What was delivered, now that no lock is held.
+        self.shared.wake();
+    }
+
+    fn drive_setup_inner(&mut self, t: Token) -> Result<(), Dropped> {
+        let Some(s) = self.socks.get_mut(&t) else {
+            return Ok(());
+        };
+        let link = s.link.clone();
+        let mut g = link.lock();
+        let l = &mut *g;
+        if l.dead {
+            return Ok(());
+        }
+        if !s.connected {
+            match l.tcp.take_error() {
+                Ok(None) => {}
+                _ => return Err(Dropped::Socket(None)),
+            }
+            match l.tcp.peer_addr() {
+                Ok(_) => {
+                    s.connected = true;
+                    let _ = l.tcp.set_nodelay(true);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotConnected => return Ok(()),
+                Err(_) => return Err(Dropped::Socket(None)),
+            }
+        }
+        let dialled = s.dialled;
+        let now_ms = unix_ms(SystemTime::now());
+        let shared = self.shared.clone();
+        loop {
+            let peer = l.conn.as_ref().map_or(0, Connection::peer);
+            let mut sink = ToMatching::new(&shared, peer, None);
+            sink.hold = true;
+            let r = l.read(READ_BUDGET, Instant::now(), now_ms, &mut sink, false);
+            let authenticated = sink.authenticated;
+            match r {
+                Ok(ReadStatus::HandshakeDone) => {
+                    self.handshake_done(dialled, l)?;
+                    continue;
+                }
+                Ok(status) => {
+                    if let Some(features) = authenticated {
+                        if !self.authenticated(t, peer, features) {
+                            // A second connection for the rank: its
+                            // frames do not count (§5.3).
+                            return Err(Dropped::Socket(None));
+                        }
+                        sink.flush();
+                        l.stream = sink.stream.take();
+                    }
+                    match status {
+                        ReadStatus::More if !self.unfinished.contains(&t) => {
+                            self.unfinished.push(t);
+                        }
+                        ReadStatus::Closed => {
+                            if authenticated.is_none() {
+                                return Err(Dropped::Socket(Some(Error::Authentication {
+                                    peer: dialled,
+                                    error: AuthError::Tls(TlsFailure::Broken),
+                                })));
+                            }
+                            // Authenticated and closed at once: read again
+                            // at once, where the close is the connection's.
+                            if !self.unfinished.contains(&t) {
+                                self.unfinished.push(t);
+                            }
+                        }
+                        _ => {}
+                    }
+                    break;
+                }
+                Err(SockFail::Frame(e)) => return Err(Dropped::Socket(Some(e))),
+                Err(SockFail::Tls(f)) => {
+                    return Err(Dropped::Socket(Some(Error::Authentication {
+                        peer: dialled,
+                        error: AuthError::Tls(f),
+                    })))
+                }
+                Err(SockFail::Socket(_)) => {
+                    return Err(Dropped::Socket(Some(Error::Authentication {
+                        peer: dialled,
+                        error: AuthError::Tls(TlsFailure::Broken),
+                    })))
+                }
+            }
+        }
+        if l.flush(&mut |_| {}).is_err() {
+            return Err(Dropped::Socket(None));
+        }
+        link.note_backlog(l);
+        Ok(())
+    }
+
+    /// The TLS handshake completed: the peer's certificate must name the
+    /// rank dialled, or for an accepted connection a lower rank not yet
+    /// connected (§2.2, §5.3); then HELLO goes out at once (§5.1 step 5).
+    fn handshake_done(&mut self, dialled: Option<u32>, l: &mut LinkIo) -> Result<(), Dropped> {
+        let ctx = self.shared.ctx.clone();
+        let job = ctx.job_id;
+        let rank = match dialled {
+            Some(r) => r,
+            None => {
+                let cn = l
+                    .tls
+                    .peer_certificates()
+                    .and_then(|c| c.first())
+                    .and_then(|c| peer_identity(c).ok())
+                    .map(|id| id.common_name)
+                    .unwrap_or_default();
+                self.setup
+                    .accepted_rank(&job, &cn)
+                    .map_err(|e| Dropped::Socket(Some(e)))?
+            }
+        };
+        check_peer(&l.tls, &job, rank).map_err(|e| Dropped::Socket(Some(e)))?;
+        let now = Instant::now();
+        let mut c = Connection::with_pool(
+            ctx,
+            rank,
+            self.settings.silence,
+            now,
+            self.shared.pool.clone(),
+        );
+        c.queue_hello(&self.token, now)
+            .map_err(|e| Dropped::Socket(Some(e)))?;
+        l.conn = Some(c);
+        self.next_timer = self
+            .next_timer
+            .min(now + std::time::Duration::from_millis(10));
+        Ok(())
+    }
+
+    /// `rank`'s HELLO verified on socket `t` with `features`. False for a
+    /// second connection claiming an authenticated rank.
+    fn authenticated(&mut self, t: Token, rank: u32, features: u64) -> bool {
+        if !self.setup.handle_authenticated(rank) {
+            return false;
+        }
+        // Every rank sees every peer's HELLO, so every rank decides the
+        // job's extensions alike (protocol §7.1.1).
+        self.shared
+            .job_features
+            .fetch_and(features, Ordering::Relaxed);
+        if let Some(s) = self.socks.get_mut(&t) {
+            s.peer = Some(rank);
+            if let Some(slot) = self.shared.links.get(rank as usize) {
+                let _ = slot.set(Arc::downgrade(&s.link));
+            }
+            let _ = self.shared.driver.register(rank, &s.link);
+        }
+        self.check_setup_done();
+        true
+    }
+
+    /// Once every peer is authenticated: no more accepts, half-done
+    /// sockets go, and the program may run.
+    pub(crate) fn check_setup_done(&mut self) {
+        if !self.setup.is_done() || self.shared.setup_done.load(Ordering::SeqCst) {
+            return;
+        }
+        if self.ending.is_ending() {
+            return;
+        }
+        if let Some(mut l) = self.listener.take() {
+            let _ = self.poll.registry().deregister(&mut l);
+        }
+        self.socks.retain(|_, s| s.peer.is_some());
+        self.shared.setup_done.store(true, Ordering::SeqCst);
+        self.shared.bump();
+    }
+}

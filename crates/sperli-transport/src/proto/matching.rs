@@ -1,0 +1,450 @@
+//! What a rank received and what its program waits for, sans I/O: DATA
+//! matched to receives by (source, tag) in arrival order (protocol §6.5),
+//! COLLECTIVE, checkpoint and RESUME frames kept in arrival order until
+//! the call they answer takes them (protocol §8.8), the peers that left,
+//! and which sends are written.
+//!
+//! Receives match as MPI's do. A posted receive names a source or any
+//! source, a tag or any tag. A DATA frame goes to the first posted receive
+//! (in post order) that it matches, else it waits in its source's queue of
+//! unexpected messages; a receive posted later takes the first queued
+//! message it matches, for any source the one that arrived first. Which
+//! sender an any-source receive gets is therefore a matter of timing, as
+//! in MPI.
+//!
+//! Every wait of the transport is one [`Matching::wait_on`] with a `pick`
+//! that takes what the wait is for: the completed receive, the next
+//! COLLECTIVE payload from a peer, the next checkpoint frame.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use sperli_wire::error::LossCause;
+use sperli_wire::header::FrameHeader;
+use sperli_wire::Error;
+
+use crate::proto::connection::Incoming;
+use crate::proto::large::LargeAssembly;
+
+/// What a completed receive reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Status {
+    /// The sender's rank.
+    pub source: u32,
+    /// The message's tag.
+    pub tag: u32,
+    /// The message length in bytes.
+    pub len: usize,
+}
+
+/// A received message.
+pub type Message = (Status, Vec<u8>);
+
+/// A posted receive.
+pub type RecvId = u64;
+
+#[derive(Debug)]
+enum Want {
+    /// One frame is the message.
+    Whole,
+    /// A `send_large` message, assembled over several frames; `None` while
+    /// one of its frames streams straight into the assembly.
+    Large(Option<LargeAssembly>),
+}
+
+#[derive(Debug)]
+struct Posted {
+    id: RecvId,
+    source: Option<u32>,
+    tag: Option<u32>,
+    want: Want,
+}
+
+impl Posted {
+    fn matches(&self, from: u32, tag: u32) -> bool {
+        self.source.is_none_or(|s| s == from) && self.tag.is_none_or(|t| t == tag)
+    }
+}
+
+#[derive(Debug)]
+struct Unexpected {
+    arrival: u64,
+    tag: u32,
+    payload: Vec<u8>,
+}
+
+/// One rank's receive state (see the module docs).
+#[derive(Debug)]
+pub struct Matching {
+    me: u32,
+    unexpected: Vec<VecDeque<Unexpected>>,
+    arrivals: u64,
+    posted: VecDeque<Posted>,
+    completed: HashMap<RecvId, Result<Message, Error>>,
+    collective: Vec<VecDeque<Vec<u8>>>,
+    ckpt: Vec<VecDeque<(FrameHeader, Vec<u8>)>>,
+    departed: Vec<bool>,
+    written: HashSet<u64>,
+    undelivered: HashMap<u64, u32>,
+    next_id: RecvId,
+    open_sends: u64,
+    open_recvs: u64,
+}
+
+impl Matching {
+    /// The state of rank `me` of a job of `size` ranks.
+    pub fn new(size: u32, me: u32) -> Self {
+        let n = size as usize;
+        Self {
+            me,
+            unexpected: (0..n).map(|_| VecDeque::new()).collect(),
+            arrivals: 0,
+            posted: VecDeque::new(),
+            completed: HashMap::new(),
+            collective: (0..n).map(|_| VecDeque::new()).collect(),
+            ckpt: (0..n).map(|_| VecDeque::new()).collect(),
+            departed: vec![false; n],
+            written: HashSet::new(),
+            undelivered: HashMap::new(),
+            next_id: 0,
+            open_sends: 0,
+            open_recvs: 0,
+        }
+    }
+
+    /// An accepted frame from `from` (the transport handles
+    /// `Authenticated` itself; a BYE counts only once the peer closed,
+    /// [`Matching::handle_departed`]).
+    pub fn handle_incoming(&mut self, from: u32, inc: Incoming) {
+        let f = from as usize;
+        match inc {
+            Incoming::Data { tag, payload } => self.handle_data(from, tag, payload),
+            Incoming::Collective(p) => self.collective[f].push_back(p),
+            Incoming::Checkpoint(h, p) => self.ckpt[f].push_back((h, p)),
+            Incoming::Bye | Incoming::Authenticated { .. } => {}
+        }
+    }
+
+    /// A DATA frame from `from` with `tag`.
+    pub fn handle_data(&mut self, from: u32, tag: u32, payload: Vec<u8>) {
+        let pos = self
+            .posted
+            .iter()
+            .position(|p| p.matches(from, tag) && !matches!(p.want, Want::Large(None)));
+        let Some(i) = pos else {
+            self.arrivals += 1;
+            self.unexpected[from as usize].push_back(Unexpected {
+                arrival: self.arrivals,
+                tag,
+                payload,
+            });
+            return;
+        };
+        let p = &mut self.posted[i];
+        match &mut p.want {
+            Want::Whole => {
+                let status = Status {
+                    source: from,
+                    tag,
+                    len: payload.len(),
+                };
+                let id = p.id;
+                self.posted.remove(i);
+                self.completed.insert(id, Ok((status, payload)));
+            }
+            Want::Large(Some(asm)) => {
+                let r = asm.push_frame(&payload);
+                self.large_progress(i, from, tag, r);
+            }
+            Want::Large(None) => unreachable!("skipped above"),
+        }
+    }
+
+    /// After a frame went into the large receive at `i`: complete or fail
+    /// it, or leave it posted for the next frame.
+    fn large_progress(&mut self, i: usize, from: u32, tag: u32, r: Result<bool, Error>) {
+        let done = match r {
+            Ok(false) => return,
+            Ok(true) => None,
+            Err(e) => Some(e),
+        };
+        let Some(p) = self.posted.remove(i) else {
+            return;
+        };
+        let result = match (done, p.want) {
+            (Some(e), _) => Err(e),
+            (None, Want::Large(Some(asm))) => {
+                let m = asm.into_message();
+                Ok((
+                    Status {
+                        source: from,
+                        tag,
+                        len: m.len(),
+                    },
+                    m,
+                ))
+            }
+            (None, _) => return,
+        };
+        self.completed.insert(p.id, result);
+    }
+
+    /// A DATA frame from `from` with `tag` passed its checks, its payload
+    /// not yet read: when the receive it goes to is a large receive, its
+    /// assembly is handed out so the payload streams straight into it
+    /// (and must come back through [`Matching::end_stream`]).
+    pub fn start_stream(&mut self, from: u32, tag: u32) -> Option<(RecvId, LargeAssembly)> {
+        let p = self
+            .posted
+            .iter_mut()
+            .find(|p| p.matches(from, tag) && !matches!(p.want, Want::Large(None)))?;
+        match &mut p.want {
+            Want::Large(asm @ Some(_)) => asm.take().map(|a| (p.id, a)),
+            _ => None,
+        }
+    }
+
+    /// The streamed frame of [`Matching::start_stream`] is complete, or
+    /// (`cut` is the error) the connection ended inside it: the receive
+    /// fails with that error.
+    pub fn end_stream(
+        &mut self,
+        id: RecvId,
+        from: u32,
+        tag: u32,
+        mut asm: LargeAssembly,
+        cut: Option<Error>,
+    ) {
+        let Some(i) = self.posted.iter().position(|p| p.id == id) else {
+            return; // cancelled meanwhile
+        };
+        let r = match cut {
+            Some(e) => Err(e),
+            None => asm.end_frame(),
+        };
+        self.posted[i].want = Want::Large(Some(asm));
+        self.large_progress(i, from, tag, r);
+    }
+
+    /// The peer `from` has left: it said BYE and closed (or never closed
+    /// within the silence limit).
+    pub fn handle_departed(&mut self, from: u32) {
+        if let Some(d) = self.departed.get_mut(from as usize) {
+            *d = true;
+        }
+    }
+
+    /// True once `from` has left.
+    pub fn departed(&self, from: u32) -> bool {
+        self.departed.get(from as usize).copied().unwrap_or(false)
+    }
+
+    fn first_match(&self, source: Option<u32>, tag: Option<u32>) -> Option<(usize, usize)> {
+        let ok = |u: &Unexpected| tag.is_none_or(|t| t == u.tag);
+        let in_queue = |s: usize| {
+            self.unexpected[s]
+                .iter()
+                .position(ok)
+                .map(|i| (s, i, self.unexpected[s][i].arrival))
+        };
+        match source {
+            Some(s) => in_queue(s as usize).map(|(s, i, _)| (s, i)),
+            None => (0..self.unexpected.len())
+                .filter_map(in_queue)
+                .min_by_key(|&(_, _, arrival)| arrival)
+                .map(|(s, i, _)| (s, i)),
+        }
+    }
+
+    /// Posts a receive from `source` (`None`: any) with `tag` (`None`:
+    /// any). A queued message it matches completes it at once.
+    pub fn post(&mut self, source: Option<u32>, tag: Option<u32>) -> RecvId {
+        self.next_id += 1;
+        let id = self.next_id;
+        match self.first_match(source, tag) {
+            Some((s, i)) => {
+                let u = self.unexpected[s].remove(i).expect("found above");
+                let status = Status {
+                    source: s as u32,
+                    tag: u.tag,
+                    len: u.payload.len(),
+                };
+                self.completed.insert(id, Ok((status, u.payload)));
+            }
+            None => self.posted.push_back(Posted {
+                id,
+                source,
+                tag,
+                want: Want::Whole,
+            }),
+        }
+        id
+    }
+
+    /// Posts the receive of a `send_large` message from `from` with `tag`:
+    /// queued frames go into it first, later ones as they arrive.
+    pub fn post_large(&mut self, from: u32, tag: u32) -> RecvId {
+        self.post_large_into(from, tag, Vec::new())
+    }
+
+    /// As [`Matching::post_large`], the message assembled in `buf`.
+    pub fn post_large_into(&mut self, from: u32, tag: u32, buf: Vec<u8>) -> RecvId {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut asm = LargeAssembly::with_buffer(buf);
+        while let Some((s, i)) = self.first_match(Some(from), Some(tag)) {
+            let u = self.unexpected[s].remove(i).expect("found above");
+            match asm.push_frame(&u.payload) {
+                Ok(false) => continue,
+                Ok(true) => {
+                    let m = asm.into_message();
+                    let status = Status {
+                        source: from,
+                        tag,
+                        len: m.len(),
+                    };
+                    self.completed.insert(id, Ok((status, m)));
+                    return id;
+                }
+                Err(e) => {
+                    self.completed.insert(id, Err(e));
+                    return id;
+                }
+            }
+        }
+        self.posted.push_back(Posted {
+            id,
+            source: Some(from),
+            tag: Some(tag),
+            want: Want::Large(Some(asm)),
+        });
+        id
+    }
+
+    /// The outcome of receive `id`: its message (or its failure) once it
+    /// completed; `H1613` with [`LossCause::Departed`] once nothing queued
+    /// can complete it because its source left (an any-source receive:
+    /// every other rank left); `None` while it waits.
+    pub fn poll_recv(&mut self, id: RecvId) -> Option<Result<Message, Error>> {
+        if let Some(r) = self.completed.remove(&id) {
+            return Some(r);
+        }
+        let i = self.posted.iter().position(|p| p.id == id)?;
+        let gone = match self.posted[i].source {
+            Some(s) => self.departed(s).then_some(s),
+            None => {
+                let others = (0..self.departed.len() as u32).filter(|&r| r != self.me);
+                let mut last = None;
+                for r in others {
+                    if !self.departed(r) {
+                        return None;
+                    }
+                    last = Some(r);
+                }
+                last
+            }
+        };
+        let peer = gone?;
+        if matches!(self.posted[i].want, Want::Large(None)) {
+            return None; // a frame of it is being read
+        }
+        self.posted.remove(i);
+        Some(Err(departed(peer)))
+    }
+
+    /// Cancels receive `id`: a message it already took is dropped with it.
+    pub fn cancel(&mut self, id: RecvId) {
+        self.completed.remove(&id);
+        self.posted.retain(|p| p.id != id);
+    }
+
+    /// The message a receive from `source` with `tag` would take now, left
+    /// where it is (MPI's probe).
+    pub fn probe(&self, source: Option<u32>, tag: Option<u32>) -> Option<Status> {
+        let (s, i) = self.first_match(source, tag)?;
+        let u = &self.unexpected[s][i];
+        Some(Status {
+            source: s as u32,
+            tag: u.tag,
+            len: u.payload.len(),
+        })
+    }
+
+    /// One step of every wait: `pick` takes what the wait is for; when it
+    /// finds nothing and `from` (a peer the wait depends on) has left,
+    /// nothing can come any more: `H1613` ([`LossCause::Departed`]).
+    /// `None`: keep waiting.
+    pub fn wait_on<T>(
+        &mut self,
+        from: Option<u32>,
+        pick: impl FnOnce(&mut Self) -> Option<Result<T, Error>>,
+    ) -> Option<Result<T, Error>> {
+        if let Some(r) = pick(self) {
+            return Some(r);
+        }
+        let peer = from?;
+        self.departed(peer).then(|| Err(departed(peer)))
+    }
+
+    /// The next COLLECTIVE payload from `from`, in arrival order.
+    pub fn pop_collective(&mut self, from: u32) -> Option<Vec<u8>> {
+        self.collective.get_mut(from as usize)?.pop_front()
+    }
+
+    /// The next checkpoint or RESUME frame from `from`, in arrival order.
+    pub fn pop_ckpt(&mut self, from: u32) -> Option<(FrameHeader, Vec<u8>)> {
+        self.ckpt.get_mut(from as usize)?.pop_front()
+    }
+
+    /// Send `seq` is written.
+    pub fn handle_written(&mut self, seq: u64) {
+        self.written.insert(seq);
+    }
+
+    /// Send `seq` can never be written: its peer `peer` left first.
+    pub fn handle_undelivered(&mut self, seq: u64, peer: u32) {
+        self.undelivered.insert(seq, peer);
+    }
+
+    /// Whether send `seq` is written (`Some(Ok)`), can never be
+    /// (`Some(Err)`: its peer left), or not yet (`None`). Reports once.
+    pub fn poll_written(&mut self, seq: u64) -> Option<Result<(), Error>> {
+        if self.written.remove(&seq) {
+            return Some(Ok(()));
+        }
+        self.undelivered.remove(&seq).map(|p| Err(departed(p)))
+    }
+
+    /// Counts a send handle opened (`true`) or closed.
+    pub fn count_send(&mut self, open: bool) {
+        if open {
+            self.open_sends += 1;
+        } else {
+            self.open_sends = self.open_sends.saturating_sub(1);
+        }
+    }
+
+    /// Counts a receive handle opened (`true`) or closed.
+    pub fn count_recv(&mut self, open: bool) {
+        if open {
+            self.open_recvs += 1;
+        } else {
+            self.open_recvs = self.open_recvs.saturating_sub(1);
+        }
+    }
+
+    /// Open (send, receive) handles.
+    pub fn open_handles(&self) -> (u64, u64) {
+        (self.open_sends, self.open_recvs)
+    }
+}
+
+/// The error of a wait on `peer`, which left.
+pub fn departed(peer: u32) -> Error {
+    Error::PeerLost {
+        peer,
+        cause: LossCause::Departed,
+    }
+}
+
+#[cfg(test)]
+mod tests;
