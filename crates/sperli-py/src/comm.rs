@@ -9,6 +9,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use sperli_ckpt::JobKeys;
 use sperli_collective::Comm as RustComm;
+use sperli_transport::ErrorMode;
 use sperli_wire::abort::AbortReason;
 use sperli_wire::Error;
 
@@ -45,6 +46,21 @@ pub(crate) fn run<R: Send>(
         Err(gone) => Err(Fail::from(gone)),
     });
     out.map_err(|f| f.into_pyerr(py))
+}
+
+/// `sperli.ERRORS_RETURN`: failures of the job step are raised.
+pub(crate) const ERRORS_RETURN: &str = "exception";
+/// `sperli.ERRORS_ARE_FATAL`: a failure of the job step ends the process.
+pub(crate) const ERRORS_ARE_FATAL: &str = "fatal";
+
+fn error_mode(errors: &str) -> PyResult<ErrorMode> {
+    match errors {
+        ERRORS_RETURN => Ok(ErrorMode::Return),
+        ERRORS_ARE_FATAL => Ok(ErrorMode::Fatal),
+        _ => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "errors={errors:?}: \"exception\" (sperli.ERRORS_RETURN) or \"fatal\" (sperli.ERRORS_ARE_FATAL)"
+        ))),
+    }
 }
 
 /// `comm`, or the world communicator (`sperli.init()`) when `None`.
@@ -106,9 +122,10 @@ impl Comm {
         run(py, &self.slot, f)
     }
 
-    /// Joins the job on stdin (no GIL needed).
-    fn join() -> Result<(Slot, u32, u32, u32), Error> {
+    /// Joins the job on stdin (no GIL needed), errors handled by `mode`.
+    fn join(mode: ErrorMode) -> Result<(Slot, u32, u32, u32), Error> {
         let (comm, mut desc) = RustComm::from_stdin_with_description()?;
+        comm.link().set_errors(mode);
         let keys = JobKeys::from_description(&desc).map_err(Cause::Wire);
         desc.job_secret_key.fill(0);
         drop(desc);
@@ -131,11 +148,19 @@ impl Comm {
     /// the TLS 1.3 mesh and returns the world communicator. Call it once
     /// per process; `sperli.init()` and `sperli.COMM_WORLD` do.
     ///
+    /// `errors`: `"exception"` (`sperli.ERRORS_RETURN`, the default, as
+    /// mpi4py): a failure of the job step is raised as `JobError` by the
+    /// pending and every later call; `"fatal"` (`sperli.ERRORS_ARE_FATAL`):
+    /// the rank sends ABORT and its process ends at once with status
+    /// H-code - 1600 (the Rust default, `MPI_ERRORS_ARE_FATAL`).
+    ///
     /// Raises `SperliError` H1615 when the process was not started by
     /// `sperli run`, H1611/H1616 when set-up fails.
     #[staticmethod]
-    fn from_stdin(py: Python<'_>) -> PyResult<Comm> {
-        match py.detach(Comm::join) {
+    #[pyo3(signature = (errors = ERRORS_RETURN))]
+    fn from_stdin(py: Python<'_>, errors: &str) -> PyResult<Comm> {
+        let mode = error_mode(errors)?;
+        match py.detach(move || Comm::join(mode)) {
             Ok((slot, rank, size, incarnation)) => {
                 Ok(Comm::over(Arc::new(slot), rank, size, incarnation))
             }
@@ -212,6 +237,18 @@ impl Comm {
         });
         py.import("os")?.call_method1("_exit", (errorcode,))?;
         Ok(())
+    }
+
+    /// How a failure of the job step reaches the program from now on:
+    /// `"exception"` (`sperli.ERRORS_RETURN`) or `"fatal"`
+    /// (`sperli.ERRORS_ARE_FATAL`); see `Comm.from_stdin`.
+    #[pyo3(name = "Set_errhandler")]
+    fn set_errhandler(&self, py: Python<'_>, errors: &str) -> PyResult<()> {
+        let mode = error_mode(errors)?;
+        self.call(py, |r| {
+            r.ep().set_errors(mode);
+            Ok(())
+        })
     }
 
     /// Sends ABORT (reason 2, application) with `errorcode` and `message`

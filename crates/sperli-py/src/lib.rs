@@ -68,6 +68,8 @@ fn _sperli(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ops::register(m)?;
     m.add("ANY_SOURCE", p2p::ANY_SOURCE)?;
     m.add("ANY_TAG", p2p::ANY_TAG)?;
+    m.add("ERRORS_RETURN", comm::ERRORS_RETURN)?;
+    m.add("ERRORS_ARE_FATAL", comm::ERRORS_ARE_FATAL)?;
     m.add(
         "DTYPES",
         pyo3::types::PyTuple::new(py, buffer::DTYPE_NAMES)?,

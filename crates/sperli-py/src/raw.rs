@@ -25,9 +25,9 @@
 //!    [`Slot::with`], for a lifetime that ends with the call, so no borrow
 //!    of the endpoint can outlive it. A mailbox task's slot lends the
 //!    server's own communicator instead ([`Slot::scoped`], [`TaskComm`])
-//!    and is closed before the handler returns. The endpoint is not
-//!    `Sync`: every use goes through the slot's mutex, one thread at a
-//!    time.
+//!    and is closed before the handler returns. Every use goes through
+//!    the slot's mutex, one thread at a time (the collectives need
+//!    exclusive access).
 
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -219,13 +219,11 @@ struct Live {
     owner: Option<Owner>,
 }
 
-// SAFETY: `Endpoint` is `Send`; `Live` is not only because `rank` holds
-// `&Endpoint` (the endpoint is not `Sync`) or a `TaskComm`. Every
-// reference in `rank` points at this `Live`'s own endpoint (or, for a
-// task, at the server's communicator, which its owner does not use while
-// the slot is open), so moving the whole `Live` to another thread moves
-// every user of the endpoint with it; and the slot's mutex lets one
-// thread at a time reach it.
+// SAFETY: `Endpoint` is `Send + Sync`; `Live` is not `Send` only because
+// of the raw pointers of `Owner` and `TaskComm`. `Owner` owns its
+// endpoint (as a `Box` would); a `TaskComm` points at the server's
+// communicator, which its owner does not use while the slot is open, and
+// is reached only under the slot's mutex, one thread at a time.
 unsafe impl Send for Live {}
 
 /// One communicator's endpoint, collectives, checkpointer and open

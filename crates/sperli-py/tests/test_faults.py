@@ -19,6 +19,15 @@ def test_a_rank_killed_mid_call_raises_on_every_survivor():
     assert took < 60, f"the job took {took:.0f} s"
 
 
+def test_errors_are_fatal_ends_computing_ranks():
+    t = time.monotonic()
+    p = run_job(3, "kill.py", "--fatal", flags=("--silence-ms", "2000"), timeout=90)
+    took = time.monotonic() - t
+    assert p.returncode == 128 + 9, describe(p)
+    assert not lines_of(p, "still computing") and not lines_of(p, "raised"), describe(p)
+    assert took < 25, f"the job took {took:.0f} s (the survivors slept 30 s)"
+
+
 def test_an_uncaught_exception_ends_the_job_at_once():
     p = run_job(2, "uncaught.py", timeout=60)
     assert p.returncode != 0, describe(p)

@@ -44,6 +44,8 @@ from ._sperli import (
     BOR,
     BXOR,
     DTYPES,
+    ERRORS_ARE_FATAL,
+    ERRORS_RETURN,
     IN_PLACE,
     LAND,
     LOR,
@@ -76,6 +78,8 @@ __all__ = [
     "BXOR",
     "COMM_WORLD",
     "DTYPES",
+    "ERRORS_ARE_FATAL",
+    "ERRORS_RETURN",
     "IN_PLACE",
     "LAND",
     "LOR",
@@ -108,14 +112,19 @@ _world = None
 _uncaught = None
 
 
-def init():
+def init(errors=ERRORS_RETURN):
     """The world communicator: joins the job on the first call (the job
     description is read from stdin, as ``sperli run`` writes it), then
-    returns the same object. ``sperli.COMM_WORLD`` calls it."""
+    returns the same object. ``sperli.COMM_WORLD`` calls it.
+
+    ``errors``: ``sperli.ERRORS_RETURN`` (the default, as mpi4py): a
+    failure of the job step (a lost peer, an ABORT) is raised as
+    ``JobError``; ``sperli.ERRORS_ARE_FATAL``: the process ends at once
+    with status H-code - 1600. Later: ``comm.Set_errhandler(...)``."""
     global _world
     with _lock:
         if _world is None:
-            _world = Comm.from_stdin()
+            _world = Comm.from_stdin(errors)
             _atexit.register(_at_exit)
         return _world
 

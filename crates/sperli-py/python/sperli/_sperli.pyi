@@ -11,6 +11,10 @@ ANY_SOURCE: Final[int]
 """Refused by every receive for now: name the source rank."""
 ANY_TAG: Final[int]
 """A receive that matches every tag."""
+ERRORS_RETURN: Final[str]
+"""Failures of the job step are raised as JobError (the default)."""
+ERRORS_ARE_FATAL: Final[str]
+"""A failure of the job step ends the process (status H-code - 1600)."""
 DTYPES: Final[tuple[str, ...]]
 """The seven element types of the buffer calls, numpy's names."""
 
@@ -98,7 +102,7 @@ class Comm:
     communicator run one at a time; each releases the GIL while it waits."""
 
     @staticmethod
-    def from_stdin() -> Comm:
+    def from_stdin(errors: str = ...) -> Comm:
         """Joins the job `sperli run` started this process in."""
     @property
     def rank(self) -> int: ...
@@ -110,6 +114,7 @@ class Comm:
     def sequence(self) -> int: ...
     def Get_rank(self) -> int: ...
     def Get_size(self) -> int: ...
+    def Set_errhandler(self, errors: str) -> None: ...
     def Abort(self, errorcode: int = 1, message: Optional[str] = None) -> None: ...
     def Finalize(self) -> None: ...
     def Is_finalized(self) -> bool: ...

@@ -1,7 +1,11 @@
 """The last rank SIGKILLs itself while the others wait on it (rank 0 in
 an Allreduce, the others in a Recv from it): each survivor raises
 JobError (H1612 or H1613) within the silence limit, never hangs.
-Survivors print `raised <code> after <s> s` and exit 3."""
+Survivors print `raised <code> after <s> s` and exit 3.
+
+With `--fatal` (sperli.ERRORS_ARE_FATAL) the survivors compute (sleep
+30 s) instead: the transport ends their processes within the silence
+limit; `still computing` is never printed."""
 
 import os
 import signal
@@ -12,13 +16,18 @@ import numpy as np
 
 import sperli
 
-comm = sperli.COMM_WORLD
+fatal = "--fatal" in sys.argv
+comm = sperli.init(errors=sperli.ERRORS_ARE_FATAL if fatal else sperli.ERRORS_RETURN)
 r, n = comm.rank, comm.size
 victim = n - 1
 comm.Barrier()
 if r == victim:
     time.sleep(0.3)
     os.kill(os.getpid(), signal.SIGKILL)
+if fatal:
+    time.sleep(30)
+    print("still computing", flush=True)
+    sys.exit(1)
 t = time.monotonic()
 try:
     if r == 0:
