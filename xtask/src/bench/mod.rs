@@ -1,4 +1,4 @@
-//! `cargo xtask bench [--quick] [--write-docs] [--runs N]` (issue 8).
+//! `cargo xtask bench [--quick] [--write-docs] [--runs N] [--python]` (issue 8).
 //!
 //! Builds `sperli-bench` and the `sperli` launcher in release mode (and
 //! `bench/mpi/sperli_mpi_bench.c` with `mpicc` when OpenMPI is installed),
@@ -16,12 +16,17 @@
 //! `target/bench-quick/` unless `--write-docs` is given. It fails only when
 //! a program crashes, errs, times out or prints no figure: never on a slow
 //! figure.
+//!
+//! Each run ends with the Python rows (python.rs: the `sperli` package next
+//! to the Rust call and mpi4py); `--python` runs only those and writes
+//! `target/bench-python/performance.md`.
 
 mod ckpt;
 mod latency;
 mod mailbox;
 mod pipelined;
 mod plot;
+pub mod python;
 mod report;
 
 use std::collections::BTreeMap;
@@ -136,6 +141,9 @@ pub struct Options {
     pub quick: bool,
     pub runs: usize,
     pub write_docs: bool,
+    /// `--python`: only the Python rows (python.rs), reported in
+    /// `target/bench-python/performance.md`.
+    pub python_only: bool,
     /// The command line as typed, for the report.
     pub command: String,
 }
@@ -653,10 +661,14 @@ fn job(
     Ok(())
 }
 
-fn measure(p: &Programs, opts: &Options) -> Result<Samples, String> {
+fn measure(p: &Programs, opts: &Options, python: &Path) -> Result<Samples, String> {
     let mut samples = Samples::default();
     for run in 0..opts.runs {
         println!("==> run {} of {}", run + 1, opts.runs);
+        if opts.python_only {
+            python::job(p, opts, python, run, &mut samples)?;
+            continue;
+        }
         let mut args = vec![p.bench.display().to_string(), "limits".to_string()];
         if opts.quick {
             args.push("--quick".into());
@@ -684,6 +696,7 @@ fn measure(p: &Programs, opts: &Options) -> Result<Samples, String> {
         latency::spin_off(p, opts, &mut samples)?;
         mailbox::job(p, opts, &mut samples)?;
         pipelined::jobs(p, opts, run, &mut samples)?;
+        python::job(p, opts, python, run, &mut samples)?;
     }
     Ok(samples)
 }
@@ -701,7 +714,8 @@ fn loadavg() -> String {
 /// `cargo xtask bench`: returns the exit code.
 pub fn run(args: &[String]) -> i32 {
     let quick = args.iter().any(|a| a == "--quick");
-    let write_docs = args.iter().any(|a| a == "--write-docs") || !quick;
+    let python_only = args.iter().any(|a| a == "--python");
+    let write_docs = (args.iter().any(|a| a == "--write-docs") || !quick) && !python_only;
     let runs = args
         .iter()
         .position(|a| a == "--runs")
@@ -710,10 +724,14 @@ pub fn run(args: &[String]) -> i32 {
         .unwrap_or(if quick { 3 } else { 7 });
     if let Some(bad) = args.iter().enumerate().find(|(i, a)| {
         let after_runs = *i > 0 && args[i - 1] == "--runs";
-        !after_runs && !matches!(a.as_str(), "--quick" | "--write-docs" | "--runs")
+        !after_runs
+            && !matches!(
+                a.as_str(),
+                "--quick" | "--write-docs" | "--runs" | "--python"
+            )
     }) {
         eprintln!(
-            "xtask bench: unknown argument {:?}\nusage: cargo xtask bench [--quick] [--write-docs] [--runs N]",
+            "xtask bench: unknown argument {:?}\nusage: cargo xtask bench [--quick] [--write-docs] [--runs N] [--python]",
             bad.1
         );
         return 2;
@@ -727,6 +745,7 @@ pub fn run(args: &[String]) -> i32 {
         quick,
         runs: runs.max(1),
         write_docs,
+        python_only,
         command,
     };
     let root = crate::workspace_root();
@@ -738,8 +757,15 @@ pub fn run(args: &[String]) -> i32 {
             return 1;
         }
     };
+    let python = match python::setup(&root, programs.mpi.is_ok()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("xtask bench: the Python environment: {e}");
+            return 1;
+        }
+    };
     let load_before = loadavg();
-    let samples = match measure(&programs, &opts) {
+    let samples = match measure(&programs, &opts, &python) {
         Ok(mut s) => {
             s.info.insert("load_before".into(), load_before);
             s.info.insert("load_after".into(), loadavg());
@@ -750,6 +776,19 @@ pub fn run(args: &[String]) -> i32 {
             return 1;
         }
     };
+    if opts.python_only {
+        let doc = root.join("target/bench-python/performance.md");
+        let text = python::document(&samples, &opts, started.elapsed().as_secs_f64());
+        if let Err(e) = std::fs::create_dir_all(root.join("target/bench-python"))
+            .and_then(|_| std::fs::write(&doc, &text))
+        {
+            eprintln!("xtask bench: cannot write {}: {e}", doc.display());
+            return 1;
+        }
+        println!("{text}");
+        println!("xtask bench: wrote {}", doc.display());
+        return 0;
+    }
     let (doc, img) = if opts.write_docs {
         (root.join("docs/performance.md"), root.join("docs/img"))
     } else {
