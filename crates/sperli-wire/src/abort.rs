@@ -1,4 +1,4 @@
-//! ABORT (5): reason, H-code and a message (layouts §6, §10).
+//! ABORT (5): reason, H-code and a message (protocol §7.5).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -7,7 +7,7 @@ use crate::codec::{Codec, PutLe, Reader};
 use crate::error::DecodeError;
 use crate::limits::MAX_ABORT_MESSAGE;
 
-/// ABORT reasons (layouts §6). An unknown reason still aborts.
+/// ABORT reasons (protocol §7.5). An unknown reason still aborts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AbortReason {
     /// 1: a peer was lost.

@@ -162,7 +162,7 @@ impl CommitFile<'_> {
 impl<'a> Codec<'a> for CommitFile<'a> {
     const NAME: &'static str = "COMMIT file";
 
-    /// Writes the layout of §7 from the fields: `size` as given, the hashes,
+    /// Writes the layout of protocol §9.3 from the fields: `size` as given, the hashes,
     /// `sig_len` = `signature.len()` (2484 for a valid file), the signature.
     fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&COMMIT_MAGIC);

@@ -1,5 +1,5 @@
 //! The project's one error type and its mapping to the H-codes
-//! (docs/error-codes.md; protocol text "Ausfall und Wiederaufnahme", layouts §8).
+//! (docs/error-codes.md; protocol §13).
 //!
 //! Every variant carries what was expected and what came. [`Error::h_code`]
 //! is the single place where errors map to H-codes.
@@ -10,7 +10,7 @@ use crate::ckpt_chunks::ChunkError;
 use crate::frame_type::FrameType;
 use crate::ids::{JobId, Sha256Digest};
 
-/// The documented H-codes (layouts §8).
+/// The documented H-codes (protocol §13).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum HCode {
@@ -181,7 +181,7 @@ pub enum DecodeError {
     },
 }
 
-/// Why a hex line does not decode (job description, layouts §1/§10).
+/// Why a hex line does not decode (job description, protocol §4.1).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum HexError {
@@ -204,7 +204,7 @@ pub enum HexError {
     MissingNewline,
 }
 
-/// Why a host entry is not valid (layouts §10).
+/// Why a host entry is not valid (protocol §4.3).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum HostError {
@@ -234,7 +234,7 @@ pub enum HostError {
     },
 }
 
-/// Why a frame is rejected (H1610; layouts §2).
+/// Why a frame is rejected (H1610; protocol §6.2).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FrameError {
@@ -430,7 +430,7 @@ pub enum TlsFailure {
     Broken,
 }
 
-/// Why a join token is refused (H1611; protocol text "Join-Token").
+/// Why a join token is refused (H1611; protocol §7.1.2).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TokenError {
@@ -534,7 +534,7 @@ pub enum LaunchStdin {
     Empty,
 }
 
-/// Why a host is refused (H1614; protocol text "Transport und Sicherheit").
+/// Why a host is refused (H1614; protocol §2.3).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RefusalRule {
@@ -731,7 +731,7 @@ pub enum Error {
     AbortedByPeer {
         /// The rank that sent ABORT.
         from: u32,
-        /// Its reason code (layouts §6).
+        /// Its reason code (protocol §7.5).
         reason: u16,
         /// Its H number, or 0.
         code: u32,

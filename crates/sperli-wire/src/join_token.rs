@@ -1,4 +1,4 @@
-//! The join token: the signed message and its framing (layouts §4).
+//! The join token: the signed message and its framing (protocol §7.1.2).
 //!
 //! The signature bytes are opaque here; `sperli-tls` signs and verifies
 //! them with CompositeSig under the context `SPERLI-JOIN-1`.
@@ -67,7 +67,7 @@ impl<'a> Codec<'a> for JoinTokenMessage<'a> {
     }
 }
 
-/// Reads a host entry's bytes: ASCII, valid syntax (layouts §10).
+/// Reads a host entry's bytes: ASCII, valid syntax (protocol §4.3).
 pub(crate) fn read_host(raw: &[u8]) -> Result<&str, DecodeError> {
     let s = std::str::from_utf8(raw).map_err(|e| {
         DecodeError::Host(HostError::BadChar {

@@ -1,5 +1,5 @@
-//! The v1 reductions over flat little-endian byte arrays (layouts §5, §10
-//! "Floats"; protocol text "Reduktionen").
+//! The v1 reductions over flat little-endian byte arrays (protocol §8.3,
+//! with its exact float rules).
 //!
 //! An operand is a byte array of whole elements of one [`ElementType`],
 //! little-endian, with no alignment requirement. Reductions work element by
@@ -9,7 +9,7 @@
 //! * `sum`, `prod`: wrapping two's complement for integers; IEEE 754 binary
 //!   arithmetic, round to nearest even, for floats (plain `+` and `*`: no
 //!   fused operations, no reassociation). The NaN bits of a float sum or
-//!   product are not fixed (§10 "Floats").
+//!   product are not fixed (protocol §8.3, "Exact float rules").
 //! * `min`, `max`: signed order for `i32`/`i64`, unsigned for `u32`/`u64`;
 //!   for floats IEEE 754-2019 `minimum`/`maximum`: -0 < +0, and if either
 //!   operand is NaN the result is the left operand if it is NaN, else the
@@ -30,7 +30,7 @@
 use crate::element::{ElementType, Reduction};
 use crate::error::ArgumentError;
 
-/// Checks a reduction call before any data moves (layouts §5): the pair must
+/// Checks a reduction call before any data moves (protocol §8.4): the pair must
 /// be allowed ([`Reduction::check`]) and `len` bytes must be a whole number of
 /// elements of `t`. Every failure is H1618.
 ///
@@ -52,7 +52,7 @@ pub fn check_args(len: usize, t: ElementType, r: Reduction) -> Result<(), Argume
 }
 
 /// Combines in place: `acc = acc ⊕ right`, element by element, with `acc` the
-/// LEFT operand (layouts §5). A fold in ascending rank order starts `acc` as
+/// LEFT operand (protocol §8.3). A fold in ascending rank order starts `acc` as
 /// rank 0's contribution and combines rank 1, 2, ... into it.
 ///
 /// Fails with H1618, leaving `acc` untouched, if the pair is refused, `acc`
@@ -86,7 +86,7 @@ pub fn combine_into(
 }
 
 /// Combines two arrays into a new one: `left ⊕ right`, element by element
-/// (layouts §5). Same checks and errors (H1618) as [`combine_into`].
+/// (protocol §8.3). Same checks and errors (H1618) as [`combine_into`].
 ///
 /// ```
 /// use sperli_wire::element::{ElementType, Reduction};
@@ -111,7 +111,7 @@ pub fn combine(
 }
 
 /// Folds contributions in the order given (ascending rank order for a
-/// reduce, layouts §5): `((c0 ⊕ c1) ⊕ c2) ⊕ ...`. `None` if there are no
+/// reduce, protocol §8.2): `((c0 ⊕ c1) ⊕ c2) ⊕ ...`. `None` if there are no
 /// contributions; H1618 as for [`combine_into`] (the pair is checked even for
 /// a single contribution).
 ///
@@ -456,7 +456,7 @@ mod tests {
             assert_eq!(c(&f32s(&[0.0]), &f32s(&[mr]), T::F32, op), f32s(&[mr]));
             assert_eq!(c(&f32s(&[ml]), &f32s(&[mr]), T::F32, op), f32s(&[ml]));
         }
-        // sum and prod: a NaN, bits not fixed (§10).
+        // sum and prod: a NaN, bits not fixed (protocol §8.3).
         let s = c(
             &f64s(&[nl, f64::INFINITY]),
             &f64s(&[1.0, f64::NEG_INFINITY]),
@@ -537,7 +537,7 @@ mod tests {
         );
     }
 
-    /// The §5 table, written out independently of `Reduction::check`.
+    /// The table of protocol §8.3, written out independently of `Reduction::check`.
     fn allowed(t: T, r: R) -> bool {
         let int = matches!(t, T::I32 | T::U32 | T::I64 | T::U64);
         match r {
