@@ -26,7 +26,7 @@
 //!   allreduce and a checkpoint, then prints its peak resident memory
 //!   (`VmHWM`), resident memory and open file descriptors (docs/reliability.md,
 //!   "Scale"); needs `--checkpoint-dir`;
-//! - `pipe-kill VICTIM [FRAMES]` (issue 13, protocol §14.7): every rank
+//! - `pipe-kill VICTIM [FRAMES]` (protocol §14.7): every rank
 //!   makes one allreduce of 64 MiB of f64 per rank (`allreduce_large_into`:
 //!   one pipelined call when the job negotiated HELLO feature bit 1); in
 //!   incarnation 1 rank VICTIM SIGKILLs itself once it has taken FRAMES
@@ -34,8 +34,8 @@
 //!   checks the result of a run that completes;
 //! - `ckpt STEPS EVERY [SLEEP_MS [KILL_STEP KILL_RANK]]`: a deterministic
 //!   f64 iteration with one allreduce per step ([`ckpt_step`]), a
-//!   checkpoint (sperli-ckpt, docs/sperli-protocol.md §9.4) every EVERY
-//!   steps and the resume exchange (§10.2) at the start of every
+//!   checkpoint (sperli-ckpt, protocol §9.4) every EVERY
+//!   steps and the resume exchange (protocol §10.2) at the start of every
 //!   incarnation; rank 0 prints the final allreduce result as hex and
 //!   checks it against [`ckpt_reference`]. Needs `sperli run
 //!   --checkpoint-dir DIR`. With KILL_STEP, rank KILL_RANK kills itself
@@ -69,7 +69,7 @@ pub fn ckpt_step(x: &mut [f64], sum: &[f64], size: u32, step: u64) {
 }
 
 /// The sum of `x` over ranks as the v1 allreduce folds it: ascending rank
-/// order, the lower rank's partial as the left operand (layouts §5).
+/// order, the lower rank's partial as the left operand (protocol §8.2).
 fn fold_sum(xs: &[Vec<f64>]) -> Vec<f64> {
     let mut acc = xs.first().cloned().unwrap_or_default();
     for x in xs.iter().skip(1) {
@@ -285,7 +285,7 @@ fn run_scale() -> ExitCode {
     }
 }
 
-// ---- pipe-kill (issue 13) ---------------------------------------------------
+// ---- pipe-kill (protocol §14.7) ---------------------------------------------
 
 /// A [`Link`](sperli_collective::Link) over the rank's endpoint that
 /// SIGKILLs the process when it takes its `left`-th COLLECTIVE frame.

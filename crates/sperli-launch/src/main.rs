@@ -348,8 +348,9 @@ fn run(args: RunArgs) -> ExitCode {
                 let mut env = env;
                 env.extend(mailbox.as_ref().and_then(|m| m.env(r)));
                 if let Some(dir) = &args.checkpoint_dir {
-                    // Each rank gets its own directory (layouts §7): two ranks
-                    // on one host never share one.
+                    // Each rank gets its own directory (protocol §9.1: "`<dir>`
+                    // is the rank's own checkpoint directory"): two ranks on
+                    // one host never share one.
                     let own = dir.join(format!("rank-{r}"));
                     env.push((
                         env::CHECKPOINT_DIR.into(),

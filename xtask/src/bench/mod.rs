@@ -1,4 +1,4 @@
-//! `cargo xtask bench [--quick] [--write-docs] [--runs N]` (issue 8).
+//! `cargo xtask bench [--quick] [--write-docs] [--runs N]`.
 //!
 //! Builds `sperli-bench` and the `sperli` launcher in release mode (and
 //! `bench/mpi/sperli_mpi_bench.c` with `mpicc` when OpenMPI is installed),

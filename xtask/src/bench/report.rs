@@ -124,18 +124,18 @@ fn ckpt_group() -> String {
     group("sperli", "ckpt", CKPT_RANKS)
 }
 
-/// The goals of the earlier issues with met / not met (`quick`: the
+/// The speed goals with met / not met (`quick`: the
 /// checkpoint goal is judged on the largest size a `--quick` run measures).
 pub fn goals_section(s: &Samples, quick: bool) -> String {
     let mut o = String::new();
     let l = |name: &str, size: u64| s.get("limits", name, size);
-    let _ = writeln!(o, "## Goals of the earlier issues\n");
+    let _ = writeln!(o, "## Speed goals\n");
     let _ = writeln!(o, "| goal | measured (medians) | verdict |");
     let _ = writeln!(o, "|---|---|---|");
     let r = ratio(l("combine_f64_sum", 16 * MIB), l("memcpy", 16 * MIB));
     goal_row(
         &mut o,
-        "combine f64 sum 16 MiB >= 0.5 x memcpy (issue 2)",
+        "combine f64 sum 16 MiB >= 0.5 x memcpy",
         format!(
             "{} GB/s vs memcpy {} GB/s: {} x",
             cell(l("combine_f64_sum", 16 * MIB)),
@@ -148,7 +148,7 @@ pub fn goals_section(s: &Samples, quick: bool) -> String {
     let r = ratio(sp, l("tls_bw", 16 * MIB));
     goal_row(
         &mut o,
-        "transport 16 MiB bandwidth >= 0.8 x bare rustls (issue 4)",
+        "transport 16 MiB bandwidth >= 0.8 x bare rustls",
         format!(
             "{} GB/s vs {} GB/s: {} x",
             cell(sp),
@@ -161,7 +161,7 @@ pub fn goals_section(s: &Samples, quick: bool) -> String {
     let r = ratio(sp, l("tls_lat", 8));
     goal_row(
         &mut o,
-        "8 B latency <= 2 x bare rustls (half round trips, issue 4; medians and fastest runs)",
+        "8 B latency <= 2 x bare rustls (half round trips; medians and fastest runs)",
         format!(
             "{} µs vs {} µs: {} x (fastest runs: {} x; both are bimodal, about 3 µs when \
              the woken thread runs at once, 35-45 µs when it is woken from the other core)",
@@ -233,7 +233,7 @@ pub fn goals_section(s: &Samples, quick: bool) -> String {
     goal_row(
         &mut o,
         &format!(
-            "checkpoint within 1.5 x of write+fsync+transfer (issue 7; {} per rank at {CKPT_RANKS} ranks{})",
+            "checkpoint within 1.5 x of write+fsync+transfer ({} per rank at {CKPT_RANKS} ranks{})",
             size_name(size),
             if quick {
                 ", the size of this --quick run: the full run judges 64 MiB"
@@ -714,7 +714,7 @@ fn ckpt_section(o: &mut String, s: &Samples, quick: bool) {
          untimed rounds of all three (a job checkpoints the same state again and again: \
          the first checkpoints of a size write new files, later ones write over the files \
          recycled from epoch e - 2), the table shows the median (min..max) of the runs. write+fsync+transfer and the \
-         ratio (checkpoint over write+fsync+transfer) are taken per run. Goal (issue 7): \
+         ratio (checkpoint over write+fsync+transfer) are taken per run. Goal: \
          ratio <= 1.5.\n"
     );
     let _ = writeln!(
@@ -803,14 +803,17 @@ mod tests {
         let goals = goals_section(&s, false);
         let row = goals
             .lines()
-            .find(|l| l.contains("issue 7"))
+            .find(|l| l.contains("checkpoint within 1.5 x"))
             .expect("a checkpoint goal row");
         // Ratios 1.5, 2.0, 3.0: median 2.0.
         assert!(row.contains("64 MiB per rank at 4 ranks"), "{row}");
         assert!(row.contains(": 2.00 (1.50..3.00) x"), "{row}");
         assert!(row.ends_with("| **not met** |"), "{row}");
         let quick = goals_section(&s, true);
-        let row = quick.lines().find(|l| l.contains("issue 7")).unwrap_or("");
+        let row = quick
+            .lines()
+            .find(|l| l.contains("checkpoint within 1.5 x"))
+            .unwrap_or("");
         assert!(row.contains("16 MiB per rank"), "{row}");
         assert!(row.ends_with("| n/a (not measured) |"), "{row}");
         let mut o = String::new();

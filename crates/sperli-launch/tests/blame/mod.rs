@@ -1,5 +1,6 @@
-//! Issue 17, "Blame": the root cause is the rank the failed ranks blame
-//! when that rank has no record of its own (it is stopped, or it never
+//! Blame (docs/launcher.md, "Which rank failed"): the root cause is the
+//! rank the failed ranks blame when that rank has no record of its own (it
+//! is stopped, or it never
 //! joined); it moves to the spare host. And the job's end names the
 //! originator of the ABORT with its reason and code.
 

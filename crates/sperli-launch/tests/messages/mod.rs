@@ -1,4 +1,5 @@
-//! Issue 17, "Messages" and "Deny file": failures say what failed, where
+//! Messages and the deny file (docs/launcher.md, "Failures that are not a
+//! rank's"; protocol §2.3): failures say what failed, where
 //! and why; the launcher has a set-up deadline of its own; bad settings
 //! and bad deny files stop it before anything starts.
 
@@ -218,8 +219,9 @@ fn a_remote_shell_that_never_connects_fails_the_job_within_the_window_plus_margi
     });
 }
 
-/// Layouts §11: commas and whitespace separate names in the deny file
-/// too; an entry that is not a valid host stops the launcher.
+/// Protocol §2.3: "the same separators as the variable (commas and any
+/// whitespace)" in the deny file too; "an entry that is not a valid host
+/// ... stops the launcher".
 #[test]
 fn the_deny_file_separates_names_like_the_variable_and_fails_closed() {
     let _cpu = crate::shared_cpu();

@@ -1,4 +1,5 @@
-//! Issue 9 (docs/reliability.md): crashes and scale through the launcher.
+//! Crashes and scale through the launcher (docs/reliability.md, sections 3
+//! and 5).
 //!
 //! Always (a few seconds each): SIGKILL inside each collective, SIGSTOP of
 //! a rank, SIGKILL inside each checkpoint step and inside resume with a

@@ -1,4 +1,4 @@
-//! Issue 17, "Slurm, a real one": a three-node Slurm cluster on this
+//! Slurm, a real one (docs/launcher.md, "Slurm"): a three-node Slurm cluster on this
 //! machine (nodes n1-n3 on 127.0.0.2-4, `scripts/slurm/cluster.sh`); the
 //! example allreduce job through `salloc`, exit codes back through srun,
 //! and a SIGKILLed launcher ending its steps.
