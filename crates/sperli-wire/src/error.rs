@@ -171,6 +171,21 @@ pub enum DecodeError {
     /// A host entry that is neither a DNS name nor a dotted IPv4 address.
     #[error("invalid host: {0}")]
     Host(#[from] HostError),
+    /// A key field of the right length whose bytes are not a key (e.g. a
+    /// CompositeSig public key whose ML-DSA-44 part does not decode).
+    #[error("{field} does not decode as a key")]
+    InvalidKey {
+        /// The field.
+        field: &'static str,
+    },
+    /// A secret key that does not belong to the public key beside it.
+    #[error("{secret} does not belong to {public}")]
+    KeysDoNotMatch {
+        /// The secret key's field.
+        secret: &'static str,
+        /// The public key's field.
+        public: &'static str,
+    },
     /// An embedded item (e.g. the join token in a job description) is invalid.
     #[error("the embedded {item} is invalid: {error}")]
     Embedded {
@@ -890,6 +905,49 @@ pub enum LocalError {
         /// What it was doing.
         op: &'static str,
     },
+    /// Memory for a message could not be had.
+    #[error("out of memory while {op} ({bytes} bytes)")]
+    OutOfMemory {
+        /// What needed it, e.g. "growing a recv_large message".
+        op: &'static str,
+        /// How many bytes were asked for.
+        bytes: usize,
+    },
+    /// The rank's own TLS identity (the PEM texts of its job description)
+    /// cannot be used to build its TLS configuration.
+    #[error("the {what} of the job description cannot be used: {problem}")]
+    Identity {
+        /// Which item: "CA certificate", "rank certificate", "rank key".
+        what: &'static str,
+        /// What is wrong with it.
+        problem: IdentityProblem,
+    },
+    /// An invariant of this library did not hold: a bug, to be reported.
+    #[error("internal error: {what}")]
+    Internal {
+        /// The invariant that did not hold.
+        what: &'static str,
+    },
+}
+
+/// What is wrong with an item of the rank's own TLS identity
+/// ([`LocalError::Identity`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IdentityProblem {
+    /// The bytes are not UTF-8 text.
+    #[error("not UTF-8 text")]
+    NotUtf8,
+    /// The text holds no PEM item of the right kind.
+    #[error("not valid PEM")]
+    NotPem,
+    /// The TLS library refused the certificate, key or CA.
+    #[error("refused by the TLS library")]
+    Refused,
+    /// The CA cannot serve as the root that client certificates are
+    /// checked against.
+    #[error("not usable as the client-certificate root")]
+    NoClientRoot,
 }
 
 /// Why a COMMIT file is refused (H1621).
