@@ -63,6 +63,10 @@ pub enum ConfigError {
     /// A host entry that is neither a DNS name nor a dotted IPv4 address.
     #[error("invalid host: {0}")]
     Host(sperli_wire::error::HostError),
+    /// The system random number generator failed (the private directory's
+    /// name is random).
+    #[error("the system random number generator failed while naming the PEM directory")]
+    Random,
 }
 
 /// The one crypto provider of the workspace: ring (docs/crypto-provider.md).
@@ -345,10 +349,7 @@ impl PrivatePemDir {
         let mut rnd = [0u8; 12];
         OsRng
             .try_fill_bytes(&mut rnd)
-            .map_err(|_| ConfigError::Io {
-                what: "directory",
-                kind: io::ErrorKind::Other,
-            })?;
+            .map_err(|_| ConfigError::Random)?;
         let path = parent.join(format!("sperli-tls-{}", sperli_wire::hex::encode(&rnd)));
         DirBuilder::new()
             .mode(0o700)

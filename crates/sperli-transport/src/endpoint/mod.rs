@@ -94,6 +94,9 @@ fn config_error(e: sperli_tls::config::ConfigError) -> Error {
         ConfigError::Pem { what } => identity(what, IdentityProblem::NotPem),
         ConfigError::Verifier => identity("CA certificate", IdentityProblem::NoClientRoot),
         ConfigError::Host(e) => Error::JobDescription(e.into()),
+        ConfigError::Random => Error::Local(LocalError::Random {
+            op: "naming the rank's private PEM directory",
+        }),
         _ => identity(
             "rank certificate, key or CA certificate",
             IdentityProblem::Refused,
