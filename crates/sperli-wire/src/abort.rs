@@ -92,14 +92,7 @@ impl Abort<'_> {
 
     /// Cuts `text` to at most 1024 bytes on a character boundary.
     pub fn truncate_message(text: &str) -> &str {
-        if text.len() <= MAX_ABORT_MESSAGE {
-            return text;
-        }
-        let mut end = MAX_ABORT_MESSAGE;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        &text[..end]
+        crate::codec::truncate_utf8(text, MAX_ABORT_MESSAGE)
     }
 }
 

@@ -7,7 +7,7 @@ use crate::codec::{Codec, PutLe, Reader};
 use crate::error::{DecodeError, HostError};
 use crate::host;
 use crate::ids::JobId;
-use crate::limits::{MAX_HOST_LEN, SIGNATURE_LEN};
+use crate::limits::MAX_HOST_LEN;
 
 /// The signed part of a join token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,15 +113,7 @@ impl<'a> Codec<'a> for JoinToken<'a> {
         let start = r.clone();
         let message = JoinTokenMessage::read(r)?;
         let message_bytes = start.clone().take(r.used() - start.used(), "message")?;
-        let sig_len = r.u16("sig_len")?;
-        if usize::from(sig_len) != SIGNATURE_LEN {
-            return Err(DecodeError::Mismatch {
-                field: "sig_len",
-                expected: SIGNATURE_LEN as u64,
-                got: u64::from(sig_len),
-            });
-        }
-        let signature = r.take(SIGNATURE_LEN, "signature")?;
+        let signature = r.signature()?;
         Ok(Self {
             message,
             message_bytes,
@@ -133,6 +125,7 @@ impl<'a> Codec<'a> for JoinToken<'a> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::limits::SIGNATURE_LEN;
     use proptest::prelude::*;
 
     pub(crate) fn sample_token(host: &str) -> Vec<u8> {
