@@ -339,9 +339,9 @@ fn run(args: RunArgs) -> ExitCode {
                     (env::LOCAL_SIZE.into(), ls.to_string()),
                     (env::SILENCE_MS.into(), args.silence_ms.to_string()),
                     (env::INCARNATION.into(), incarnation.to_string()),
-                    ("RANK".into(), r.to_string()),
-                    ("WORLD_SIZE".into(), n.to_string()),
-                    ("LOCAL_RANK".into(), lr.to_string()),
+                    (env::TORCH_RANK.into(), r.to_string()),
+                    (env::WORLD_SIZE.into(), n.to_string()),
+                    (env::TORCH_LOCAL_RANK.into(), lr.to_string()),
                     (env::LOCAL_WORLD_SIZE.into(), ls.to_string()),
                 ];
                 *lr += 1;
