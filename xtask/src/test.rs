@@ -1,13 +1,20 @@
 //! `cargo xtask test`: the project's one test command (README, `.ci/run`).
 //!
-//! Runs, in order: `cargo test --workspace`, `cargo xtask vectors --check`,
-//! the independent Python checker on `docs/sperli-vectors.txt` and the
-//! checker's own tests, then the Python package (crates/sperli-py): a
-//! virtual environment in `target/python-env` with numpy, pytest, maturin
-//! (and mpi4py where OpenMPI is installed, for the benchmark) and the
-//! package built from the tree, its pytest suite against the tree's
-//! `sperli` launcher, and the example under `sperli run -n 4`. Stops at
-//! the first failing step.
+//! Runs, in order: `cargo test --workspace`, the `#[ignore]`d tests where
+//! asked (below), `cargo xtask vectors --check`, the independent Python
+//! checker on `docs/sperli-vectors.txt` and the checker's own tests, then
+//! the Python package (crates/sperli-py): a virtual environment in
+//! `target/python-env` with numpy, pytest, maturin (and mpi4py where
+//! OpenMPI is installed, for the benchmark) and the package built from the
+//! tree, its pytest suite against the tree's `sperli` launcher, and the
+//! example under `sperli run -n 4`. Stops at the first failing step.
+//!
+//! `SPERLI_SLOW_TESTS=1` also runs every `#[ignore]`d test but the Slurm
+//! one (`cargo test --workspace -- --ignored --skip slurm_`: the scale runs,
+//! the 30 s set-up window cases, the tests that mount a tmpfs as root);
+//! `SPERLI_SLURM_TESTS=1` runs the Slurm cluster test (`-- --ignored
+//! slurm_`). An ignored test never passes without running: it is either
+//! run and judged, or listed as ignored.
 //!
 //! `--fuzz SECONDS` also runs every cargo-fuzz target for SECONDS from the
 //! committed seed corpus (`scripts/fuzz-smoke.sh`); `--bench-quick` also
@@ -93,6 +100,28 @@ pub fn run(args: &[String]) -> i32 {
     let mut c = Command::new(&cargo);
     c.args(["test", "--workspace"]).current_dir(&root);
     steps.push(("cargo test --workspace".into(), c));
+    let wanted = |var: &str| std::env::var(var).as_deref() == Ok("1");
+    if wanted(sperli_wire::env::SLOW_TESTS) {
+        let mut c = Command::new(&cargo);
+        c.args(["test", "--workspace", "--", "--ignored", "--skip", "slurm_"])
+            .current_dir(&root);
+        steps.push(("cargo test --workspace -- --ignored (slow tests)".into(), c));
+    }
+    if wanted(sperli_wire::env::SLURM_TESTS) {
+        let mut c = Command::new(&cargo);
+        c.args([
+            "test",
+            "-p",
+            "sperli-launch",
+            "--test",
+            "launch",
+            "--",
+            "--ignored",
+            "slurm_",
+        ])
+        .current_dir(&root);
+        steps.push(("cargo test -p sperli-launch -- --ignored slurm_ (Slurm)".into(), c));
+    }
     let mut c = Command::new(&cargo);
     c.args(["xtask", "vectors", "--check"]).current_dir(&root);
     steps.push(("cargo xtask vectors --check".into(), c));

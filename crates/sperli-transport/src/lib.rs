@@ -178,7 +178,8 @@ pub enum ErrorMode {
 
 /// The default of [`Settings::spin`]: how long a call that waits busy-polls
 /// its sockets before it sleeps in the kernel. Chosen by measurement on a
-/// 2-core machine (docs/performance.md, issue 12 notes): it covers the
+/// 2-core machine (docs/performance.md, "The waiting caller drives its own
+/// sockets"): it covers the
 /// wait of a barrier or an 8-byte allreduce at 2 to 8 ranks, so such a
 /// wait is seen within a microsecond or two instead of a wake-up of about
 /// 30 µs; spinning yields the core between two polls, so it also helped

@@ -57,7 +57,7 @@ impl EventLoop {
     }
 
     /// Accepts what the listener queued ("Accepts one connection from
-    /// every lower rank", §5.1 step 3).
+    /// every lower rank", protocol §5.1 step 3).
     pub(crate) fn accept(&mut self) {
         loop {
             let Some(l) = self.listener.as_ref() else {
@@ -95,7 +95,7 @@ impl EventLoop {
         }
     }
 
-    /// Dials `rank` ("Connects to every higher rank", §5.1 step 2).
+    /// Dials `rank` ("Connects to every higher rank", protocol §5.1 step 2).
     pub(crate) fn dial(&mut self, rank: u32, now: Instant) {
         let entry = &self.shared.ctx.hosts[rank as usize];
         let (Ok(addr), Ok(name)) = (
@@ -199,7 +199,7 @@ impl EventLoop {
                     if let Some(features) = authenticated {
                         if !self.authenticated(t, peer, features) {
                             // A second connection for the rank: its
-                            // frames do not count (§5.3).
+                            // frames do not count (protocol §5.3).
                             return Err(Dropped::Socket(None));
                         }
                         sink.flush();
@@ -250,7 +250,8 @@ impl EventLoop {
 
     /// The TLS handshake completed: the peer's certificate must name the
     /// rank dialled, or for an accepted connection a lower rank not yet
-    /// connected (§2.2, §5.3); then HELLO goes out at once (§5.1 step 5).
+    /// connected (protocol §2.2, §5.3); then HELLO goes out at once ("Both
+    /// sides send HELLO immediately after the handshake", protocol §5.1 step 5).
     fn handshake_done(&mut self, dialled: Option<u32>, l: &mut LinkIo) -> Result<(), Dropped> {
         let ctx = self.shared.ctx.clone();
         let job = ctx.job_id;

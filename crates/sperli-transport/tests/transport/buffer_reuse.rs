@@ -1,4 +1,4 @@
-//! Buffer reuse (issue 8.4): received payload buffers handed back with
+//! Buffer reuse: received payload buffers handed back with
 //! `Endpoint::recycle` come back for later frames, and buffers sent with
 //! `send_vec` / `send_collective_vec` arrive intact.
 

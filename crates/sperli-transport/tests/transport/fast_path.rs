@@ -32,8 +32,8 @@ type Seen = Vec<(u8, u32, Vec<u8>)>;
 /// 2.5 s, so rank 0's 16 MiB `isend` stays queued on the I/O thread
 /// (socket full) while small sends take the fast path: they must queue
 /// behind it, and HEARTBEATs the I/O thread adds while the user's thread
-/// sleeps must fall in between with consecutive counters. The raw peer
-/// records the exact wire order.
+/// is idle must keep consecutive counters without disturbing the order.
+/// The raw peer records the exact wire order.
 #[test]
 fn fast_path_sends_keep_wire_order_behind_queued_frames_and_heartbeats() {
     with_deadline(Duration::from_secs(90), || {
@@ -129,11 +129,13 @@ fn fast_path_sends_keep_wire_order_behind_queued_frames_and_heartbeats() {
                 w.2.len()
             );
         }
-        // A heartbeat fell between the two batches sent behind the backlog,
-        // and one during the idle time with nothing queued.
-        let pos = |t: u32| seen.iter().position(|f| f.0 == data && f.1 == t).unwrap();
-        assert!(seen[pos(119)..pos(120)].iter().any(|f| f.0 == hb));
-        assert!(seen[pos(139)..pos(140)].iter().any(|f| f.0 == hb));
+        // Where a heartbeat falls (behind the backlog, or alone when nothing
+        // is queued) is a rule of the clock, not of this machine's load:
+        // the sans-I/O unit test
+        // `heartbeats_queue_behind_a_backlog_with_consecutive_counters`
+        // judges it with a fake clock. Here the idle pauses only give the
+        // I/O thread time to add heartbeats among real writes, whose
+        // counters and order are checked above.
     });
 }
 

@@ -148,7 +148,7 @@ fn abort_test(size: u32) {
             } => assert_eq!(message, "stop here"),
             e => panic!("rank 1: {e}"),
         }
-        // A third rank may see rank 1's close before rank 0's ABORT (layouts §10).
+        // A third rank may see rank 1's close before rank 0's ABORT (protocol §7.5).
         for r in &res[2..] {
             let c = code(r.as_ref().unwrap_err());
             assert!(c == 1612 || c == 1613, "third rank: {c}");

@@ -1,4 +1,4 @@
-//! Issue 9 (docs/reliability.md): hostile peers and strangers that the
+//! docs/reliability.md, sections 1 and 2: hostile peers and strangers that the
 //! older tests (hostile.rs, vectors.rs, mesh.rs) do not cover yet, and the
 //! resident-memory probe that runs every hostile scenario in a process of
 //! its own.
@@ -412,8 +412,8 @@ fn tls_as(
 /// incarnation 2 of the same job (same CA, so the old certificate still
 /// verifies): the token names incarnation 1, H1611, dropped; the job runs.
 /// The same replay with the old incarnation in the HELLO header too is a
-/// frame of an older incarnation, which the receiver discards (layouts
-/// §10): it leaves the stranger in "awaiting HELLO" until the silence
+/// frame of an older incarnation, which the receiver discards (protocol
+/// §6.2, check 9): it leaves the stranger in "awaiting HELLO" until the silence
 /// limit drops it.
 #[test]
 fn a_replayed_token_of_an_older_incarnation_is_refused() {
