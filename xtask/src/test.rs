@@ -120,7 +120,10 @@ pub fn run(args: &[String]) -> i32 {
             "slurm_",
         ])
         .current_dir(&root);
-        steps.push(("cargo test -p sperli-launch -- --ignored slurm_ (Slurm)".into(), c));
+        steps.push((
+            "cargo test -p sperli-launch -- --ignored slurm_ (Slurm)".into(),
+            c,
+        ));
     }
     let mut c = Command::new(&cargo);
     c.args(["xtask", "vectors", "--check"]).current_dir(&root);
