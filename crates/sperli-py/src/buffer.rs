@@ -16,7 +16,7 @@ use sperli_wire::element::ElementType;
 use crate::errors::BindingError;
 use crate::raw::Region;
 
-/// The seven element types (layouts §5), named as numpy names them.
+/// The seven element types (protocol §8.3), named as numpy names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Dtype {
     U8,

@@ -1,4 +1,4 @@
-//! `sperli.SUM`, `sperli.MAX`, ... (the ten reductions of layouts §5) and
+//! `sperli.SUM`, `sperli.MAX`, ... (the ten reductions of protocol §8.3) and
 //! `sperli.IN_PLACE`.
 
 use pyo3::prelude::*;
@@ -9,7 +9,7 @@ use crate::errors::BindingError;
 
 /// A reduction: `sperli.SUM`, `PROD`, `MIN`, `MAX`, `LAND`, `LOR`, `LXOR`,
 /// `BAND`, `BOR`, `BXOR`. Which element types each takes is the table of
-/// layouts §5 (e.g. no `SUM` on uint8, no bitwise ones on floats: H1618).
+/// protocol §8.3 (e.g. no `SUM` on uint8, no bitwise ones on floats: H1618).
 #[pyclass(module = "sperli", frozen, eq)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Op {

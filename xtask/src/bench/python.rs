@@ -1,4 +1,4 @@
-//! The Python rows (issue 19; docs/python.md): `Allreduce` of float64
+//! The Python rows (docs/python.md): `Allreduce` of float64
 //! numpy arrays, 8 B and 16 MiB per rank, at 2 and 4 ranks (127.0.0.1-N;
 //! and at 1 rank, where no byte leaves the process: the binding's cost),
 //! three programs per job size and run, their order rotating from run to
@@ -228,7 +228,7 @@ fn time_text(us: Option<super::Stat>) -> String {
 
 /// The "## Python" section of docs/performance.md.
 pub(super) fn section(o: &mut String, s: &Samples) {
-    let _ = writeln!(o, "## Python (the `sperli` package, issue 19)\n");
+    let _ = writeln!(o, "## Python (the `sperli` package)\n");
     let _ = writeln!(
         o,
         "`Allreduce(x, y, op=SUM)` of float64 numpy arrays, the same script \

@@ -19,7 +19,7 @@ DTYPES: Final[tuple[str, ...]]
 """The seven element types of the buffer calls, numpy's names."""
 
 class Op:
-    """A reduction; which element types each takes is layouts §5's table."""
+    """A reduction; which element types each takes is the table of protocol §8.3."""
 
     @property
     def name(self) -> str: ...
