@@ -5,7 +5,7 @@
 //! - `vectors --check`: fail if the file differs from what the code
 //!   generates or if any entry does not decode to what it states;
 //! - `bench [--quick] [--write-docs] [--runs N]`: SPERLI next to its limits
-//!   and OpenMPI; writes `docs/performance.md` and `docs/img/` (issue 8).
+//!   and OpenMPI; writes `docs/performance.md` and `docs/img/`.
 
 mod bench;
 mod test;

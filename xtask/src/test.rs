@@ -1,14 +1,27 @@
 //! `cargo xtask test`: the project's one test command (README, `.ci/run`).
 //!
-//! Runs, in order: `cargo test --workspace`, `cargo xtask vectors --check`,
-//! the independent Python checker on `docs/sperli-vectors.txt` and the
-//! checker's own tests. Stops at the first failing step.
+//! Runs, in order: `cargo test --workspace`, the `#[ignore]`d tests where
+//! asked (below), `cargo xtask vectors --check`, the independent Python
+//! checker on `docs/sperli-vectors.txt` and the checker's own tests, then
+//! the Python package (crates/sperli-py): a virtual environment in
+//! `target/python-env` with numpy, pytest, maturin (and mpi4py where
+//! OpenMPI is installed, for the benchmark) and the package built from the
+//! tree, its pytest suite against the tree's `sperli` launcher, and the
+//! example under `sperli run -n 4`. Stops at the first failing step.
+//!
+//! `SPERLI_SLOW_TESTS=1` also runs every `#[ignore]`d test but the Slurm
+//! one (`cargo test --workspace -- --ignored --skip slurm_`: the scale runs,
+//! the 30 s set-up window cases, the tests that mount a tmpfs as root);
+//! `SPERLI_SLURM_TESTS=1` runs the Slurm cluster test (`-- --ignored
+//! slurm_`). An ignored test never passes without running: it is either
+//! run and judged, or listed as ignored.
 //!
 //! `--fuzz SECONDS` also runs every cargo-fuzz target for SECONDS from the
 //! committed seed corpus (`scripts/fuzz-smoke.sh`); `--bench-quick` also
 //! runs `cargo xtask bench --quick` as a smoke test (it fails on a crash or
 //! an error, never on a slow figure). `.ci/run` sets both.
 
+use std::path::Path;
 use std::process::Command;
 
 fn step(name: &str, cmd: &mut Command) -> bool {
@@ -24,6 +37,43 @@ fn step(name: &str, cmd: &mut Command) -> bool {
             false
         }
     }
+}
+
+/// The Python package's steps: its virtual environment, the launcher its
+/// tests start, pytest (whose closing line CI shows), the example.
+fn python_steps(root: &Path, cargo: &str, steps: &mut Vec<(String, Command)>) {
+    let mpi = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("mpicc").is_file()));
+    steps.extend(crate::bench::python::setup_commands(root, mpi));
+    let mut c = Command::new(cargo);
+    c.args(["build", "-p", "sperli-launch", "--bin", "sperli"])
+        .current_dir(root);
+    steps.push(("cargo build -p sperli-launch --bin sperli".into(), c));
+    let python = crate::bench::python::venv_python(root);
+    let sperli = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+        .join("debug/sperli");
+    let mut c = Command::new(&python);
+    c.args([
+        "-m",
+        "pytest",
+        "crates/sperli-py/tests",
+        "-p",
+        "no:cacheprovider",
+    ])
+    .env("SPERLI_BIN", &sperli)
+    .current_dir(root);
+    steps.push(("pytest crates/sperli-py/tests".into(), c));
+    let mut c = Command::new(&sperli);
+    c.args(["run", "-n", "4", "--"])
+        .arg(&python)
+        .arg("crates/sperli-py/examples/gradient_step.py")
+        .current_dir(root);
+    steps.push((
+        "sperli run -n 4 -- python crates/sperli-py/examples/gradient_step.py".into(),
+        c,
+    ));
 }
 
 /// Runs every step; returns the exit code.
@@ -46,18 +96,43 @@ pub fn run(args: &[String]) -> i32 {
         }
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut steps: Vec<(&str, Command)> = Vec::new();
+    let mut steps: Vec<(String, Command)> = Vec::new();
     let mut c = Command::new(&cargo);
     c.args(["test", "--workspace"]).current_dir(&root);
-    steps.push(("cargo test --workspace", c));
+    steps.push(("cargo test --workspace".into(), c));
+    let wanted = |var: &str| std::env::var(var).as_deref() == Ok("1");
+    if wanted(sperli_wire::env::SLOW_TESTS) {
+        let mut c = Command::new(&cargo);
+        c.args(["test", "--workspace", "--", "--ignored", "--skip", "slurm_"])
+            .current_dir(&root);
+        steps.push(("cargo test --workspace -- --ignored (slow tests)".into(), c));
+    }
+    if wanted(sperli_wire::env::SLURM_TESTS) {
+        let mut c = Command::new(&cargo);
+        c.args([
+            "test",
+            "-p",
+            "sperli-launch",
+            "--test",
+            "launch",
+            "--",
+            "--ignored",
+            "slurm_",
+        ])
+        .current_dir(&root);
+        steps.push((
+            "cargo test -p sperli-launch -- --ignored slurm_ (Slurm)".into(),
+            c,
+        ));
+    }
     let mut c = Command::new(&cargo);
     c.args(["xtask", "vectors", "--check"]).current_dir(&root);
-    steps.push(("cargo xtask vectors --check", c));
+    steps.push(("cargo xtask vectors --check".into(), c));
     let mut c = Command::new("python3");
     c.args(["scripts/sperli-vectors.py", "docs/sperli-vectors.txt"])
         .current_dir(&root);
     steps.push((
-        "python3 scripts/sperli-vectors.py docs/sperli-vectors.txt",
+        "python3 scripts/sperli-vectors.py docs/sperli-vectors.txt".into(),
         c,
     ));
     let mut c = Command::new("python3");
@@ -71,22 +146,23 @@ pub fn run(args: &[String]) -> i32 {
         "test_*.py",
     ])
     .current_dir(&root);
-    steps.push(("python3 -m unittest (checker tests)", c));
+    steps.push(("python3 -m unittest (checker tests)".into(), c));
+    python_steps(&root, &cargo, &mut steps);
     if let Some(s) = fuzz_seconds {
         let mut c = Command::new("bash");
         c.args(["scripts/fuzz-smoke.sh", &s.to_string()])
             .current_dir(&root);
-        steps.push(("scripts/fuzz-smoke.sh (every fuzz target)", c));
+        steps.push(("scripts/fuzz-smoke.sh (every fuzz target)".into(), c));
     }
     if bench_quick {
         let mut c = Command::new(&cargo);
         c.args(["xtask", "bench", "--quick"]).current_dir(&root);
-        steps.push(("cargo xtask bench --quick (smoke)", c));
+        steps.push(("cargo xtask bench --quick (smoke)".into(), c));
     }
     let total = steps.len();
     let mut passed = 0;
     for (name, mut cmd) in steps {
-        if !step(name, &mut cmd) {
+        if !step(&name, &mut cmd) {
             println!("steps: {passed} passed, 1 failed");
             return 1;
         }

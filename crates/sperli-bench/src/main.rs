@@ -1,4 +1,4 @@
-//! `sperli-bench`: the programs `cargo xtask bench` runs (issue 8).
+//! `sperli-bench`: the programs `cargo xtask bench` runs (docs/performance.md).
 //!
 //! ```text
 //! sperli-bench limits [--quick]          the machine's limits, in this process

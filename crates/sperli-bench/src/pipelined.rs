@@ -1,5 +1,5 @@
 //! `sperli-bench rank pipe`: the pipelined collectives of HELLO feature
-//! bit 1 (issue 13, protocol §14) next to the v1 star. The xtask starts the
+//! bit 1 (protocol §14) next to the v1 star. The xtask starts the
 //! same job twice: once as it is (every rank announces bit 1: large calls
 //! run pipelined) and once with `SPERLI_FEATURES=1` (v1 only: the star).
 //! Each call is one `_large_into` call, so the pipelined side makes one

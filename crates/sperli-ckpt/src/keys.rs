@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use sperli_tls::composite_sig::{PublicKey, SecretKey};
+use sperli_tls::composite_sig::{CompositeSigError, PublicKey, SecretKey};
 use sperli_wire::error::{DecodeError, Error};
 use sperli_wire::job_description::JobDescription;
 use sperli_wire::limits::{PUBLIC_KEY_LEN, SECRET_KEY_LEN};
@@ -60,11 +60,16 @@ impl JobKeys {
     /// secret key must match it; a rank 0 without a secret key cannot sign
     /// COMMIT files. Each failure is H1615 ([`Error::JobDescription`]).
     pub fn from_description(desc: &JobDescription) -> Result<Self, Error> {
-        let public = PublicKey::from_bytes(&desc.job_public_key).map_err(|_| {
-            Error::JobDescription(DecodeError::Mismatch {
-                field: "job_public_key length",
-                expected: PUBLIC_KEY_LEN as u64,
-                got: desc.job_public_key.len() as u64,
+        let public = PublicKey::from_bytes(&desc.job_public_key).map_err(|e| {
+            Error::JobDescription(match e {
+                CompositeSigError::Length { got, .. } => DecodeError::Mismatch {
+                    field: "job_public_key length",
+                    expected: PUBLIC_KEY_LEN as u64,
+                    got: got as u64,
+                },
+                _ => DecodeError::InvalidKey {
+                    field: "job_public_key",
+                },
             })
         })?;
         let secret = if desc.job_secret_key.is_empty() {
@@ -78,10 +83,9 @@ impl JobKeys {
                 })
             })?;
             if sk.public_key() != &public {
-                return Err(Error::JobDescription(DecodeError::Mismatch {
-                    field: "job_secret_key (does not match job_public_key)",
-                    expected: 1,
-                    got: 0,
+                return Err(Error::JobDescription(DecodeError::KeysDoNotMatch {
+                    secret: "job_secret_key",
+                    public: "job_public_key",
                 }));
             }
             Some(sk)

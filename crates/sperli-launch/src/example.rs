@@ -3,7 +3,8 @@
 //!
 //! - `hello`: every rank says who it is, then a barrier;
 //! - `allreduce [N]`: an f64 sum allreduce of N elements (default 1000);
-//!   rank 0 checks the result against the closed form;
+//!   rank 0 checks the result against the closed form (exit status 4 if it
+//!   differs, as for `ckpt` and `scale`);
 //! - `pingpong [BYTES] [ROUNDS]`: ranks 0 and 1 bounce a DATA message
 //!   (tag 7) ROUNDS times; rank 0 prints the half round-trip time;
 //! - `sleep MS`: join, barrier, sleep MS milliseconds (the I/O thread keeps
@@ -26,7 +27,7 @@
 //!   allreduce and a checkpoint, then prints its peak resident memory
 //!   (`VmHWM`), resident memory and open file descriptors (docs/reliability.md,
 //!   "Scale"); needs `--checkpoint-dir`;
-//! - `pipe-kill VICTIM [FRAMES]` (issue 13, protocol §14.7): every rank
+//! - `pipe-kill VICTIM [FRAMES]` (protocol §14.7): every rank
 //!   makes one allreduce of 64 MiB of f64 per rank (`allreduce_large_into`:
 //!   one pipelined call when the job negotiated HELLO feature bit 1); in
 //!   incarnation 1 rank VICTIM SIGKILLs itself once it has taken FRAMES
@@ -34,8 +35,8 @@
 //!   checks the result of a run that completes;
 //! - `ckpt STEPS EVERY [SLEEP_MS [KILL_STEP KILL_RANK]]`: a deterministic
 //!   f64 iteration with one allreduce per step ([`ckpt_step`]), a
-//!   checkpoint (sperli-ckpt, docs/sperli-protocol.md §9.4) every EVERY
-//!   steps and the resume exchange (§10.2) at the start of every
+//!   checkpoint (sperli-ckpt, protocol §9.4) every EVERY
+//!   steps and the resume exchange (protocol §10.2) at the start of every
 //!   incarnation; rank 0 prints the final allreduce result as hex and
 //!   checks it against [`ckpt_reference`]. Needs `sperli run
 //!   --checkpoint-dir DIR`. With KILL_STEP, rank KILL_RANK kills itself
@@ -46,6 +47,41 @@ use std::process::ExitCode;
 use sperli_ckpt::Checkpointer;
 use sperli_collective::{Comm, Reduction};
 use sperli_wire::Error;
+
+/// The exit status of a rank whose result differs from the reference (the
+/// `allreduce` example's, too).
+const EXIT_WRONG_RESULT: u8 = 4;
+
+/// What an example run that checks its result ends with.
+enum Failure {
+    /// A SPERLI call failed.
+    Sperli(Error),
+    /// The computed result differs from the reference (the example names
+    /// which one).
+    WrongResult(&'static str),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Sperli(e)
+    }
+}
+
+impl Failure {
+    /// Prints the failure as rank `rank` and gives the exit status.
+    fn exit(self, rank: u32) -> ExitCode {
+        match self {
+            Failure::Sperli(e) => {
+                eprintln!("rank {rank}: {e}");
+                ExitCode::from(1)
+            }
+            Failure::WrongResult(what) => {
+                eprintln!("rank {rank}: {what} differs from the reference");
+                ExitCode::from(EXIT_WRONG_RESULT)
+            }
+        }
+    }
+}
 
 /// Elements per rank in the `ckpt` example.
 pub const CKPT_LEN: usize = 16;
@@ -69,7 +105,7 @@ pub fn ckpt_step(x: &mut [f64], sum: &[f64], size: u32, step: u64) {
 }
 
 /// The sum of `x` over ranks as the v1 allreduce folds it: ascending rank
-/// order, the lower rank's partial as the left operand (layouts §5).
+/// order, the lower rank's partial as the left operand (protocol §8.2).
 fn fold_sum(xs: &[Vec<f64>]) -> Vec<f64> {
     let mut acc = xs.first().cloned().unwrap_or_default();
     for x in xs.iter().skip(1) {
@@ -122,7 +158,7 @@ fn run_ckpt(args: &[String]) -> ExitCode {
     let rank = ck.comm().rank();
     let size = ck.comm().size();
     let incarnation = ck.keys().incarnation();
-    let result = (|| -> Result<(), Error> {
+    let result = (|| -> Result<(), Failure> {
         let (mut step, mut x) = match ck.resume::<(u64, Vec<f64>)>()? {
             Some((epoch, (step, x))) => {
                 if rank == 0 {
@@ -164,20 +200,14 @@ fn run_ckpt(args: &[String]) -> ExitCode {
                 if ok { "correct" } else { "WRONG" }
             );
             if !ok {
-                return Err(Error::Io {
-                    op: "checking the ckpt example's result",
-                    kind: std::io::ErrorKind::InvalidData,
-                });
+                return Err(Failure::WrongResult("the ckpt example's result"));
             }
         }
         Ok(())
     })();
-    match result.and_then(|()| ck.into_comm().into_link().finish()) {
+    match result.and_then(|()| Ok(ck.into_comm().into_link().finish()?)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("rank {rank}: {e}");
-            ExitCode::from(1)
-        }
+        Err(f) => f.exit(rank),
     }
 }
 
@@ -261,31 +291,25 @@ fn run_scale() -> ExitCode {
             .map_or(0, |d| d.as_millis())
     };
     println!("up {}", now_ms());
-    let result = (|| -> Result<(), Error> {
+    let result = (|| -> Result<(), Failure> {
         let mine = vec![f64::from(rank); 1000];
         let sum = ck.comm().allreduce(&mine, Reduction::Sum)?;
         let want = f64::from(size) * f64::from(size - 1) / 2.0;
         if sum.iter().any(|v| *v != want) {
-            return Err(Error::Io {
-                op: "checking the scale example's allreduce",
-                kind: std::io::ErrorKind::InvalidData,
-            });
+            return Err(Failure::WrongResult("the scale example's allreduce"));
         }
         let epoch = ck.checkpoint(&(rank, mine))?;
         let (hwm, rss, fds) = own_memory_and_fds();
         println!("stats epoch {epoch} hwm_kib {hwm} rss_kib {rss} fds {fds}");
-        ck.comm().barrier()
+        Ok(ck.comm().barrier()?)
     })();
-    match result.and_then(|()| ck.into_comm().into_link().finish()) {
+    match result.and_then(|()| Ok(ck.into_comm().into_link().finish()?)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("rank {rank}: {e}");
-            ExitCode::from(1)
-        }
+        Err(f) => f.exit(rank),
     }
 }
 
-// ---- pipe-kill (issue 13) ---------------------------------------------------
+// ---- pipe-kill (protocol §14.7) ---------------------------------------------
 
 /// A [`Link`](sperli_collective::Link) over the rank's endpoint that
 /// SIGKILLs the process when it takes its `left`-th COLLECTIVE frame.
@@ -432,7 +456,7 @@ pub fn run(args: &[String]) -> ExitCode {
                     if ok {
                         comm.barrier()
                     } else {
-                        return ExitCode::from(4);
+                        return ExitCode::from(EXIT_WRONG_RESULT);
                     }
                 }
                 Err(e) => Err(e),

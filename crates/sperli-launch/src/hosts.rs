@@ -1,5 +1,5 @@
-//! Host lists, the deny file and placement (protocol text "Transport und
-//! Sicherheit"; layouts §10 "Refused hosts", §11 "The deny file").
+//! Host lists, the deny file and placement (protocol §2.3 refused hosts and
+//! the deny file, §4.3 hosts).
 //!
 //! `-H h1[:port],h2,...` or `--hostfile FILE` (one `host[:port]` per line,
 //! `#` comments, an optional ` slots=N` as mpirun writes it). Names are
@@ -78,9 +78,9 @@ pub enum HostListError {
     Empty,
 }
 
-/// A deny file (`--deny-hosts`) entry that is not a valid host (layouts
-/// §11: it stops the launcher, as a refusal that cannot be read refuses
-/// nothing).
+/// A deny file (`--deny-hosts`) entry that is not a valid host (protocol
+/// §2.3: it "stops the launcher, as an unreadable file does: a refusal that
+/// cannot be read refuses nothing, so it is never skipped").
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("deny file line {line}: {entry:?} is not a valid host ({error}); refusing to start")]
 pub struct DenyFileError {
@@ -184,7 +184,7 @@ pub fn parse_hostfile(text: &str, policy: &RefusedHosts) -> Result<Vec<HostSpec>
     check_all(out, policy)
 }
 
-/// The names of a deny file (layouts §11): separated by commas and any
+/// The names of a deny file (protocol §2.3): separated by commas and any
 /// whitespace, blank lines and lines starting with `#` ignored, each
 /// lowercased with a trailing dot dropped and checked to be a valid host.
 /// Returns them one per line, as [`RefusedHosts::new`] takes them.

@@ -265,12 +265,15 @@ pub fn submit(args: &SubmitArgs) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(MailboxError::TaskFailed(r)) => {
-            show(&r, args.raw);
-            eprintln!(
-                "sperli submit: H1642 task {} failed on some rank",
-                r.sequence
-            );
+        Err(e @ MailboxError::TaskFailed(_)) => {
+            if let MailboxError::TaskFailed(r) = &e {
+                show(r, args.raw);
+                let code = e.code().map(|c| format!("{c} ")).unwrap_or_default();
+                eprintln!(
+                    "sperli submit: {code}task {} failed on some rank",
+                    r.sequence
+                );
+            }
             ExitCode::from(EXIT_TASK_FAILED)
         }
         Err(e) => {

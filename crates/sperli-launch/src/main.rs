@@ -339,17 +339,18 @@ fn run(args: RunArgs) -> ExitCode {
                     (env::LOCAL_SIZE.into(), ls.to_string()),
                     (env::SILENCE_MS.into(), args.silence_ms.to_string()),
                     (env::INCARNATION.into(), incarnation.to_string()),
-                    ("RANK".into(), r.to_string()),
-                    ("WORLD_SIZE".into(), n.to_string()),
-                    ("LOCAL_RANK".into(), lr.to_string()),
+                    (env::TORCH_RANK.into(), r.to_string()),
+                    (env::WORLD_SIZE.into(), n.to_string()),
+                    (env::TORCH_LOCAL_RANK.into(), lr.to_string()),
                     (env::LOCAL_WORLD_SIZE.into(), ls.to_string()),
                 ];
                 *lr += 1;
                 let mut env = env;
                 env.extend(mailbox.as_ref().and_then(|m| m.env(r)));
                 if let Some(dir) = &args.checkpoint_dir {
-                    // Each rank gets its own directory (layouts §7): two ranks
-                    // on one host never share one.
+                    // Each rank gets its own directory (protocol §9.1: "`<dir>`
+                    // is the rank's own checkpoint directory"): two ranks on
+                    // one host never share one.
                     let own = dir.join(format!("rank-{r}"));
                     env.push((
                         env::CHECKPOINT_DIR.into(),

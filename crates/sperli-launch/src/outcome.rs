@@ -69,9 +69,11 @@ impl std::fmt::Display for Blame {
             Cause::Unresponsive => {
                 f.write_str("failed: its peers lost it, but it did not exit (hung, or its host is unreachable)")?
             }
-            Cause::NeverJoined => {
-                f.write_str("never joined the job: its peers' set-up ended without it (H1616)")?
-            }
+            Cause::NeverJoined => write!(
+                f,
+                "never joined the job: its peers' set-up ended without it ({})",
+                sperli_wire::HCode::H1616
+            )?,
             Cause::NotStarted => write!(
                 f,
                 "never started within the set-up window ({} s): the remote shell or srun did not run it",

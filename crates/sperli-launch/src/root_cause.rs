@@ -109,7 +109,8 @@ pub struct Verdict {
     /// exit, that of the first rank that failed because of it (else 1).
     pub exit_code: i32,
     /// The ABORT that ended the job as a rank received it: the
-    /// originator's rank, reason, code and message (layouts §10).
+    /// originator's rank, reason, code and message (protocol §7.5: "The
+    /// originator's reason and code are what the launcher reports").
     pub abort: Option<(u32, AbortNote)>,
 }
 

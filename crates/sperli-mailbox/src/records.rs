@@ -316,17 +316,7 @@ pub enum RecordError {
     },
 }
 
-/// Cuts `s` to at most `max` bytes on a character boundary.
-pub fn truncate_utf8(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
+pub use sperli_wire::codec::truncate_utf8;
 
 impl RankReply {
     /// Bytes of this record.

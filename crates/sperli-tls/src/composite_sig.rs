@@ -1,15 +1,14 @@
 //! CompositeSig: ML-DSA-44 and Ed25519 together, algorithm
 //! id-MLDSA44-Ed25519-SHA512 of the IETF LAMPS draft
-//! draft-ietf-lamps-pq-composite-sigs (layouts §9; protocol text "Transport
-//! und Sicherheit": "Standard.CompositeSig ... Label
-//! COMPSIG-MLDSA44-Ed25519-SHA512").
+//! draft-ietf-lamps-pq-composite-sigs (protocol §3), label
+//! `COMPSIG-MLDSA44-Ed25519-SHA512`.
 //!
 //! The message representative is
 //! `M' = Prefix || Label || len(ctx) (1 byte) || ctx || SHA-512(M)`.
 //! The ML-DSA-44 component signs `M'` with ML-DSA's own context set to the
 //! Label (pure, hedged ML-DSA); the Ed25519 component signs `M'`.
 //!
-//! Layouts: public key = ML-DSA-44 (1312) || Ed25519 (32) = 1344 bytes;
+//! Byte layouts (protocol §3): public key = ML-DSA-44 (1312) || Ed25519 (32) = 1344 bytes;
 //! signature = ML-DSA-44 (2420) || Ed25519 (64) = 2484 bytes; secret key =
 //! ML-DSA-44 keygen seed (32) || Ed25519 seed (32) = 64 bytes.
 
@@ -23,22 +22,22 @@ use sha2::{Digest, Sha512};
 use sperli_wire::limits::{PUBLIC_KEY_LEN, SECRET_KEY_LEN, SIGNATURE_LEN};
 use zeroize::Zeroizing;
 
-/// The draft's fixed prefix, ASCII `CompositeAlgorithmSignatures2025` (layouts §9).
+/// The draft's fixed prefix, ASCII `CompositeAlgorithmSignatures2025` (protocol §3).
 pub const PREFIX: &[u8; 32] = b"CompositeAlgorithmSignatures2025";
-/// The algorithm label (layouts §9; protocol text "Transport und Sicherheit").
+/// The algorithm label (protocol §3).
 pub const LABEL: &[u8; 30] = b"COMPSIG-MLDSA44-Ed25519-SHA512";
-/// ML-DSA-44 public key length (layouts §9).
+/// ML-DSA-44 public key length (protocol §3).
 pub const MLDSA_PK_LEN: usize = ml_dsa_44::PK_LEN;
-/// ML-DSA-44 signature length (layouts §9).
+/// ML-DSA-44 signature length (protocol §3).
 pub const MLDSA_SIG_LEN: usize = ml_dsa_44::SIG_LEN;
-/// Longest application context: its length is one byte (layouts §9).
+/// Longest application context: its length is one byte (protocol §3).
 pub const MAX_CONTEXT_LEN: usize = 255;
 
 const _: () = assert!(MLDSA_PK_LEN + 32 == PUBLIC_KEY_LEN);
 const _: () = assert!(MLDSA_SIG_LEN + 64 == SIGNATURE_LEN);
 const _: () = assert!(SECRET_KEY_LEN == 64);
 
-/// Why a key, signature or signing call is refused (layouts §9).
+/// Why a key, signature or signing call is refused (protocol §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CompositeSigError {
@@ -69,7 +68,7 @@ pub enum CompositeSigError {
     Random,
 }
 
-/// The message representative `M'` of the draft (layouts §9).
+/// The message representative `M'` of the draft (protocol §3).
 /// Fails only for a context longer than 255 bytes.
 pub fn message_representative(msg: &[u8], ctx: &[u8]) -> Result<Vec<u8>, CompositeSigError> {
     let ctx_len = u8::try_from(ctx.len())
@@ -83,7 +82,7 @@ pub fn message_representative(msg: &[u8], ctx: &[u8]) -> Result<Vec<u8>, Composi
     Ok(m)
 }
 
-/// A CompositeSig public key, 1344 bytes (layouts §9).
+/// A CompositeSig public key, 1344 bytes (protocol §3).
 #[derive(Clone)]
 pub struct PublicKey {
     bytes: [u8; PUBLIC_KEY_LEN],
@@ -92,7 +91,7 @@ pub struct PublicKey {
 }
 
 impl PublicKey {
-    /// Decodes a 1344-byte public key (layouts §9). Any other length or an
+    /// Decodes a 1344-byte public key (protocol §3). Any other length or an
     /// undecodable component is an error.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, CompositeSigError> {
         let bytes: [u8; PUBLIC_KEY_LEN] =
@@ -112,12 +111,12 @@ impl PublicKey {
         Ok(Self { bytes, mldsa, ed })
     }
 
-    /// The 1344 bytes: ML-DSA-44 public key, then Ed25519 public key (layouts §9).
+    /// The 1344 bytes: ML-DSA-44 public key, then Ed25519 public key (protocol §3).
     pub fn to_bytes(&self) -> [u8; PUBLIC_KEY_LEN] {
         self.bytes
     }
 
-    /// The 1344 bytes, borrowed (layouts §9).
+    /// The 1344 bytes, borrowed (protocol §3).
     pub fn as_bytes(&self) -> &[u8; PUBLIC_KEY_LEN] {
         &self.bytes
     }
@@ -139,7 +138,7 @@ impl fmt::Debug for PublicKey {
 }
 
 /// A CompositeSig secret key: 32-byte ML-DSA-44 keygen seed, then the
-/// 32-byte Ed25519 seed (layouts §9). Zeroized on drop; its `Debug` shows
+/// 32-byte Ed25519 seed (protocol §3). Zeroized on drop; its `Debug` shows
 /// no secret byte.
 #[derive(Clone)]
 pub struct SecretKey {
@@ -150,7 +149,7 @@ pub struct SecretKey {
 }
 
 impl SecretKey {
-    /// Expands a 64-byte secret key (layouts §9).
+    /// Expands a 64-byte secret key (protocol §3).
     pub fn from_bytes(bytes: &[u8; SECRET_KEY_LEN]) -> Self {
         let seed = Zeroizing::new(*bytes);
         let mut xi = Zeroizing::new([0u8; 32]);
@@ -176,7 +175,7 @@ impl SecretKey {
         }
     }
 
-    /// Decodes a secret key from a slice, which must be 64 bytes (layouts §9).
+    /// Decodes a secret key from a slice, which must be 64 bytes (protocol §3).
     pub fn from_slice(bytes: &[u8]) -> Result<Self, CompositeSigError> {
         let arr: &[u8; SECRET_KEY_LEN] =
             bytes.try_into().map_err(|_| CompositeSigError::Length {
@@ -187,12 +186,12 @@ impl SecretKey {
         Ok(Self::from_bytes(arr))
     }
 
-    /// The 64 secret bytes (layouts §9). Handle with care: never log them.
+    /// The 64 secret bytes (protocol §3). Handle with care: never log them.
     pub fn to_bytes(&self) -> Zeroizing<[u8; SECRET_KEY_LEN]> {
         self.seed.clone()
     }
 
-    /// The matching public key (layouts §9).
+    /// The matching public key (protocol §3).
     pub fn public_key(&self) -> &PublicKey {
         &self.public
     }
@@ -204,12 +203,12 @@ impl fmt::Debug for SecretKey {
     }
 }
 
-/// A CompositeSig signature, 2484 bytes (layouts §9).
+/// A CompositeSig signature, 2484 bytes (protocol §3).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Signature(pub [u8; SIGNATURE_LEN]);
 
 impl Signature {
-    /// A signature from a slice that must be 2484 bytes (layouts §9).
+    /// A signature from a slice that must be 2484 bytes (protocol §3).
     pub fn from_slice(bytes: &[u8]) -> Result<Self, CompositeSigError> {
         let arr: [u8; SIGNATURE_LEN] = bytes.try_into().map_err(|_| CompositeSigError::Length {
             what: "signature",
@@ -227,8 +226,8 @@ impl fmt::Debug for Signature {
     }
 }
 
-/// Generates a fresh key pair from the system RNG (layouts §9; the
-/// launcher's job key, protocol text "Transport und Sicherheit").
+/// Generates a fresh key pair from the system RNG (protocol §3; the
+/// launcher's job key, protocol §2.2).
 pub fn generate() -> Result<SecretKey, CompositeSigError> {
     let mut seed = Zeroizing::new([0u8; SECRET_KEY_LEN]);
     OsRng
@@ -237,7 +236,7 @@ pub fn generate() -> Result<SecretKey, CompositeSigError> {
     Ok(SecretKey::from_bytes(&seed))
 }
 
-/// Signs `msg` under application context `ctx` (layouts §9): hedged
+/// Signs `msg` under application context `ctx` (protocol §3): hedged
 /// ML-DSA-44 over `M'` with context Label, Ed25519 over `M'`.
 pub fn sign(sk: &SecretKey, msg: &[u8], ctx: &[u8]) -> Result<Signature, CompositeSigError> {
     let m = message_representative(msg, ctx)?;
@@ -252,7 +251,7 @@ pub fn sign(sk: &SecretKey, msg: &[u8], ctx: &[u8]) -> Result<Signature, Composi
     Ok(Signature(out))
 }
 
-/// Verifies `sig` over `msg` under context `ctx` (layouts §9): both
+/// Verifies `sig` over `msg` under context `ctx` (protocol §3): both
 /// components must verify (Ed25519 with `verify_strict`). A context longer
 /// than 255 bytes never verifies.
 pub fn verify(pk: &PublicKey, msg: &[u8], ctx: &[u8], sig: &Signature) -> bool {
@@ -270,7 +269,7 @@ pub fn verify(pk: &PublicKey, msg: &[u8], ctx: &[u8], sig: &Signature) -> bool {
     pk.ed.verify_strict(&m, &ed_sig).is_ok()
 }
 
-/// Verifies raw bytes as they come from a token or file (layouts §9): a
+/// Verifies raw bytes as they come from a token or file (protocol §3): a
 /// public key or signature of the wrong length or encoding does not verify.
 pub fn verify_bytes(pk: &[u8], msg: &[u8], ctx: &[u8], sig: &[u8]) -> bool {
     match (PublicKey::from_bytes(pk), Signature::from_slice(sig)) {

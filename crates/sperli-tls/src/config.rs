@@ -1,5 +1,5 @@
-//! rustls configurations for SPERLI connections (protocol text "Transport
-//! und Sicherheit"; layouts §10 "Certificates", "Who may abort a job").
+//! rustls configurations for SPERLI connections (protocol §2.1, §2.2; who
+//! may abort a job, protocol §5.3).
 //!
 //! - TLS 1.3 only, one crypto provider (ring) for the whole workspace.
 //! - Both sides present a certificate and check the peer's against the job
@@ -36,7 +36,7 @@ use sperli_wire::{Error, JobId};
 use crate::pki::{expected_cn, peer_identity, RankIdentity};
 
 /// Why a TLS configuration cannot be built from the PEM files (protocol
-/// text "Transport und Sicherheit"). These are local failures, not a peer's.
+/// §2.2). These are local failures, not a peer's.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -63,6 +63,10 @@ pub enum ConfigError {
     /// A host entry that is neither a DNS name nor a dotted IPv4 address.
     #[error("invalid host: {0}")]
     Host(sperli_wire::error::HostError),
+    /// The system random number generator failed (the private directory's
+    /// name is random).
+    #[error("the system random number generator failed while naming the PEM directory")]
+    Random,
 }
 
 /// The one crypto provider of the workspace: ring (docs/crypto-provider.md).
@@ -70,7 +74,8 @@ pub fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// The only protocol version SPERLI speaks (protocol text "Nur TLS 1.3").
+/// The only protocol version SPERLI speaks (protocol §2.1: "Every
+/// connection is TLS 1.3 only").
 pub static VERSIONS: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13];
 
 fn read_file(path: &Path, what: &'static str) -> Result<Vec<u8>, ConfigError> {
@@ -117,7 +122,7 @@ fn load_key(key_pem: &[u8]) -> Result<PrivateKeyDer<'static>, ConfigError> {
 }
 
 /// The server (accepting) side's configuration from PEM bytes (protocol
-/// text "Transport und Sicherheit"): TLS 1.3 only, client certificate
+/// §2.1, §2.2): TLS 1.3 only, client certificate
 /// required and checked against the job CA alone.
 pub fn server_config_from_pem(
     ca_pem: &[u8],
@@ -139,7 +144,7 @@ pub fn server_config_from_pem(
 }
 
 /// The client (connecting) side's configuration from PEM bytes (protocol
-/// text "Transport und Sicherheit"): TLS 1.3 only, the job CA as the only
+/// §2.1, §2.2): TLS 1.3 only, the job CA as the only
 /// root, our certificate presented.
 pub fn client_config_from_pem(
     ca_pem: &[u8],
@@ -156,8 +161,8 @@ pub fn client_config_from_pem(
 }
 
 /// The name the connecting side checks the server certificate against
-/// (protocol text "Transport und Sicherheit"): a dotted IPv4 host is an IP
-/// address (never a DNS name), anything else a DNS name.
+/// (protocol §2.2: "A dotted IPv4 host is checked as an address against an
+/// iPAddress entry, never as a DNS name"), anything else a DNS name.
 pub fn server_name_for_host(host: &str) -> Result<ServerName<'static>, ConfigError> {
     match sperli_wire::host::validate(host).map_err(ConfigError::Host)? {
         HostKind::Ipv4(ip) => Ok(ServerName::IpAddress(std::net::IpAddr::V4(ip).into())),
@@ -177,9 +182,9 @@ fn auth_error(peer: Option<u32>, error: AuthError) -> Error {
 }
 
 /// Checks, after the handshake, that the peer is rank `expected_rank` of
-/// `job` (protocol text "Transport und Sicherheit": "Nach dem Handshake
-/// vergleicht jede Seite das Subject des Peers mit dem Job und dem
-/// erwarteten Rang"). Also insists on TLS 1.3. Fails with H1611.
+/// `job` (protocol §2.2: "After the handshake each side compares the peer
+/// certificate's subject CN with `sperli-<job hex>-<n>` for the expected
+/// rank n"). Also insists on TLS 1.3. Fails with H1611.
 pub fn check_peer(conn: &CommonState, job: &JobId, expected_rank: u32) -> Result<(), Error> {
     let peer = Some(expected_rank);
     if conn.protocol_version() != Some(ProtocolVersion::TLSv1_3) {
@@ -207,7 +212,7 @@ pub fn check_peer(conn: &CommonState, job: &JobId, expected_rank: u32) -> Result
     Ok(())
 }
 
-/// Maps a rustls error to our words for it (layouts §8, H1611).
+/// Maps a rustls error to our words for it (H1611, protocol §13).
 pub fn tls_failure(e: &rustls::Error) -> TlsFailure {
     use rustls::Error as E;
     match e {
@@ -245,7 +250,7 @@ pub fn tls_failure(e: &rustls::Error) -> TlsFailure {
 }
 
 /// Maps an I/O error from a TLS stream (which wraps the rustls error, if
-/// any) to our words (layouts §8, H1611). A bare socket error during the
+/// any) to our words (H1611, protocol §13). A bare socket error during the
 /// handshake is [`TlsFailure::Broken`].
 pub fn tls_failure_from_io(e: &io::Error) -> TlsFailure {
     match e
@@ -274,8 +279,8 @@ where
 }
 
 /// Connects as rank `own` side to rank `peer_rank` at host-list entry
-/// `host` over an already connected socket (protocol text "Verbindungen",
-/// "Transport und Sicherheit"): TLS 1.3 handshake, SAN checked against
+/// `host` over an already connected socket (protocol §5.1 step 4, §2.2):
+/// TLS 1.3 handshake, SAN checked against
 /// `host`, then the peer's subject checked. Any failure is H1611.
 pub fn connect(
     config: Arc<ClientConfig>,
@@ -295,8 +300,8 @@ pub fn connect(
     Ok(StreamOwned::new(conn, sock))
 }
 
-/// Accepts a connection from rank `peer_rank` (protocol text
-/// "Verbindungen"): TLS 1.3 handshake with a required client certificate
+/// Accepts a connection from rank `peer_rank` (protocol §5.1 step 4):
+/// TLS 1.3 handshake with a required client certificate
 /// from the job CA, then the peer's subject checked. Any failure is H1611.
 pub fn accept(
     config: Arc<ServerConfig>,
@@ -313,9 +318,10 @@ pub fn accept(
     Ok(StreamOwned::new(conn, sock))
 }
 
-/// The three PEM texts written to a fresh private directory (protocol text
-/// "Jobbeschreibung": "in Dateien, die nur sein Benutzer lesen darf, in ein
-/// eigenes Verzeichnis, solange er Verbindungen aufbaut"). The directory is
+/// The three PEM texts written to a fresh private directory (protocol §4.1:
+/// "to files in a directory of its own, the directory mode 0700 and the
+/// files mode 0600 ..., and only for as long as it sets up connections").
+/// The directory is
 /// created with mode 0700 and the files with 0600 from the start; dropping
 /// the guard removes them.
 #[derive(Debug)]
@@ -332,21 +338,18 @@ pub const KEY_FILE: &str = "rank-key.pem";
 
 impl PrivatePemDir {
     /// Writes `identity` into a new directory under the system temp dir
-    /// (protocol text "Jobbeschreibung").
+    /// (protocol §4.1).
     pub fn create(identity: &RankIdentity) -> Result<Self, ConfigError> {
         Self::create_in(&std::env::temp_dir(), identity)
     }
 
-    /// Writes `identity` into a new directory under `parent` (protocol text
-    /// "Jobbeschreibung").
+    /// Writes `identity` into a new directory under `parent` (protocol
+    /// §4.1).
     pub fn create_in(parent: &Path, identity: &RankIdentity) -> Result<Self, ConfigError> {
         let mut rnd = [0u8; 12];
         OsRng
             .try_fill_bytes(&mut rnd)
-            .map_err(|_| ConfigError::Io {
-                what: "directory",
-                kind: io::ErrorKind::Other,
-            })?;
+            .map_err(|_| ConfigError::Random)?;
         let path = parent.join(format!("sperli-tls-{}", sperli_wire::hex::encode(&rnd)));
         DirBuilder::new()
             .mode(0o700)

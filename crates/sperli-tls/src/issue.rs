@@ -1,6 +1,6 @@
-//! Issuing the per-job PKI (protocol text "Transport und Sicherheit": "Der
-//! Launcher erzeugt je Job eine Job-CA ... und je Rang ein
-//! Ed25519-Zertifikat"; protocol §2.2): the job CA and the rank
+//! Issuing the per-job PKI (protocol §2.2: "For each job the launcher
+//! creates: a job CA ...; for each rank n an Ed25519 key and certificate
+//! signed by the job CA"): the job CA and the rank
 //! certificates, made with rcgen. Only the launcher and tests issue
 //! certificates, so this module (and rcgen) sits behind the `issue`
 //! feature; a rank reads and checks certificates with [`crate::pki`].
@@ -20,8 +20,9 @@ use zeroize::Zeroizing;
 
 use crate::pki::{ca_cn, expected_cn, PkiError, RankIdentity, SubjectAltName, MAX_RANK_CN_LEN};
 
-/// How long before issue a certificate becomes valid (layouts §10: "a few
-/// minutes before issue"), to absorb clock skew between hosts.
+/// How long before issue a certificate becomes valid (protocol §2.2:
+/// "notBefore a few minutes before issue"), to absorb clock skew between
+/// hosts.
 pub const BACKDATE: Duration = Duration::from_secs(5 * 60);
 
 /// The rcgen form of a SAN SPERLI issues (IPv4 or DNS).
@@ -35,7 +36,7 @@ fn to_rcgen(san: &SubjectAltName) -> Result<SanType, PkiError> {
     }
 }
 
-/// What a rank certificate says (layouts §10): normally from
+/// What a rank certificate says (protocol §2.2): normally from
 /// [`RankCertParams::for_rank`]; tests build odd ones by hand.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RankCertParams {
@@ -46,8 +47,7 @@ pub struct RankCertParams {
 }
 
 impl RankCertParams {
-    /// The parameters of rank `rank` on `host` (protocol text "Transport und
-    /// Sicherheit").
+    /// The parameters of rank `rank` on `host` (protocol §2.2).
     pub fn for_rank(job: &JobId, rank: u32, host: &str) -> Result<Self, PkiError> {
         Ok(Self {
             common_name: expected_cn(job, rank),
@@ -56,7 +56,7 @@ impl RankCertParams {
     }
 }
 
-/// A job CA: Ed25519 key and self-signed certificate (layouts §10). Its
+/// A job CA: Ed25519 key and self-signed certificate (protocol §2.2). Its
 /// key stays in memory; `Debug` shows no key.
 pub struct JobCa {
     job: JobId,
@@ -107,7 +107,7 @@ fn validity(deadline: SystemTime) -> Result<(OffsetDateTime, OffsetDateTime), Pk
 
 impl JobCa {
     /// Makes the CA of job `job`, valid from five minutes ago until
-    /// `deadline` (layouts §10 "Certificates").
+    /// `deadline` (protocol §2.2).
     pub fn generate(job: JobId, deadline: SystemTime) -> Result<Self, PkiError> {
         let (not_before, not_after) = validity(deadline)?;
         let key = KeyPair::generate_for(&rcgen::PKCS_ED25519).map_err(PkiError::Generate)?;
@@ -135,23 +135,22 @@ impl JobCa {
         self.job
     }
 
-    /// The CA certificate, PEM (layouts §10).
+    /// The CA certificate, PEM (protocol §2.2).
     pub fn cert_pem(&self) -> &str {
         &self.cert_pem
     }
 
-    /// The CA certificate, DER (layouts §10).
+    /// The CA certificate, DER (protocol §2.2).
     pub fn cert_der(&self) -> &[u8] {
         &self.cert_der
     }
 
-    /// Issues rank `rank`'s certificate for `host` (protocol text "Transport
-    /// und Sicherheit"; layouts §10).
+    /// Issues rank `rank`'s certificate for `host` (protocol §2.2).
     pub fn issue_rank(&self, rank: u32, host: &str) -> Result<RankIdentity, PkiError> {
         self.issue(&RankCertParams::for_rank(&self.job, rank, host)?)
     }
 
-    /// Issues a rank certificate with the given CN and SAN (layouts §10):
+    /// Issues a rank certificate with the given CN and SAN (protocol §2.2):
     /// CA:false, keyUsage digitalSignature, EKU serverAuth and clientAuth,
     /// valid as long as the CA.
     pub fn issue(&self, spec: &RankCertParams) -> Result<RankIdentity, PkiError> {

@@ -1,18 +1,16 @@
-//! Signing and checking join tokens (protocol text "HELLO (1)", "Join-Token";
-//! layouts §4). The byte layout lives in `sperli_wire::join_token`; this
-//! module adds the CompositeSig signature under context `SPERLI-JOIN-1` and
-//! every check the text names:
-//!
-//! "Der Empfänger prüft die Signatur mit dem öffentlichen Job-Schlüssel und
-//! weist das Token ab, wenn die Signatur nicht stimmt, die Job-Id nicht die
-//! seines Jobs ist, der Rang nicht der Rang im Frame-Kopf und im Zertifikat
-//! ist, size oder Inkarnation vom Job abweichen, der Host vom
-//! Hostlisten-Eintrag dieses Rangs abweicht oder der Ablauf nicht nach der
-//! Uhr des Empfängers liegt."
+//! Signing and checking join tokens (protocol §7.1.2). The byte layout lives
+//! in `sperli_wire::join_token`; this module adds the CompositeSig signature
+//! under context `SPERLI-JOIN-1` and every check protocol §7.1.2 names, in
+//! its order: the token does not parse; "the signature does not verify with
+//! the job public key and context `SPERLI-JOIN-1`"; job_id, rank (the HELLO
+//! header's `source_rank` and the certificate's), size, incarnation or host
+//! differ from what the receiver knows; "expires_at is not after the
+//! receiver's clock (Unix ms)".
 //!
 //! Each failure is its own [`TokenError`] inside `Error::Authentication`
-//! (H1611); a token naming a refused host is H1614 (protocol text "Transport
-//! und Sicherheit": refused hosts never run a rank).
+//! (H1611); a token naming a refused host is H1614 (protocol §7.1.2: "a
+//! token whose host is refused by the receiver's refused-host policy
+//! (section 2.3) is rejected with H1614").
 
 use sperli_wire::error::{AuthError, HostError, TokenError};
 use sperli_wire::join_token::{JoinToken, JoinTokenMessage};
@@ -22,11 +20,11 @@ use sperli_wire::{Codec, Error, JobId};
 
 use crate::composite_sig::{self, CompositeSigError, PublicKey, SecretKey, Signature};
 
-/// Why a token cannot be made (layouts §4).
+/// Why a token cannot be made (protocol §7.1.2).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CreateTokenError {
-    /// The message's host is not a valid host entry (layouts §10).
+    /// The message's host is not a valid host entry (protocol §4.3).
     #[error("invalid host: {0}")]
     Host(HostError),
     /// Signing failed.
@@ -36,7 +34,7 @@ pub enum CreateTokenError {
 
 /// Signs `message` with the job secret key under context `SPERLI-JOIN-1`
 /// and frames it as a token: message, `u16 sig_len` (2484), signature
-/// (layouts §4).
+/// (protocol §7.1.2).
 pub fn create_token(
     sk: &SecretKey,
     message: &JoinTokenMessage<'_>,
@@ -47,7 +45,7 @@ pub fn create_token(
     Ok(JoinToken::assemble(&bytes, &sig.0))
 }
 
-/// What the receiver of a token knows (protocol text "Join-Token").
+/// What the receiver of a token knows (protocol §7.1.2).
 #[derive(Debug, Clone)]
 pub struct TokenExpectation<'a> {
     /// This job's id.
@@ -75,7 +73,7 @@ fn token_error(exp: &TokenExpectation<'_>, error: TokenError) -> Error {
     }
 }
 
-/// Checks a join token (protocol text "Join-Token"; layouts §4), in this
+/// Checks a join token (protocol §7.1.2), in this
 /// order: it parses, its signature verifies under `job_pk` with context
 /// `SPERLI-JOIN-1`, job id, rank (equal to the frame header's and the
 /// certificate's), size, incarnation, host (equal to that rank's host-list

@@ -1,6 +1,6 @@
-//! The per-job PKI (protocol text "Transport und Sicherheit": "Der Launcher
-//! erzeugt je Job eine Job-CA ... und je Rang ein Ed25519-Zertifikat";
-//! layouts §10 "Certificates").
+//! The per-job PKI (protocol §2.2: "For each job the launcher creates: a job
+//! CA ...; for each rank n an Ed25519 key and certificate signed by the job
+//! CA").
 //!
 //! The CA is an Ed25519 key with a self-signed certificate, CN
 //! `sperli-<job hex>-ca`, basicConstraints CA:true (critical), keyUsage
@@ -25,11 +25,11 @@ use zeroize::Zeroizing;
 #[cfg(feature = "issue")]
 pub use crate::issue::{JobCa, RankCertParams, BACKDATE};
 
-/// Longest rank CN: `sperli-` + 32 hex + `-` + 4 digits (protocol text
-/// "Transport und Sicherheit": "höchstens 44 Bytes").
+/// Longest rank CN: `sperli-` + 32 hex + `-` + 4 digits (protocol §2.2: "at
+/// most 44 bytes").
 pub const MAX_RANK_CN_LEN: usize = 44;
 
-/// Why a certificate cannot be made or read (layouts §10).
+/// Why a certificate cannot be made or read (protocol §2.2).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PkiError {
@@ -64,9 +64,8 @@ pub enum PkiError {
     CommonName,
 }
 
-/// The subject alternative name of a rank certificate (protocol text
-/// "Transport und Sicherheit": a dotted IPv4 host is an IP address SAN,
-/// anything else a DNS name).
+/// The subject alternative name of a rank certificate (protocol §2.2: "a
+/// dNSName, or, if the host is a dotted IPv4 address, an iPAddress").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SubjectAltName {
     /// An IPv4 address SAN.
@@ -78,7 +77,7 @@ pub enum SubjectAltName {
 }
 
 impl SubjectAltName {
-    /// The SAN for a host-list entry (layouts §10 "Hosts"): a dotted IPv4
+    /// The SAN for a host-list entry (protocol §2.2, §4.3): a dotted IPv4
     /// host becomes an IP SAN, a valid DNS name a DNS SAN, anything else is
     /// an error.
     pub fn for_host(host: &str) -> Result<Self, PkiError> {
@@ -90,7 +89,7 @@ impl SubjectAltName {
 }
 
 /// The CN of rank `rank`'s certificate: `sperli-<32 hex>-<rank>` (protocol
-/// text "Transport und Sicherheit").
+/// §2.2).
 pub fn expected_cn(job: &JobId, rank: u32) -> String {
     format!("sperli-{}-{rank}", job.to_hex())
 }
@@ -107,13 +106,13 @@ pub fn rank_from_cn(job: &JobId, cn: &str) -> Option<u32> {
     (rank.to_string() == digits).then_some(rank)
 }
 
-/// The CN of the job CA: `sperli-<32 hex>-ca` (layouts §10 "Certificates").
+/// The CN of the job CA: `sperli-<32 hex>-ca` (protocol §2.2).
 pub fn ca_cn(job: &JobId) -> String {
     format!("sperli-{}-ca", job.to_hex())
 }
 
-/// What a peer's certificate names (protocol text "Transport und
-/// Sicherheit"): its subject CN and its SANs.
+/// What a peer's certificate names (protocol §2.2): its subject CN and its
+/// SANs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerIdentity {
     /// The subject common name.
@@ -122,8 +121,8 @@ pub struct PeerIdentity {
     pub san: Vec<SubjectAltName>,
 }
 
-/// Reads the subject CN and SANs of a DER certificate (protocol text
-/// "Transport und Sicherheit"). Never panics on any input.
+/// Reads the subject CN and SANs of a DER certificate (protocol §2.2).
+/// Never panics on any input.
 pub fn peer_identity(cert_der: &[u8]) -> Result<PeerIdentity, PkiError> {
     let (rest, cert) =
         x509_parser::parse_x509_certificate(cert_der).map_err(|_| PkiError::Parse)?;
@@ -155,8 +154,8 @@ pub fn peer_identity(cert_der: &[u8]) -> Result<PeerIdentity, PkiError> {
     Ok(PeerIdentity { common_name, san })
 }
 
-/// The three PEM texts a rank needs for TLS (protocol text
-/// "Jobbeschreibung": "die drei PEM-Texte"): the job CA certificate, the
+/// The three PEM texts a rank needs for TLS (protocol §4.1: "the three PEM
+/// texts"): the job CA certificate, the
 /// rank certificate and the rank's PKCS#8 Ed25519 key. The key is zeroized
 /// on drop and never shown by `Debug`.
 #[derive(Clone)]
@@ -169,7 +168,7 @@ pub struct RankIdentity {
 }
 
 impl RankIdentity {
-    /// Bundles the three PEM texts (protocol text "Jobbeschreibung").
+    /// Bundles the three PEM texts (protocol §4.2).
     pub fn new(ca_cert_pem: String, cert_pem: String, key_pem: Zeroizing<String>) -> Self {
         Self {
             ca_cert_pem,

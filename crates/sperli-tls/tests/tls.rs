@@ -1,5 +1,5 @@
-//! TLS over real sockets on 127.0.0.1 (protocol text "Transport und
-//! Sicherheit"): our two sides, the refusals, and interop with Debian's
+//! TLS over real sockets on 127.0.0.1 (protocol §2.1, §2.2): our two sides,
+//! the refusals, and interop with Debian's
 //! `openssl s_client` / `s_server`. Every socket has timeouts, every child
 //! process a deadline, so nothing can hang.
 

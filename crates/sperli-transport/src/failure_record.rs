@@ -8,7 +8,7 @@
 //! there before the error reaches the program, so the record exists before
 //! the process can exit. It holds no secret: the H-code, the rank it
 //! blames, for an ABORT received the originator's reason, code and message
-//! (what the launcher reports, layouts §10 "Job-wide aborts"), and for a
+//! (what the launcher reports, protocol §7.5), and for a
 //! set-up timeout the ranks that never joined.
 //!
 //! ```
@@ -43,7 +43,7 @@ pub const ENV_VAR: &str = sperli_wire::env::ERROR_FILE;
 /// full ABORT message fit).
 pub const MAX_RECORD_BYTES: u64 = 64 << 10;
 
-/// The originator's ABORT as a rank received it (layouts §6: reason, code,
+/// The originator's ABORT as a rank received it (protocol §7.5: reason, code,
 /// message).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AbortNote {

@@ -1,5 +1,5 @@
 //! A small pool of large byte buffers, shared by one rank's user thread
-//! and I/O thread (issue 8.4).
+//! and I/O thread.
 //!
 //! Why: a fresh 1 MiB or 16 MiB `Vec` per message is served by glibc
 //! `mmap` (or a freshly grown heap) and faulted in page by page, then

@@ -1,4 +1,4 @@
-//! ABORT (5): reason, H-code and a message (layouts §6, §10).
+//! ABORT (5): reason, H-code and a message (protocol §7.5).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -7,7 +7,7 @@ use crate::codec::{Codec, PutLe, Reader};
 use crate::error::DecodeError;
 use crate::limits::MAX_ABORT_MESSAGE;
 
-/// ABORT reasons (layouts §6). An unknown reason still aborts.
+/// ABORT reasons (protocol §7.5). An unknown reason still aborts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AbortReason {
     /// 1: a peer was lost.
@@ -92,14 +92,7 @@ impl Abort<'_> {
 
     /// Cuts `text` to at most 1024 bytes on a character boundary.
     pub fn truncate_message(text: &str) -> &str {
-        if text.len() <= MAX_ABORT_MESSAGE {
-            return text;
-        }
-        let mut end = MAX_ABORT_MESSAGE;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        &text[..end]
+        crate::codec::truncate_utf8(text, MAX_ABORT_MESSAGE)
     }
 }
 

@@ -1,4 +1,4 @@
-//! BYE (11): empty payload; sent to every peer on a normal exit (protocol text "BYE").
+//! BYE (11): empty payload; sent to every peer on a normal exit (protocol §7.6).
 
 use crate::codec::{Codec, Reader};
 use crate::error::DecodeError;

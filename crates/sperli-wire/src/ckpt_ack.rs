@@ -1,18 +1,18 @@
-//! CKPT_ACK (frame type 8) payload (layouts §2, §6; protocol text
-//! "CKPT_ACK (8)" and "Checkpoints", step 2).
+//! CKPT_ACK (frame type 8) payload (protocol §7.9; the checkpoint sequence,
+//! protocol §9.4, step 2).
 //!
 //! Each rank sends rank 0 the SHA-256 of the whole rank file it has just
-//! renamed into place (`rank-<n>.ckpt`, layouts §7). Rank 0 writes these
+//! renamed into place (`rank-<n>.ckpt`, protocol §9.2). Rank 0 writes these
 //! hashes into the COMMIT file. The payload is exactly 32 bytes.
 
 use crate::codec::{Codec, Reader};
 use crate::error::{DecodeError, Error, HashSubject};
 use crate::ids::Sha256Digest;
 
-/// Length of the CKPT_ACK payload (layouts §2: `CKPT_ACK = 32`).
+/// Length of the CKPT_ACK payload (protocol §6.3: `CKPT_ACK = 32`).
 pub const CKPT_ACK_LEN: usize = 32;
 
-/// The CKPT_ACK payload (layouts §6): `[32]` SHA-256 of the whole rank file.
+/// The CKPT_ACK payload (protocol §7.9): `[32]` SHA-256 of the whole rank file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CkptAck {
     /// SHA-256 of the whole file `rank-<n>.ckpt`, header included
@@ -21,7 +21,7 @@ pub struct CkptAck {
 }
 
 impl CkptAck {
-    /// The ACK for a whole rank file's bytes (layouts §6, §7).
+    /// The ACK for a whole rank file's bytes (protocol §7.9, §9.2).
     pub fn for_file(rank_file: &[u8]) -> Self {
         CkptAck {
             sha256: Sha256Digest::of(rank_file),
@@ -47,12 +47,12 @@ impl CkptAck {
 impl<'a> Codec<'a> for CkptAck {
     const NAME: &'static str = "CKPT_ACK payload";
 
-    /// Writes the 32 digest bytes (layouts §6).
+    /// Writes the 32 digest bytes (protocol §7.9).
     fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.sha256.0);
     }
 
-    /// Reads the 32 digest bytes (layouts §6).
+    /// Reads the 32 digest bytes (protocol §7.9).
     fn read(r: &mut Reader<'a>) -> Result<Self, DecodeError> {
         Ok(CkptAck {
             sha256: Sha256Digest(r.array("sha256")?),

@@ -1,5 +1,5 @@
-//! CKPT_BEGIN (frame type 6) payload (layouts §2, §6; protocol text
-//! "CKPT_BEGIN (6)" and "Checkpoints", step 1).
+//! CKPT_BEGIN (frame type 6) payload (protocol §7.7; the checkpoint
+//! sequence, protocol §9.4, step 1).
 //!
 //! Rank 0 sends it to every rank; the header epoch is the new epoch `e >= 1`
 //! (checked with the frame header, not here). The payload is exactly 8 bytes:
@@ -13,7 +13,7 @@ use crate::codec::{Codec, PutLe, Reader};
 use crate::error::DecodeError;
 use crate::limits::PROTOCOL_VERSION;
 
-/// The CKPT_BEGIN payload (layouts §6): the protocol version (always 1 on the
+/// The CKPT_BEGIN payload (protocol §7.7): the protocol version (always 1 on the
 /// wire, so not stored) and the sender's job size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CkptBegin {
@@ -22,11 +22,11 @@ pub struct CkptBegin {
     pub size: u32,
 }
 
-/// Length of the CKPT_BEGIN payload (layouts §2: `CKPT_BEGIN = 8`).
+/// Length of the CKPT_BEGIN payload (protocol §6.3: `CKPT_BEGIN = 8`).
 pub const CKPT_BEGIN_LEN: usize = 8;
 
 impl CkptBegin {
-    /// The receiver's check of the protocol text "CKPT_BEGIN (6)": a size
+    /// The receiver's check of protocol §7.7: a size
     /// other than its own is refused with [`DecodeError::Mismatch`] on field
     /// `size` (the frame layer reports it as a rejected frame).
     pub fn check_size(&self, own_size: u32) -> Result<(), DecodeError> {
@@ -45,14 +45,14 @@ impl CkptBegin {
 impl<'a> Codec<'a> for CkptBegin {
     const NAME: &'static str = "CKPT_BEGIN payload";
 
-    /// Writes `u32 version` (1) and `u32 size` (layouts §6).
+    /// Writes `u32 version` (1) and `u32 size` (protocol §7.7).
     fn encode(&self, out: &mut Vec<u8>) {
         out.put_u32(u32::from(PROTOCOL_VERSION));
         out.put_u32(self.size);
     }
 
     /// Reads `u32 version` and `u32 size`; a version other than 1 is
-    /// [`DecodeError::Mismatch`] on field `version` (layouts §6).
+    /// [`DecodeError::Mismatch`] on field `version` (protocol §7.7).
     fn read(r: &mut Reader<'a>) -> Result<Self, DecodeError> {
         let version = r.u32("version")?;
         if version != u32::from(PROTOCOL_VERSION) {

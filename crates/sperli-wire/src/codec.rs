@@ -5,6 +5,7 @@
 //! [`DecodeError::Truncated`] naming the field that did not fit.
 
 use crate::error::DecodeError;
+use crate::limits::SIGNATURE_LEN;
 
 /// A cursor over borrowed input that knows how many bytes are left.
 ///
@@ -105,6 +106,38 @@ impl<'a> Reader<'a> {
             extra => Err(DecodeError::TrailingBytes { item, extra }),
         }
     }
+
+    /// A CompositeSig signature as join tokens and COMMIT files carry it:
+    /// `u16 sig_len`, which must be 2484 ("sig_len = 2484", protocol
+    /// §7.1.2, §9.3), then the 2484 signature bytes.
+    pub fn signature(&mut self) -> Result<&'a [u8], DecodeError> {
+        let sig_len = self.u16("sig_len")?;
+        if usize::from(sig_len) != SIGNATURE_LEN {
+            return Err(DecodeError::Mismatch {
+                field: "sig_len",
+                expected: SIGNATURE_LEN as u64,
+                got: u64::from(sig_len),
+            });
+        }
+        self.take(SIGNATURE_LEN, "signature")
+    }
+}
+
+/// Cuts `text` to at most `max` bytes on a character boundary (an ABORT
+/// message, protocol §7.5, or any bounded UTF-8 field).
+///
+/// ```
+/// assert_eq!(sperli_wire::codec::truncate_utf8("aé", 2), "a");
+/// ```
+pub fn truncate_utf8(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// Encode and decode of one wire item (a frame payload, a file, a message).

@@ -1,5 +1,5 @@
-//! COLLECTIVE (3): the 16-byte collective header, then data (layouts §5,
-//! protocol §7.3). With HELLO feature bit 1 the header also takes the
+//! COLLECTIVE (3): the 16-byte collective header, then data (protocol
+//! §7.3). With HELLO feature bit 1 the header also takes the
 //! pipelined operations and phases of protocol §14.2
 //! ([`CollectiveHeader::read_with`]); the bodies of those frames are in
 //! [`crate::pipeline`].
@@ -8,7 +8,7 @@ use crate::codec::{Codec, PutLe, Reader};
 use crate::error::DecodeError;
 use crate::limits::{FEATURE_PIPELINED, FEATURE_V1_CORE};
 
-/// Collective operations (layouts §5; 7 and 8 only with feature bit 1,
+/// Collective operations (protocol §7.3; 7 and 8 only with feature bit 1,
 /// protocol §14.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]

@@ -162,7 +162,7 @@ impl CommitFile<'_> {
 impl<'a> Codec<'a> for CommitFile<'a> {
     const NAME: &'static str = "COMMIT file";
 
-    /// Writes the layout of §7 from the fields: `size` as given, the hashes,
+    /// Writes the layout of protocol §9.3 from the fields: `size` as given, the hashes,
     /// `sig_len` = `signature.len()` (2484 for a valid file), the signature.
     fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&COMMIT_MAGIC);
@@ -226,15 +226,7 @@ impl<'a> Codec<'a> for CommitFile<'a> {
             .map(|_| hr.array("hashes").map(Sha256Digest))
             .collect::<Result<Vec<_>, _>>()?;
         let signed = start.clone().take(r.used() - start.used(), "signed")?;
-        let sig_len = r.u16("sig_len")?;
-        if usize::from(sig_len) != SIGNATURE_LEN {
-            return Err(DecodeError::Mismatch {
-                field: "sig_len",
-                expected: SIGNATURE_LEN as u64,
-                got: u64::from(sig_len),
-            });
-        }
-        let signature = r.take(SIGNATURE_LEN, "signature")?;
+        let signature = r.signature()?;
         Ok(CommitFile {
             job_id,
             epoch,

@@ -1,5 +1,5 @@
 //! DATA (2): the payload is the user's message; the tag is in the header
-//! (protocol text "DATA"). An empty message is valid.
+//! (protocol §7.2). An empty message is valid.
 
 use crate::codec::{Codec, Reader};
 use crate::error::DecodeError;

@@ -1,4 +1,4 @@
-//! Element types and reductions (layouts §5; protocol text "Reduktionen").
+//! Element types and reductions (protocol §8.3).
 
 use std::fmt;
 
@@ -164,7 +164,7 @@ impl Reduction {
         Self::ALL.into_iter().find(|r| r.name() == name)
     }
 
-    /// Whether this pair is allowed (layouts §5 table); H1618 if not.
+    /// Whether this pair is allowed (protocol §8.3, its table); H1618 if not.
     ///
     /// ```
     /// use sperli_wire::element::{ElementType, Reduction};

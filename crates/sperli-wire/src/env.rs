@@ -14,13 +14,18 @@
 //! | [`SILENCE_MS`] | launcher | rank | the silence limit in ms (protocol §5.2) |
 //! | [`CHECKPOINT_DIR`] | launcher | rank | this rank's own checkpoint directory (protocol §9.1) |
 //! | [`ERROR_FILE`] | launcher | rank | where the rank writes its failure record |
+//! | [`TORCH_RANK`] (`RANK`) | launcher | program | torchrun's name for [`RANK`] |
+//! | [`WORLD_SIZE`] | launcher | program | torchrun's name for [`SIZE`] |
+//! | [`TORCH_LOCAL_RANK`] (`LOCAL_RANK`) | launcher | program | torchrun's name for [`LOCAL_RANK`] |
 //! | [`LOCAL_WORLD_SIZE`] | launcher | program | torchrun's name for [`LOCAL_SIZE`] |
 //! | [`MAILBOX`] | launcher (`--mailbox`), rank 0 only | rank 0 | the name of the job's task mailbox (docs/mailbox.md) |
 //!
 //! Variables of the test and benchmark harnesses, never set by the
 //! launcher for a user's job, are listed at the end of this module:
-//! [`SLOW_TESTS`], [`TEST_CKPT_KILL`] and [`FEATURES`] (the HELLO feature
-//! bits a rank announces, e.g. `1` for a v1-only rank).
+//! [`SLOW_TESTS`], [`SLURM_TESTS`], [`TEST_JOB`], [`TEST_CKPT_KILL`] and
+//! [`FEATURES`] (the HELLO feature bits a rank announces, e.g. `1` for a
+//! v1-only rank; the launcher passes it on like any variable of its own
+//! environment).
 
 /// Host names (and IPv4 addresses) that never run a rank, separated by
 /// commas and whitespace (protocol §2.3).
@@ -48,14 +53,22 @@ pub const ERROR_FILE: &str = "SPERLI_ERROR_FILE";
 
 /// torchrun's name for [`LOCAL_SIZE`], set too so torchrun habits work.
 pub const LOCAL_WORLD_SIZE: &str = "LOCAL_WORLD_SIZE";
+/// torchrun's name for [`RANK`], set to the same value.
+pub const TORCH_RANK: &str = "RANK";
+/// torchrun's name for [`SIZE`], set to the same value.
+pub const WORLD_SIZE: &str = "WORLD_SIZE";
+/// torchrun's name for [`LOCAL_RANK`], set to the same value.
+pub const TORCH_LOCAL_RANK: &str = "LOCAL_RANK";
 /// The name of the job's task mailbox (`sperli run --mailbox NAME`), set
 /// for rank 0 only (docs/mailbox.md). A name, not a secret.
 pub const MAILBOX: &str = "SPERLI_MAILBOX";
 
-/// Test harness: `1` runs the slow scale and fault tests.
+/// Test harness: `1` makes `cargo xtask test` run the `#[ignore]`d slow
+/// scale and fault tests too.
 pub const SLOW_TESTS: &str = "SPERLI_SLOW_TESTS";
-/// Test harness: `1` runs the launcher's Slurm test (a real three-node
-/// cluster on the machine; needs root and the Slurm packages).
+/// Test harness: `1` makes `cargo xtask test` run the launcher's
+/// `#[ignore]`d Slurm test (a real three-node cluster on the machine;
+/// needs root and the Slurm packages).
 pub const SLURM_TESTS: &str = "SPERLI_SLURM_TESTS";
 /// Test harness: a marker the launcher tests put into a job's environment
 /// to find every process of that job in `/proc`.
@@ -93,5 +106,13 @@ mod tests {
         let set: std::collections::BTreeSet<_> = all.iter().collect();
         assert_eq!(set.len(), all.len());
         assert!(all.iter().all(|n| n.starts_with("SPERLI_")));
+        let torchrun = [
+            super::TORCH_RANK,
+            super::WORLD_SIZE,
+            super::TORCH_LOCAL_RANK,
+            super::LOCAL_WORLD_SIZE,
+        ];
+        let set: std::collections::BTreeSet<_> = all.iter().chain(&torchrun).collect();
+        assert_eq!(set.len(), all.len() + torchrun.len());
     }
 }

@@ -1,4 +1,4 @@
-//! Whole frames: header plus payload (layouts §2; protocol text "Frame").
+//! Whole frames: header plus payload (protocol §6).
 
 use crate::error::FrameError;
 use crate::header::{check, FrameHeader, Receiver, Verdict};

@@ -1,4 +1,4 @@
-//! Frame type codes (layouts §2; protocol text "Frame-Typen").
+//! Frame type codes (protocol §6.4).
 
 use std::fmt;
 
@@ -79,7 +79,7 @@ impl FrameType {
     }
 
     /// Whether the header epoch must be >= 1 (checkpoint frames), may be
-    /// anything (RESUME), or must be 0 (all others). Layouts §2.
+    /// anything (RESUME), or must be 0 (all others): check 10 of protocol §6.2.
     pub fn epoch_allowed(self, epoch: u64) -> bool {
         match self {
             FrameType::CkptBegin

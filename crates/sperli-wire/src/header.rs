@@ -1,5 +1,4 @@
-//! The 52-byte frame header and the receiver's check (layouts §2; protocol
-//! text "Frame").
+//! The 52-byte frame header and the receiver's check (protocol §6).
 //!
 //! [`check`] takes the 52 header bytes and what the receiver expects and
 //! answers accept, discard (older incarnation) or reject, before any payload
@@ -163,7 +162,7 @@ impl FrameHeader {
     }
 }
 
-/// What the receiver of a connection expects (layouts §2).
+/// What the receiver of a connection expects (protocol §6.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Receiver {
     /// This job.
@@ -198,27 +197,42 @@ pub enum Verdict {
     Reject(FrameError),
 }
 
-/// The allowed payload lengths of a type, `(min, max)` (layouts §2).
+/// The allowed payload lengths of a type, `(min, max)`: the table of
+/// protocol §6.3, one row per arm.
 pub fn payload_length_rule(t: FrameType, size: u32) -> (u32, u32) {
     let commit = u32::try_from(commit_file_len(size)).unwrap_or(u32::MAX);
     match t {
+        // "≥ 14 (and exactly 14 + token_len, checked when decoding)"
         FrameType::Hello => (14, MAX_PAYLOAD),
+        // "0..=16777216"
         FrameType::Data => (0, MAX_PAYLOAD),
+        // "≥ 16"
         FrameType::Collective => (16, MAX_PAYLOAD),
+        // "= 8"
         FrameType::Heartbeat => (8, 8),
+        // "8..=1032"
         FrameType::Abort => (8, 8 + MAX_ABORT_MESSAGE as u32),
+        // "= 8"
         FrameType::CkptBegin => (8, 8),
+        // "24..=24 + 1048576"
         FrameType::CkptData => (24, 24 + MAX_CKPT_CHUNK as u32),
+        // "= 32"
         FrameType::CkptAck => (32, 32),
+        // "= 2526 + 32·size (the receiver's size)"
         FrameType::CkptCommit => (commit, commit),
+        // "≥ 8"
         FrameType::Resume => (8, MAX_PAYLOAD),
+        // "= 0"
         FrameType::Bye => (0, 0),
     }
 }
 
-/// Judges a header in the order of layouts §2: length, type, flags,
-/// service, membership epoch, job id, source, target, incarnation; then the
-/// epoch rule and the payload length; the tag checks last.
+/// Judges a header in the order of protocol §6.2: "The receiver reads the
+/// 52-byte header and checks it before it reads or allocates any payload
+/// byte, in exactly this order. The first failing check decides": length,
+/// type, flags, service, membership epoch, job id, source, target,
+/// incarnation, epoch, payload length, tag. Check 13 (the payload) is the
+/// decoder's, after the payload is read.
 ///
 /// ```
 /// use sperli_wire::header::{check, FrameHeader, Receiver, Verdict};
@@ -240,14 +254,18 @@ pub fn check(bytes: &[u8; HEADER_LEN], rx: &Receiver) -> Verdict {
 }
 
 fn judge(h: &RawHeader, rx: &Receiver) -> Result<Option<FrameHeader>, FrameError> {
+    // Check 1, length: fails when "length > 16777216" (protocol §6.2).
     if h.length > MAX_PAYLOAD {
         return Err(FrameError::TooLong {
             max: MAX_PAYLOAD,
             got: h.length,
         });
     }
+    // Check 2, type: fails when "type = 0 or type > 11" (protocol §6.2).
     let frame_type =
         FrameType::from_code(h.frame_type).ok_or(FrameError::UnknownType { got: h.frame_type })?;
+    // Checks 3-5: fails when "flags ≠ 0", "service ≠ 0", "membership_epoch
+    // ≠ 0" (protocol §6.2; reserved for later versions, protocol §11).
     for (field, got) in [
         ("flags", u64::from(h.flags)),
         ("service", u64::from(h.service)),
@@ -257,24 +275,31 @@ fn judge(h: &RawHeader, rx: &Receiver) -> Result<Option<FrameHeader>, FrameError
             return Err(FrameError::ReservedField { field, got });
         }
     }
+    // Check 6, job: fails when "job_id ≠ the receiver's job id" (protocol §6.2).
     if h.job_id != rx.job_id {
         return Err(FrameError::WrongJob {
             expected: rx.job_id,
             got: h.job_id,
         });
     }
+    // Check 7, source: fails when "source_rank ≠ the authenticated peer's
+    // rank" (protocol §6.2).
     if h.source != rx.peer_rank {
         return Err(FrameError::WrongSource {
             expected: rx.peer_rank,
             got: h.source,
         });
     }
+    // Check 8, target: fails when "target_rank ≠ the receiver's rank"
+    // (protocol §6.2).
     if h.target != rx.own_rank {
         return Err(FrameError::WrongTarget {
             expected: rx.own_rank,
             got: h.target,
         });
     }
+    // Check 9, incarnation: "lower than the receiver's: discard (read
+    // `length` bytes, drop them, stop here); higher: reject" (protocol §6.2).
     if h.incarnation < rx.incarnation {
         return Ok(None);
     }
@@ -284,12 +309,17 @@ fn judge(h: &RawHeader, rx: &Receiver) -> Result<Option<FrameHeader>, FrameError
             got: h.incarnation,
         });
     }
+    // Check 10, epoch: "CKPT_BEGIN, CKPT_DATA, CKPT_ACK, CKPT_COMMIT with
+    // epoch 0; HELLO, DATA, COLLECTIVE, HEARTBEAT, ABORT, BYE with epoch ≠ 0
+    // (RESUME: any epoch)" (protocol §6.2).
     if !frame_type.epoch_allowed(h.epoch) {
         return Err(FrameError::Epoch {
             frame_type,
             got: h.epoch,
         });
     }
+    // Check 11, payload_length: fails when "length outside the type's rule
+    // (6.3)" (protocol §6.2).
     let (min, max) = payload_length_rule(frame_type, rx.size);
     if h.length < min || h.length > max {
         return Err(FrameError::PayloadLength {
@@ -299,6 +329,11 @@ fn judge(h: &RawHeader, rx: &Receiver) -> Result<Option<FrameHeader>, FrameError
             got: h.length,
         });
     }
+    // Check 12, tag: fails when "DATA with tag ≥ 2147483648; any other type
+    // with tag ≠ 0" (protocol §6.2). "The two tag checks come last, after the
+    // incarnation, so a frame of an older incarnation is discarded without
+    // its tag (or epoch, or payload length) being judged." With HELLO
+    // feature bit 2 a COLLECTIVE tag is the communicator id (protocol §15.2).
     let communicators = rx.features & FEATURE_COMMUNICATORS != 0;
     if frame_type == FrameType::Data {
         if h.tag > MAX_USER_TAG {

@@ -1,4 +1,4 @@
-//! HEARTBEAT (4): a per-connection counter from 1 (layouts §6, §10).
+//! HEARTBEAT (4): a per-connection counter from 1 (protocol §7.4).
 
 use crate::codec::{Codec, PutLe, Reader};
 use crate::error::DecodeError;

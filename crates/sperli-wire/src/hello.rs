@@ -1,4 +1,4 @@
-//! HELLO (1): protocol version, features and the join token (layouts §3).
+//! HELLO (1): protocol version, features and the join token (protocol §7.1.1).
 
 use crate::codec::{Codec, PutLe, Reader};
 use crate::error::DecodeError;

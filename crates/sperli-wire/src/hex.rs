@@ -1,4 +1,4 @@
-//! Strict lowercase hex, as the job description line uses (layouts §1, §10).
+//! Strict lowercase hex, as the job description line uses (protocol §4.1).
 
 use crate::error::HexError;
 

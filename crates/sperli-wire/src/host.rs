@@ -1,4 +1,4 @@
-//! Host entries: a DNS name or a dotted IPv4 address (layouts §1, §10).
+//! Host entries: a DNS name or a dotted IPv4 address (protocol §4.3).
 
 use std::net::Ipv4Addr;
 
@@ -35,7 +35,7 @@ pub fn parse_ipv4(s: &str) -> Option<Ipv4Addr> {
 }
 
 /// Validates a host entry as stored in a job description or token:
-/// lowercase, no trailing dot (layouts §10).
+/// lowercase, no trailing dot (protocol §4.3).
 ///
 /// ```
 /// use sperli_wire::host::{validate, HostKind};

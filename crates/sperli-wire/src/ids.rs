@@ -1,4 +1,4 @@
-//! Identifiers and digests that appear in many layouts.
+//! Identifiers and digests that appear in many frames and files.
 
 use std::fmt;
 
@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 
 use crate::hex;
 
-/// A job id: 16 bytes, written as 32 lowercase hex digits (layouts conventions).
+/// A job id: 16 bytes, written as 32 lowercase hex digits (protocol §1.2).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct JobId(pub [u8; 16]);
 

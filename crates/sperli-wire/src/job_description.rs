@@ -1,5 +1,5 @@
 //! The job description: one line of lowercase hex on a rank's stdin
-//! (layouts §1, §10; protocol text "Jobbeschreibung").
+//! (protocol §4).
 //!
 //! It holds secrets (the rank key, and for rank 0 the job secret key): its
 //! `Debug` output redacts them, and nothing in this crate writes it anywhere.

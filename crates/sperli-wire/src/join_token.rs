@@ -1,4 +1,4 @@
-//! The join token: the signed message and its framing (layouts §4).
+//! The join token: the signed message and its framing (protocol §7.1.2).
 //!
 //! The signature bytes are opaque here; `sperli-tls` signs and verifies
 //! them with CompositeSig under the context `SPERLI-JOIN-1`.
@@ -7,7 +7,7 @@ use crate::codec::{Codec, PutLe, Reader};
 use crate::error::{DecodeError, HostError};
 use crate::host;
 use crate::ids::JobId;
-use crate::limits::{MAX_HOST_LEN, SIGNATURE_LEN};
+use crate::limits::MAX_HOST_LEN;
 
 /// The signed part of a join token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +67,7 @@ impl<'a> Codec<'a> for JoinTokenMessage<'a> {
     }
 }
 
-/// Reads a host entry's bytes: ASCII, valid syntax (layouts §10).
+/// Reads a host entry's bytes: ASCII, valid syntax (protocol §4.3).
 pub(crate) fn read_host(raw: &[u8]) -> Result<&str, DecodeError> {
     let s = std::str::from_utf8(raw).map_err(|e| {
         DecodeError::Host(HostError::BadChar {
@@ -113,15 +113,7 @@ impl<'a> Codec<'a> for JoinToken<'a> {
         let start = r.clone();
         let message = JoinTokenMessage::read(r)?;
         let message_bytes = start.clone().take(r.used() - start.used(), "message")?;
-        let sig_len = r.u16("sig_len")?;
-        if usize::from(sig_len) != SIGNATURE_LEN {
-            return Err(DecodeError::Mismatch {
-                field: "sig_len",
-                expected: SIGNATURE_LEN as u64,
-                got: u64::from(sig_len),
-            });
-        }
-        let signature = r.take(SIGNATURE_LEN, "signature")?;
+        let signature = r.signature()?;
         Ok(Self {
             message,
             message_bytes,
@@ -133,6 +125,7 @@ impl<'a> Codec<'a> for JoinToken<'a> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::limits::SIGNATURE_LEN;
     use proptest::prelude::*;
 
     pub(crate) fn sample_token(host: &str) -> Vec<u8> {

@@ -7,7 +7,11 @@
 //! built on this crate alone. The protocol is in `docs/sperli-protocol.md`.
 //!
 //! Every decoder goes through [`codec::Reader`]; every failure is an
-//! [`error::Error`] (or a part of one) that maps to exactly one H-code.
+//! [`error::Error`] (or a part of one, one family per file of [`error`])
+//! that maps to one H-code, or to none for a failure of the local machine
+//! or a misuse of the API; [`error::Error::h_code`] is the one place the
+//! codes are written. Code cites `protocol §N`, the sections of
+//! `docs/sperli-protocol.md`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -1,4 +1,4 @@
-//! The fixed numbers of v1 (protocol text "Frame", "Verbindungen"; layouts §2-§7).
+//! The fixed numbers of v1 (protocol §1.3).
 
 /// Frame header length in bytes.
 pub const HEADER_LEN: usize = 52;

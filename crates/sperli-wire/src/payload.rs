@@ -1,4 +1,4 @@
-//! Every frame payload, by type (layouts §3-§7).
+//! Every frame payload, by type (protocol §7).
 
 use crate::abort::Abort;
 use crate::bye::Bye;

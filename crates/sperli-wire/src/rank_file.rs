@@ -13,7 +13,7 @@
 //! | 40 | 8 | payload_length (file length must be 80 + this) |
 //! | 48 | 32 | SHA-256 of the payload |
 //!
-//! [`verify_rank_file`] is the reader's check of §10: wrong magic, version,
+//! [`verify_rank_file`] is the reader's check of protocol §9.2: wrong magic, version,
 //! job id, epoch, rank, size or length is H1619; a payload that does not match
 //! the header's SHA-256 is H1620. The second hash check, against the COMMIT
 //! entry, is [`crate::commit_file::CommitFile::check_entry`] over

@@ -1,4 +1,4 @@
-//! The refused-host policy (protocol text "Transport und Sicherheit"; layouts §10).
+//! The refused-host policy (protocol §2.3).
 //!
 //! Refused are: the built-in names `host-a.invalid` and `host-b.invalid`, the
 //! names of `SPERLI_REFUSED_HOSTS` (separated by commas or any whitespace) and

@@ -1,4 +1,5 @@
-//! The rows of the transport's small-message work (issue 12): one-way
+//! The rows of the transport's small messages and the waiting caller that
+//! drives its own sockets (crate docs of sperli-transport): one-way
 //! latency of 8 B and 1 KiB, barrier and allreduce of 8 B at 2, 4 and 8
 //! ranks, 16 and 64 MiB streams, each next to its same-run baseline, and
 //! every one of them again with the waiting caller's spin switched off
@@ -132,7 +133,7 @@ pub(super) fn section(s: &Samples) -> String {
         defaults = vec![spin_at(COLL_RANKS[0])];
     }
     let mut o = String::new();
-    let _ = writeln!(o, "## Small messages and the waiting caller (issue 12)\n");
+    let _ = writeln!(o, "## Small messages and the waiting caller\n");
     let _ = writeln!(
         o,
         "A thread waiting in a call reads and decrypts its sockets itself: it busy-polls for \

@@ -1,4 +1,4 @@
-//! The mailbox rows (issue 18; docs/mailbox.md): one `sperli-mailbox-client
+//! The mailbox rows (docs/mailbox.md): one `sperli-mailbox-client
 //! bench` program per run, which measures in one go
 //!
 //! - a bare futex round trip between two processes on a mailbox file, and a
@@ -71,7 +71,7 @@ pub(super) fn section(o: &mut String, s: &Samples) {
     let g = |name: &str, size: u64| s.get(GROUP, name, size);
     let med = |name: &str, size: u64| g(name, size).map(|x| x.median);
     let cell = |name: &str, size: u64| super::report::cell(g(name, size));
-    let _ = writeln!(o, "## Mailbox (warm job, issue 18)\n");
+    let _ = writeln!(o, "## Mailbox (warm job)\n");
     let _ = writeln!(
         o,
         "`sperli-mailbox-client bench` (docs/mailbox.md): a client submits through the \

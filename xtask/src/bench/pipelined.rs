@@ -1,5 +1,5 @@
-//! The pipelined-collective rows of `cargo xtask bench` (issue 13,
-//! docs/sperli-protocol.md §14): `sperli-bench rank pipe` at 2, 4 and 8
+//! The pipelined-collective rows of `cargo xtask bench` (protocol §14):
+//! `sperli-bench rank pipe` at 2, 4 and 8
 //! ranks as it is (every rank announces HELLO feature bit 1: large calls
 //! run pipelined) and with `SPERLI_FEATURES=1` (v1 only: the star), next to
 //! the OpenMPI twin (`sperli_mpi_bench pipe`) in the same run; the three
@@ -34,8 +34,9 @@ pub const PIPE_SIZES: [u64; 9] = [
     32 * MIB,
     64 * MIB,
 ];
-/// The largest size that must stay on the star (issue 13: "no row from 8 B
-/// to 64 KiB may be slower than the v1 star").
+/// The largest size that must stay on the star (the goal: "no row from 8 B
+/// to 64 KiB may be slower than the v1 star"; protocol §14.5: "Calls of up
+/// to 64 KiB therefore send exactly the v1 frames in a job with bit 1").
 const SMALL_MAX: u64 = 64 * 1024;
 
 /// The three sides of a pipelined row.
@@ -151,10 +152,13 @@ fn small_rows_ok(s: &Samples) -> (Option<bool>, Vec<String>) {
     (ok, slower)
 }
 
-/// The goals of issue 13 with met / not met.
+/// The goals of the pipelined collectives with met / not met.
 pub(super) fn goals(s: &Samples) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "| goal (issue 13) | measured (medians) | verdict |");
+    let _ = writeln!(
+        o,
+        "| goal (pipelined collectives) | measured (medians) | verdict |"
+    );
     let _ = writeln!(o, "|---|---|---|");
     for (op, n, bytes, limit) in [
         ("allreduce", 4, 16 * MIB, Some(1.3)),
@@ -215,7 +219,7 @@ pub(super) fn section(s: &Samples, opts: &Options) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "## Pipelined collectives (HELLO feature bit 1, issue 13)\n"
+        "## Pipelined collectives (HELLO feature bit 1, protocol §14)\n"
     );
     let _ = writeln!(
         o,

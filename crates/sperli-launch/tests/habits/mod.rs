@@ -1,4 +1,4 @@
-//! Issue 17, "mpirun and torchrun habits": `-np`, hostfile `slots=N` with
+//! mpirun and torchrun habits: `-np`, hostfile `slots=N` with
 //! `--map-by`, `--version`, `--output-dir`, `LOCAL_WORLD_SIZE`.
 
 use super::sperli;

@@ -1,4 +1,5 @@
-//! Issue 17, "Process groups": no process of a job outlives it, whatever
+//! Process groups (docs/launcher.md, "Process groups: no process of a job
+//! outlives it"): no process of a job outlives it, whatever
 //! ends it (`--timeout`, SIGINT, SIGTERM, a SIGKILLed launcher), with rank
 //! programs that start children of their own (`sh -c 'prog; echo rc=$?'`),
 //! and for ranks started through a remote shell.

@@ -1,4 +1,4 @@
-//! Issue 13 (protocol §14.7): a relay SIGKILLed in the middle of a
+//! A rank lost mid-pipeline (protocol §14.7): a relay SIGKILLed in the middle of a
 //! pipelined 64 MiB allreduce ends the job on every rank with the right
 //! codes within the silence limit plus a margin, and `sperli run
 //! --restart-max` restarts it; the restarted job completes the allreduce

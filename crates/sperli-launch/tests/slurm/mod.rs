@@ -1,29 +1,18 @@
-//! Issue 17, "Slurm, a real one": a three-node Slurm cluster on this
+//! Slurm, a real one (docs/launcher.md, "Slurm"): a three-node Slurm cluster on this
 //! machine (nodes n1-n3 on 127.0.0.2-4, `scripts/slurm/cluster.sh`); the
 //! example allreduce job through `salloc`, exit codes back through srun,
 //! and a SIGKILLed launcher ending its steps.
 //!
-//! Runs with `SPERLI_SLURM_TESTS=1` (`.ci/run` sets it and installs munge,
-//! slurmctld, slurmd and slurm-client; it needs root). Without it the test
-//! says it was skipped. With it, a cluster that does not come up fails
-//! the test with the daemons' logs.
+//! `#[ignore]`d: `SPERLI_SLURM_TESTS=1 cargo xtask test` runs it (`.ci/run`
+//! sets it and installs munge, slurmctld, slurmd and slurm-client; it
+//! needs root), as does `cargo test -p sperli-launch -- --ignored slurm_`.
+//! A cluster that does not come up fails the test with the daemons' logs.
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::procs::{job, kill, marker, wait_none_left, Launched};
-
-fn enabled() -> bool {
-    if std::env::var(sperli_wire::env::SLURM_TESTS).as_deref() == Ok("1") {
-        return true;
-    }
-    eprintln!(
-        "skipped: set SPERLI_SLURM_TESTS=1 to run the Slurm test (needs root and the packages \
-         munge slurmctld slurmd slurm-client; .ci/run does both)"
-    );
-    false
-}
 
 /// A running cluster, stopped when dropped.
 struct Cluster {
@@ -86,11 +75,9 @@ fn rank_steps(c: &Cluster) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs root and munge, slurmctld, slurmd, slurm-client: SPERLI_SLURM_TESTS=1 cargo xtask test (.ci/run)"]
 fn slurm_allreduce_exit_codes_and_a_killed_launcher() {
     let _cpu = crate::shared_cpu();
-    if !enabled() {
-        return;
-    }
     let t0 = Instant::now();
     let cluster = Cluster::start();
     let up = t0.elapsed();

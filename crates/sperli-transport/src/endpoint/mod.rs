@@ -9,7 +9,7 @@ use mio::{Poll, Waker};
 use sperli_tls::config::PrivatePemDir;
 use sperli_tls::pki::RankIdentity;
 use sperli_wire::abort::AbortReason;
-use sperli_wire::error::ArgumentError;
+use sperli_wire::error::{ArgumentError, IdentityProblem, LocalError};
 use sperli_wire::job_description::JobDescription;
 use sperli_wire::limits::FEATURE_V1_CORE;
 use sperli_wire::refused_hosts::RefusedHosts;
@@ -80,20 +80,37 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
+/// A TLS configuration that cannot be built from the job description's
+/// PEM texts: writing the private PEM directory is I/O, the rest is what
+/// is wrong with the identity itself.
 fn config_error(e: sperli_tls::config::ConfigError) -> Error {
-    Error::Io {
-        op: "loading the rank's TLS certificate, key and CA from the job description",
-        kind: match e {
-            sperli_tls::config::ConfigError::Io { kind, .. } => kind,
-            _ => std::io::ErrorKind::InvalidData,
+    use sperli_tls::config::ConfigError;
+    let identity = |what, problem| Error::Local(LocalError::Identity { what, problem });
+    match e {
+        ConfigError::Io { kind, .. } => Error::Io {
+            op: "writing or reading the rank's private PEM files",
+            kind,
         },
+        ConfigError::Pem { what } => identity(what, IdentityProblem::NotPem),
+        ConfigError::Verifier => identity("CA certificate", IdentityProblem::NoClientRoot),
+        ConfigError::Host(e) => Error::JobDescription(e.into()),
+        ConfigError::Random => Error::Local(LocalError::Random {
+            op: "naming the rank's private PEM directory",
+        }),
+        _ => identity(
+            "rank certificate, key or CA certificate",
+            IdentityProblem::Refused,
+        ),
     }
 }
 
-fn pem_text(bytes: &[u8]) -> Result<String, Error> {
-    String::from_utf8(bytes.to_vec()).map_err(|_| Error::Io {
-        op: "reading a PEM text of the job description",
-        kind: std::io::ErrorKind::InvalidData,
+/// A PEM text of the job description (`what`: which one) as text.
+fn pem_text(bytes: &[u8], what: &'static str) -> Result<String, Error> {
+    String::from_utf8(bytes.to_vec()).map_err(|_| {
+        Error::Local(LocalError::Identity {
+            what,
+            problem: IdentityProblem::NotUtf8,
+        })
     })
 }
 
@@ -131,9 +148,9 @@ impl Endpoint {
         });
         let (server, client) = {
             let identity = RankIdentity::new(
-                pem_text(&desc.ca_cert_pem)?,
-                pem_text(&desc.rank_cert_pem)?,
-                Zeroizing::new(pem_text(&desc.rank_key_pem)?),
+                pem_text(&desc.ca_cert_pem, "CA certificate")?,
+                pem_text(&desc.rank_cert_pem, "rank certificate")?,
+                Zeroizing::new(pem_text(&desc.rank_key_pem, "rank key")?),
             );
             let dir = PrivatePemDir::create(&identity).map_err(config_error)?;
             let server = dir.server_config().map_err(config_error)?;
@@ -141,7 +158,7 @@ impl Endpoint {
             drop(dir); // the PEM files exist only while set-up needs them
             (server, client)
         };
-        let listener = crate::io::setup::bind(&ctx)?;
+        let listener = crate::io::setup::bind(&ctx, settings.listener.as_deref())?;
         let poll = Poll::new().map_err(|e| Error::io("creating the poller", &e))?;
         let io_waker =
             Waker::new(poll.registry(), WAKER).map_err(|e| Error::io("creating the waker", &e))?;
@@ -178,10 +195,13 @@ impl Endpoint {
         // The thread that waits for set-up drives it.
         if lp.run(true) {
             lp.finish_up();
-            return Err(shared.error.get().cloned().unwrap_or(Error::Io {
-                op: "setting up the connections",
-                kind: std::io::ErrorKind::Other,
-            }));
+            // A set-up ends early only through a failure, which records
+            // its error first.
+            return Err(shared.error.get().cloned().unwrap_or(Error::Local(
+                LocalError::Internal {
+                    what: "the set-up ended without recording why",
+                },
+            )));
         }
         let rank = ctx.rank;
         let thread = std::thread::Builder::new()

@@ -49,7 +49,7 @@ pub(crate) struct ToMatching<'a> {
     /// (the next frame then streams too, instead of being copied later).
     paused: bool,
     /// Set-up: frames are held until the connection counts (a second
-    /// connection for a rank does not, §5.3), then [`ToMatching::flush`]ed
+    /// connection for a rank does not, protocol §5.3), then [`ToMatching::flush`]ed
     /// or dropped; nothing streams.
     pub hold: bool,
 }

@@ -384,7 +384,7 @@ impl EventLoop {
         }
         let c = l.conn.as_mut()?;
         // A peer we dialled that finished TLS is alive; a slow one may take
-        // longer than the silence limit to send its HELLO (§5.2).
+        // longer than the silence limit to send its HELLO (protocol §5.2).
         let patient = self
             .setup
             .is_patient(dialled, c.state() == ConnState::AwaitingHello, now);

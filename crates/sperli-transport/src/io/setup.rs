@@ -13,7 +13,7 @@ use mio::{Interest, Token};
 use rustls::{ClientConnection, ServerConnection};
 use sperli_tls::config::{check_peer, server_name_for_host};
 use sperli_tls::pki::peer_identity;
-use sperli_wire::error::{AuthError, TlsFailure};
+use sperli_wire::error::{AuthError, TlsFailure, UsageError};
 use sperli_wire::Error;
 
 use crate::io::deliver::ToMatching;
@@ -31,11 +31,33 @@ fn resolve(host: &str, port: u16) -> std::io::Result<SocketAddr> {
 }
 
 /// Binds the rank's own listener (host:port from the job description;
-/// protocol §5.1 step 1).
-pub(crate) fn bind(ctx: &JobContext) -> Result<TcpListener, Error> {
+/// protocol §5.1 step 1: "Listens on its own port (from its host-list
+/// entry) before anything else"), or takes the one handed over already bound
+/// ([`Settings::listener`](crate::Settings::listener)) once it is checked
+/// to be bound to exactly that address.
+pub(crate) fn bind(
+    ctx: &JobContext,
+    handed: Option<&std::net::TcpListener>,
+) -> Result<TcpListener, Error> {
     let own = &ctx.hosts[ctx.rank as usize];
     let addr = resolve(&own.host, own.port).map_err(|e| Error::io("resolving own host", &e))?;
-    TcpListener::bind(addr).map_err(|e| Error::io("binding own host:port", &e))
+    let Some(handed) = handed else {
+        return TcpListener::bind(addr).map_err(|e| Error::io("binding own host:port", &e));
+    };
+    let got = handed
+        .local_addr()
+        .map_err(|e| Error::io("reading the handed listener's address", &e))?;
+    if got != addr {
+        return Err(Error::Usage(UsageError::ListenerAddress {
+            expected: addr,
+            got,
+        }));
+    }
+    let l = handed
+        .try_clone()
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|e| Error::io("taking the handed listener", &e))?;
+    Ok(TcpListener::from_std(l))
 }
 
 /// What went wrong on a socket that is not authenticated yet.
@@ -57,7 +79,7 @@ impl EventLoop {
     }
 
     /// Accepts what the listener queued ("Accepts one connection from
-    /// every lower rank", §5.1 step 3).
+    /// every lower rank", protocol §5.1 step 3).
     pub(crate) fn accept(&mut self) {
         loop {
             let Some(l) = self.listener.as_ref() else {
@@ -95,7 +117,7 @@ impl EventLoop {
         }
     }
 
-    /// Dials `rank` ("Connects to every higher rank", §5.1 step 2).
+    /// Dials `rank` ("Connects to every higher rank", protocol §5.1 step 2).
     pub(crate) fn dial(&mut self, rank: u32, now: Instant) {
         let entry = &self.shared.ctx.hosts[rank as usize];
         let (Ok(addr), Ok(name)) = (
@@ -199,7 +221,7 @@ impl EventLoop {
                     if let Some(features) = authenticated {
                         if !self.authenticated(t, peer, features, l) {
                             // A second connection for the rank: its
-                            // frames do not count (§5.3).
+                            // frames do not count (protocol §5.3).
                             return Err(Dropped::Socket(None));
                         }
                         sink.flush();
@@ -250,7 +272,8 @@ impl EventLoop {
 
     /// The TLS handshake completed: the peer's certificate must name the
     /// rank dialled, or for an accepted connection a lower rank not yet
-    /// connected (§2.2, §5.3); then HELLO goes out at once (§5.1 step 5).
+    /// connected (protocol §2.2, §5.3); then HELLO goes out at once ("Both
+    /// sides send HELLO immediately after the handshake", protocol §5.1 step 5).
     fn handshake_done(&mut self, dialled: Option<u32>, l: &mut LinkIo) -> Result<(), Dropped> {
         let ctx = self.shared.ctx.clone();
         let job = ctx.job_id;

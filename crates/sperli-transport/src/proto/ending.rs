@@ -28,9 +28,10 @@ pub struct AbortFrame {
 
 /// The ABORT a rank sends when `error` ends its job step here: reason 7
 /// with code 1610 for a rejected frame; none after an ABORT received ("A
-/// rank that receives ABORT forwards nothing", §7.5); else reason 1 with
-/// the error's code (a lost peer, 1613; a failed set-up, 1611 or 1616,
-/// §5.3).
+/// rank that receives ABORT forwards nothing", protocol §7.5); else reason
+/// 1 with the error's code (a lost peer, 1613; a failed set-up, 1611 or
+/// 1616: "A rank that fails set-up sends ABORT reason 1 with that code to
+/// every peer that has already authenticated", protocol §5.3).
 pub fn abort_for(error: &Error) -> Option<AbortFrame> {
     match error {
         Error::AbortedByPeer { .. } => None,

@@ -221,6 +221,9 @@ impl FrameReader {
                             return Err(e.into());
                         }
                         Verdict::Discard { length } => {
+                            // "discard. The receiver reads the frame's
+                            // `length` payload bytes and drops them;
+                            // nothing else happens." (protocol §1.2)
                             self.state = State::Discard {
                                 left: length as usize,
                             };
@@ -239,7 +242,9 @@ impl FrameReader {
                                 continue;
                             }
                             // Allocated (or taken from the pool) only now,
-                            // after the header check, and exactly once.
+                            // after the header check, and exactly once: the
+                            // header is checked "before it reads or
+                            // allocates any payload byte" (protocol §6.2).
                             self.payload = match &self.pool {
                                 Some(p) => p.take(left),
                                 None => Vec::with_capacity(left),

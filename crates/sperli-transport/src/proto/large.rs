@@ -11,7 +11,7 @@
 
 use std::ops::Range;
 
-use sperli_wire::error::{DecodeError, FrameError};
+use sperli_wire::error::{DecodeError, FrameError, LocalError};
 use sperli_wire::limits::MAX_PAYLOAD;
 use sperli_wire::{Error, FrameType};
 
@@ -129,12 +129,13 @@ impl LargeAssembly {
                         got: total,
                     })
                 })?;
-                self.buf
-                    .try_reserve_exact(total.min(RESERVE_CAP))
-                    .map_err(|_| Error::Io {
+                let reserve = total.min(RESERVE_CAP);
+                self.buf.try_reserve_exact(reserve).map_err(|_| {
+                    Error::Local(LocalError::OutOfMemory {
                         op: "reserving memory for a recv_large message",
-                        kind: std::io::ErrorKind::OutOfMemory,
-                    })?;
+                        bytes: reserve,
+                    })
+                })?;
                 self.total = Some(total);
             }
         }
@@ -150,9 +151,11 @@ impl LargeAssembly {
                 extra: self.buf.len() + bytes.len() - total,
             }));
         }
-        self.buf.try_reserve(bytes.len()).map_err(|_| Error::Io {
-            op: "growing a recv_large message",
-            kind: std::io::ErrorKind::OutOfMemory,
+        self.buf.try_reserve(bytes.len()).map_err(|_| {
+            Error::Local(LocalError::OutOfMemory {
+                op: "growing a recv_large message",
+                bytes: bytes.len(),
+            })
         })?;
         self.buf.extend_from_slice(bytes);
         Ok(())

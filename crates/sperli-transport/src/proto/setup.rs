@@ -31,9 +31,10 @@ pub struct Setup {
 impl Setup {
     /// Set-up of `rank` in a job of `size`, starting at `now`: every higher
     /// rank is due to be dialled at once ("The rank with the lower number
-    /// connects to the rank with the higher number", §2.1), a failed try
-    /// is repeated after `retry` ("retried every 100 ms for 30 s", §5.1),
-    /// and the whole set-up ends after `window`.
+    /// connects to the rank with the higher number", protocol §2.1), a
+    /// failed try is repeated after `retry` ("A refused or failed TCP
+    /// connect is retried every 100 ms for 30 s", protocol §5.1 step 2), and
+    /// the whole set-up ends after `window`.
     pub fn new(rank: u32, size: u32, window: Duration, retry: Duration, now: Instant) -> Self {
         let redial = (0..size)
             .map(|r| if r > rank { Some(now) } else { None })
@@ -54,7 +55,9 @@ impl Setup {
         }
     }
 
-    /// True once every peer is authenticated (§5.1 step 6).
+    /// True once every peer is authenticated: "When every one of its `size -
+    /// 1` connections has an authenticated peer, the rank's set-up is
+    /// complete." (protocol §5.1 step 6)
     pub fn is_done(&self) -> bool {
         self.done
     }
@@ -106,8 +109,10 @@ impl Setup {
     /// handshake, the subject check or the HELLO failed, or its socket
     /// did. `dialled` names the rank we dialled (dialled again after the
     /// retry interval); `peer` the rank it was or claimed to be, if known.
-    /// "A connection that fails ... is closed and does not count" (§5.3);
-    /// only authentication failures count for H1611 at the deadline.
+    /// "A connection that fails the TLS handshake, the certificate subject
+    /// check, or the HELLO and join token checks ... is closed and does not
+    /// count" (protocol §5.3); only authentication failures count for H1611
+    /// at the deadline.
     pub fn handle_dropped(
         &mut self,
         dialled: Option<u32>,
@@ -121,7 +126,7 @@ impl Setup {
         let peer = peer.or(dialled);
         self.auth_error = match error {
             Some(e @ (Error::Authentication { .. } | Error::HostRefused { .. })) => Some(e),
-            // "including a first frame that is not a valid HELLO" (§5.3)
+            // "including a first frame that is not a valid HELLO" (protocol §5.3)
             Some(Error::FrameRejected(FrameError::Unexpected { frame_type, .. })) => {
                 Some(Error::Authentication {
                     peer,
@@ -137,9 +142,12 @@ impl Setup {
     }
 
     /// The rank an accepted connection may be, from its certificate's CN:
-    /// a lower rank (it dials us, §2.1) without an authenticated
-    /// connection yet (§5.3: a second connection for a rank does not
-    /// count). Anything else is a subject failure (H1611).
+    /// a lower rank (it dials us, protocol §2.1) without an authenticated
+    /// connection yet (protocol §5.3: "A second connection that claims a
+    /// rank which already has an authenticated connection is closed and does
+    /// not count either"). Anything else is a subject failure (H1611:
+    /// "the accepting side expects a lower rank that is not yet connected",
+    /// protocol §2.2).
     pub fn accepted_rank(&self, job: &JobId, cn: &str) -> Result<u32, Error> {
         let r = rank_from_cn(job, cn);
         match r {
@@ -155,8 +163,8 @@ impl Setup {
     }
 
     /// `rank`'s HELLO verified on a connection. False for a second
-    /// connection that claims an authenticated rank: it is closed and does
-    /// not disturb the first (§5.3).
+    /// connection that claims an authenticated rank: "it does not disturb
+    /// the existing connection" (protocol §5.3, duplicate connections).
     pub fn handle_authenticated(&mut self, rank: u32) -> bool {
         match self.authenticated.get_mut(rank as usize) {
             Some(a) if !*a => *a = true,
@@ -172,14 +180,17 @@ impl Setup {
     /// Whether a connection awaiting its peer's HELLO keeps waiting past
     /// the silence limit: a peer we dialled that finished TLS with a
     /// certificate of this job is alive, only slow, and is waited for until
-    /// the set-up deadline (§5.2 refinement); an accepted one is not.
+    /// the set-up deadline (protocol §5.2, refinement: "the dialler waits
+    /// for its HELLO until the set-up deadline (30 s), not the silence
+    /// limit"); an accepted one is not.
     pub fn is_patient(&self, dialled: bool, awaiting_hello: bool, now: Instant) -> bool {
         dialled && awaiting_hello && !self.done && now < self.deadline
     }
 
-    /// At the deadline of a set-up that did not complete: H1611 when a
-    /// peer failed to authenticate, else H1616 with the missing ranks
-    /// (§5.3). Reported once.
+    /// At the deadline of a set-up that did not complete (the set-up
+    /// deadline: "only then fails: with H1611 if some peer failed
+    /// authentication, else with H1616 (set-up timed out)", protocol §5.3):
+    /// H1616 names the missing ranks. Reported once.
     pub fn poll_deadline(&mut self, now: Instant) -> Option<Error> {
         if self.done || now < self.deadline {
             return None;

@@ -38,8 +38,8 @@ impl JobContext {
     }
 }
 
-/// Checks a join token presented in a peer's HELLO (protocol text "HELLO",
-/// "Join-Token"; layouts §4) with `sperli_tls::join_token::verify_token`:
+/// Checks a join token presented in a peer's HELLO (protocol §7.1, §7.1.2)
+/// with `sperli_tls::join_token::verify_token`:
 /// signature with the job public key, job id, rank = header source =
 /// certificate rank (`peer`, the only source the header check lets
 /// through), size, incarnation, host = host-list entry of that rank (and

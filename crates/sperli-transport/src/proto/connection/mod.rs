@@ -143,7 +143,7 @@ struct Direct {
     left: usize,
 }
 
-/// The heartbeat interval (protocol text "HEARTBEAT": 1000 ms).
+/// The heartbeat interval (protocol §7.4: "nothing for 1000 ms").
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(HEARTBEAT_INTERVAL_MS);
 
 impl Connection {
@@ -222,8 +222,8 @@ impl Connection {
         self.bye_sent
     }
 
-    /// Queues our HELLO with `token` (protocol text "HELLO": sent at once
-    /// after the handshake).
+    /// Queues our HELLO with `token` (protocol §7.1: "Both sides send HELLO
+    /// immediately after the TLS handshake").
     pub fn queue_hello(&mut self, token: &[u8], now: Instant) -> Result<(), Error> {
         let token = JoinToken::decode(token).map_err(|e| Error::Authentication {
             peer: None,
@@ -245,6 +245,7 @@ impl Connection {
 
     /// Queues a prepared frame.
     pub fn queue_frame(&mut self, frame: Outgoing, now: Instant) {
+        // BYE is the "last frame on a connection" (protocol §6.4).
         if self.bye_sent {
             return;
         }
@@ -426,7 +427,8 @@ impl Connection {
     }
 
     /// Notes that some bytes (ciphertext included) arrived at `now`: any
-    /// byte resets the silence timer (layouts §10).
+    /// byte resets the silence timer (protocol §7.4, refinement: "any byte
+    /// received resets a connection's silence timer").
     pub fn touch(&mut self, now: Instant) {
         self.last_recv = now;
     }
@@ -444,6 +446,8 @@ impl Connection {
         if !matches!(self.state, ConnState::AwaitingHello | ConnState::Open) {
             return Ok(());
         }
+        // Silence: "A connection that has delivered no byte for the silence
+        // limit (default 5000 ms, configurable) is lost" (protocol §7.4).
         let silent = now.saturating_duration_since(self.last_recv);
         if silent > self.silence {
             self.state = ConnState::Closed;
@@ -474,6 +478,8 @@ impl Connection {
         if !matches!(self.state, ConnState::AwaitingHello | ConnState::Open) || self.bye_sent {
             return;
         }
+        // "Each side sends a HEARTBEAT on every connection on which it has
+        // sent nothing for 1000 ms" (protocol §7.4).
         if now.saturating_duration_since(self.last_sent) >= HEARTBEAT_INTERVAL {
             self.hb_sent += 1;
             let h = self.ctx.header(FrameType::Heartbeat, self.peer);

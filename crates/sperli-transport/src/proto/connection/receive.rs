@@ -104,14 +104,17 @@ impl Connection {
             .into()
         };
         match self.state {
-            // "Both sides send HELLO immediately after the handshake;
-            // nothing may be sent before it." (§5.1)
+            // HELLO first: "Both sides send HELLO immediately after the
+            // handshake; nothing may be sent before it." (protocol §5.1
+            // step 5)
             ConnState::AwaitingHello if t != FrameType::Hello => Err(unexpected("before HELLO")),
             ConnState::AwaitingHello => Ok(()),
-            // "A frame after a BYE is rejected." (§7.6)
+            // Frame after BYE: "A frame after a BYE is rejected." (protocol
+            // §7.6)
             ConnState::ByeReceived => Err(unexpected("after BYE")),
             ConnState::Closed => Err(unexpected("after close")),
-            // HELLO is sent once, first (§7.1).
+            // Second HELLO: "A second HELLO on a connection is rejected."
+            // (protocol §7.1)
             ConnState::Open if t == FrameType::Hello => Err(unexpected("twice")),
             ConnState::Open => Ok(()),
         }
@@ -131,6 +134,8 @@ impl Connection {
             let Payload::Hello(hello) = f.decoded() else {
                 return Err(unexpected("before HELLO"));
             };
+            // "Each side checks the peer's HELLO and join token" (protocol
+            // §5.1 step 5); the token's checks are protocol §7.1.2.
             verify_token(&self.ctx, self.peer, &hello.token.to_vec(), now_ms)?;
             self.state = ConnState::Open;
             // Protocol §6.2: until set-up ends, the AND of both HELLOs.
@@ -160,7 +165,9 @@ impl Connection {
                 let Payload::Heartbeat(Heartbeat { counter }) = f.decoded() else {
                     return Err(unexpected("malformed"));
                 };
-                // "the counter must be the previous one plus 1 (first 1)" (§7.4)
+                // Heartbeat counter: "1 on the first HEARTBEAT the sender
+                // sends on this connection, then +1 for each; any other
+                // value is rejected (H1610)" (protocol §7.4)
                 let expected = self.hb_recv + 1;
                 if counter != expected {
                     return Err(FrameError::HeartbeatCounter {
@@ -176,6 +183,9 @@ impl Connection {
                 let Payload::Abort(a) = f.decoded() else {
                     return Err(unexpected("malformed"));
                 };
+                // "A rank that receives ABORT forwards nothing, closes all
+                // its connections (without BYE) and ends the job step with
+                // H1612." (protocol §7.5)
                 self.state = ConnState::Closed;
                 Err(Error::AbortedByPeer {
                     from: self.peer,
@@ -185,6 +195,8 @@ impl Connection {
                 })
             }
             FrameType::Bye => {
+                // "A rank whose peers have all said BYE ends normally."
+                // (protocol §7.6)
                 self.state = ConnState::ByeReceived;
                 out.incoming(Incoming::Bye);
                 Ok(())
@@ -201,7 +213,8 @@ impl Connection {
     }
 
     /// An orderly close (FIN, or TLS close_notify) from the peer: normal
-    /// after BYE, otherwise the peer is lost (H1613, closed without BYE).
+    /// after BYE, otherwise the peer is lost: "A close without BYE is a lost
+    /// peer (H1613, ABORT reason 1)." (protocol §7.6)
     pub fn handle_close(&mut self) -> Result<(), Error> {
         self.handle_end(LossCause::ClosedWithoutBye)
     }
@@ -212,7 +225,7 @@ impl Connection {
     }
 
     /// The connection ended from the peer's side: normal after its BYE (or
-    /// ours), else the peer is lost with `cause` (§7.6).
+    /// ours), else the peer is lost with `cause` (protocol §7.6).
     fn handle_end(&mut self, cause: LossCause) -> Result<(), Error> {
         let was = self.state;
         self.state = ConnState::Closed;

@@ -716,3 +716,76 @@ fn collective_tags_and_pipelined_payloads_are_judged_on_arrival() {
         "{e}"
     );
 }
+
+/// The wire as (type, tag or heartbeat counter) per frame.
+fn wire(bytes: &[u8]) -> Vec<(u8, u64)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 52 <= bytes.len() {
+        let h = sperli_wire::header::RawHeader::from_bytes(bytes[at..at + 52].try_into().unwrap());
+        let body = &bytes[at + 52..at + 52 + h.length as usize];
+        let v = if h.frame_type == FrameType::Heartbeat.code() {
+            u64::from_le_bytes(body.try_into().unwrap())
+        } else {
+            u64::from(h.tag)
+        };
+        out.push((h.frame_type, v));
+        at += 52 + h.length as usize;
+    }
+    out
+}
+
+/// Protocol §7.4 ("a HEARTBEAT on every connection on which it has sent
+/// nothing for 1000 ms") with a backlog the socket does not take: a
+/// heartbeat that falls due queues behind the frames already queued, a
+/// later one leaves alone when nothing is queued, and the counters run
+/// 1, 2, ... in wire order. (Without a socket or a sleep: the clock is
+/// passed in.)
+#[test]
+fn heartbeats_queue_behind_a_backlog_with_consecutive_counters() {
+    let plan = plan();
+    let t0 = Instant::now();
+    let ms = |n: u64| t0 + Duration::from_millis(n);
+    let mut c = Connection::new(ctx_of(&plan, 1), 0, Duration::from_secs(30), t0);
+    c.state = ConnState::Open;
+    let data = FrameType::Data.code();
+    let hb = FrameType::Heartbeat.code();
+    // A large frame the socket takes only in part, and small ones behind it.
+    let h = c.ctx.header(FrameType::Data, 0).with_tag(1);
+    c.queue_frame(Outgoing::new(h, vec![7u8; 100_000], 0), t0);
+    for tag in 100..120u32 {
+        let h = c.ctx.header(FrameType::Data, 0).with_tag(tag);
+        c.queue_frame(Outgoing::new(h, vec![1], 0), t0);
+    }
+    let mut w = Narrow {
+        out: Vec::new(),
+        room: 4096,
+    };
+    c.write_to(&mut w, &mut |_| {}).unwrap();
+    // Idle with a backlog: after 1000 ms a heartbeat queues behind it.
+    c.touch(ms(999));
+    c.poll(ms(999)).unwrap();
+    c.touch(ms(1000));
+    c.poll(ms(1000)).unwrap();
+    for tag in 120..140u32 {
+        let h = c.ctx.header(FrameType::Data, 0).with_tag(tag);
+        c.queue_frame(Outgoing::new(h, vec![1], 0), ms(1100));
+    }
+    w.room = usize::MAX;
+    c.write_to(&mut w, &mut |_| {}).unwrap();
+    // Idle with nothing queued: the next heartbeat leaves alone.
+    c.touch(ms(2100));
+    c.poll(ms(2100)).unwrap();
+    c.write_to(&mut w, &mut |_| {}).unwrap();
+    let h = c.ctx.header(FrameType::Data, 0).with_tag(140);
+    c.queue_frame(Outgoing::new(h, vec![1], 0), ms(2200));
+    c.write_to(&mut w, &mut |_| {}).unwrap();
+
+    let mut want = vec![(data, 1)];
+    want.extend((100..120).map(|t| (data, t)));
+    want.push((hb, 1));
+    want.extend((120..140).map(|t| (data, t)));
+    want.push((hb, 2));
+    want.push((data, 140));
+    assert_eq!(wire(&w.out), want);
+}

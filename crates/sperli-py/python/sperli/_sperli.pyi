@@ -1,0 +1,239 @@
+"""Type stubs of the extension module sperli._sperli (re-exported by sperli)."""
+
+from os import PathLike
+from typing import Any, Callable, Final, Optional, Sequence, Union
+
+from typing_extensions import Buffer
+
+__version__: Final[str]
+
+ANY_SOURCE: Final[int]
+"""Refused by every receive for now: name the source rank."""
+ANY_TAG: Final[int]
+"""A receive that matches every tag."""
+ERRORS_RETURN: Final[str]
+"""Failures of the job step are raised as JobError (the default)."""
+ERRORS_ARE_FATAL: Final[str]
+"""A failure of the job step ends the process (status H-code - 1600)."""
+DTYPES: Final[tuple[str, ...]]
+"""The seven element types of the buffer calls, numpy's names."""
+
+class Op:
+    """A reduction; which element types each takes is the table of protocol §8.3."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def code(self) -> int: ...
+
+SUM: Final[Op]
+PROD: Final[Op]
+MIN: Final[Op]
+MAX: Final[Op]
+LAND: Final[Op]
+LOR: Final[Op]
+LXOR: Final[Op]
+BAND: Final[Op]
+BOR: Final[Op]
+BXOR: Final[Op]
+
+class InPlace: ...
+
+IN_PLACE: Final[InPlace]
+"""As a send buffer (Allreduce, Reduce/Gather at the root, Allgather) or
+the root's receive buffer of Scatter: the data is in the other buffer."""
+
+class SperliError(Exception):
+    """Every error of sperli."""
+
+    code: Optional[int]
+    """The H number (e.g. 1618), or None for a local failure."""
+    hcode: Optional[str]
+    """"H1618", or None."""
+    job_ended: bool
+    """Whether this rank's job step is over (every later call fails)."""
+    peer: Optional[int]
+    """The rank an H1612/H1613 names."""
+    replies: list[Reply]
+    """TaskFailedError: every rank's reply; else empty."""
+
+class JobError(SperliError):
+    """This rank's job step is over."""
+
+class ArgumentError(SperliError):
+    """H1618: refused before anything was sent; the job goes on."""
+
+class TaskFailedError(SperliError):
+    """H1642: a mailbox task failed on some rank; the group goes on."""
+
+class Status:
+    """What a completed receive reports."""
+
+    source: int
+    tag: int
+    count: int
+    """The message length in bytes."""
+    def __init__(self) -> None: ...
+    def Get_source(self) -> int: ...
+    def Get_tag(self) -> int: ...
+    def Get_count(self, datatype: Any = None) -> int:
+        """Elements of `datatype` (a numpy dtype), or bytes without one."""
+
+class Request:
+    """A started Isend/Irecv/isend/irecv."""
+
+    @property
+    def done(self) -> bool: ...
+    def Wait(self, status: Optional[Status] = None) -> None: ...
+    def Test(self, status: Optional[Status] = None) -> bool: ...
+    def wait(self, status: Optional[Status] = None) -> Any:
+        """The object an irecv received, else None."""
+    def test(self, status: Optional[Status] = None) -> tuple[bool, Any]: ...
+    @staticmethod
+    def Waitall(requests: Sequence[Request], statuses: Optional[Sequence[Status]] = None) -> list[Any]: ...
+    @staticmethod
+    def Testall(requests: Sequence[Request]) -> bool: ...
+
+_Buf = Buffer
+_RecvBuf = Union[Buffer, InPlace]
+
+class Comm:
+    """A communicator: this rank's view of its job. Calls on one
+    communicator run one at a time; each releases the GIL while it waits."""
+
+    @staticmethod
+    def from_stdin(errors: str = ...) -> Comm:
+        """Joins the job `sperli run` started this process in."""
+    @property
+    def rank(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def incarnation(self) -> int: ...
+    @property
+    def sequence(self) -> int: ...
+    def Get_rank(self) -> int: ...
+    def Get_size(self) -> int: ...
+    def Set_errhandler(self, errors: str) -> None: ...
+    def Abort(self, errorcode: int = 1, message: Optional[str] = None) -> None: ...
+    def Finalize(self) -> None: ...
+    def Is_finalized(self) -> bool: ...
+    # point-to-point on buffers
+    def Send(self, buf: _Buf, dest: int, tag: int = 0) -> None: ...
+    def Recv(self, buf: _Buf, source: int = ..., tag: int = ..., status: Optional[Status] = None) -> None: ...
+    def Isend(self, buf: _Buf, dest: int, tag: int = 0) -> Request: ...
+    def Irecv(self, buf: _Buf, source: int = ..., tag: int = ...) -> Request: ...
+    def Sendrecv(
+        self,
+        sendbuf: _Buf,
+        dest: int,
+        sendtag: int = 0,
+        recvbuf: Optional[_Buf] = None,
+        source: int = ...,
+        recvtag: int = ...,
+        status: Optional[Status] = None,
+    ) -> None: ...
+    # collectives on buffers
+    def Barrier(self) -> None: ...
+    def Bcast(self, buf: _Buf, root: int = 0) -> None: ...
+    def Reduce(self, sendbuf: _RecvBuf, recvbuf: Optional[_Buf] = None, op: Optional[Op] = None, root: int = 0) -> None: ...
+    def Allreduce(self, sendbuf: _RecvBuf, recvbuf: _Buf, op: Optional[Op] = None) -> None: ...
+    def Gather(self, sendbuf: _RecvBuf, recvbuf: Optional[_Buf] = None, root: int = 0) -> None: ...
+    def Scatter(self, sendbuf: Optional[_Buf], recvbuf: _RecvBuf, root: int = 0) -> None: ...
+    def Allgather(self, sendbuf: _RecvBuf, recvbuf: _Buf) -> None: ...
+    def Alltoall(self, sendbuf: _Buf, recvbuf: _Buf) -> None: ...
+    def Reduce_scatter_block(self, sendbuf: _Buf, recvbuf: _Buf, op: Optional[Op] = None) -> None: ...
+    # objects (pickled)
+    def send(self, obj: Any, dest: int, tag: int = 0) -> None: ...
+    def recv(self, buf: Any = None, source: int = ..., tag: int = ..., status: Optional[Status] = None) -> Any: ...
+    def isend(self, obj: Any, dest: int, tag: int = 0) -> Request: ...
+    def irecv(self, buf: Any = None, source: int = ..., tag: int = ...) -> Request: ...
+    def barrier(self) -> None: ...
+    def bcast(self, obj: Any = None, root: int = 0) -> Any: ...
+    def gather(self, sendobj: Any, root: int = 0) -> Optional[list[Any]]: ...
+    def scatter(self, sendobj: Optional[Sequence[Any]] = None, root: int = 0) -> Any: ...
+    def allgather(self, sendobj: Any) -> list[Any]: ...
+    def allreduce(self, sendobj: Any, op: Optional[Op] = None) -> Any:
+        """An int (int64), float, bool, numpy scalar or array."""
+    def reduce(self, sendobj: Any, op: Optional[Op] = None, root: int = 0) -> Any: ...
+
+State = Any
+"""bytes, numpy arrays, str, int, float, bool, None, and tuples, lists
+and dicts of them."""
+
+class Checkpointer:
+    """Signed, buddy-replicated checkpoints of a Python state, with resume."""
+
+    def __init__(self, comm: Optional[Comm] = None, dir: Optional[Union[str, PathLike[str]]] = None) -> None: ...
+    def resume(self) -> Optional[State]: ...
+    def checkpoint(self, state: State) -> int: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def incarnation(self) -> int: ...
+    @property
+    def dir(self) -> str: ...
+
+class Reply:
+    """One rank's answer to a mailbox request."""
+
+    rank: int
+    ok: bool
+    data: Optional[bytes]
+    error_type: Optional[str]
+    error: Optional[str]
+
+class Task:
+    """What a Python mailbox handler gets."""
+
+    payload: bytes
+    rank: int
+    size: int
+    sequence: int
+    handler: int
+    opcode: str
+    target: Union[str, int]
+    comm: Optional[Comm]
+    """The task's communicator (GROUP, PER_RANK), valid until the handler returns."""
+
+_Target = Union[None, str, int]
+_Payload = Union[None, Buffer, Sequence[Buffer]]
+
+class Mailbox:
+    """The client of a warm job's mailbox."""
+
+    @staticmethod
+    def create(name: str, world_size: int) -> Mailbox: ...
+    @staticmethod
+    def attach(name: str) -> Mailbox: ...
+    @staticmethod
+    def start_job(
+        name: str,
+        sperli: Union[str, PathLike[str]],
+        ranks: int,
+        program: Sequence[str],
+        hosts: Optional[str] = None,
+        launcher_args: Sequence[str] = ...,
+        setup_timeout: float = 60.0,
+        inherit_output: bool = True,
+    ) -> Mailbox: ...
+    def wait_ready(self, timeout: float = 30.0) -> None: ...
+    def set_timeout(self, seconds: float) -> None: ...
+    def submit(self, handler: Union[str, int], payload: _Payload = None, target: _Target = None) -> list[Reply]: ...
+    def control(self, handler: Union[str, int], payload: _Payload = None, target: _Target = None) -> list[Reply]: ...
+    def ping(self) -> list[Reply]: ...
+    def shutdown(self) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def world_size(self) -> int: ...
+
+_Handler = Callable[[Task], Optional[Buffer]]
+
+class MailboxServer:
+    """The rank side of a mailbox job, with Python handlers."""
+
+    def __init__(self) -> None: ...
+    def task(self, name: str, handler: Optional[_Handler] = None) -> Any: ...
+    def control(self, name: str, handler: Optional[_Handler] = None) -> Any: ...
+    def serve(self, comm: Optional[Comm] = None) -> None: ...

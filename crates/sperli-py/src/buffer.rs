@@ -1,0 +1,320 @@
+//! The one place a Python object becomes a buffer of a call: [`Buf::send`]
+//! and [`Buf::recv`] check the buffer protocol, the dtype (one of the
+//! seven element types, little-endian), C-contiguity, alignment and, for a
+//! receive buffer, that it is writable, and [`with_dtype!`] runs a generic
+//! Rust call for the buffer's element type. Every buffer call of the
+//! package (and every one added later) goes through them.
+//!
+//! Non-contiguous arrays are refused, not copied, as mpi4py refuses them
+//! for its uppercase calls; read-only receive buffers are refused.
+
+use pyo3::buffer::PyUntypedBuffer;
+use pyo3::prelude::*;
+use sperli_collective::Element;
+use sperli_wire::element::ElementType;
+
+use crate::errors::BindingError;
+use crate::raw::Region;
+
+/// The seven element types (protocol §8.3), named as numpy names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Dtype {
+    U8,
+    I32,
+    U32,
+    I64,
+    U64,
+    F32,
+    F64,
+}
+
+/// The names of the seven, in code order.
+pub(crate) const DTYPE_NAMES: [&str; 7] = [
+    "uint8", "int32", "uint32", "int64", "uint64", "float32", "float64",
+];
+
+impl Dtype {
+    /// numpy's name.
+    pub(crate) fn name(self) -> &'static str {
+        DTYPE_NAMES[self.element_type().code() as usize]
+    }
+
+    /// The element type.
+    pub(crate) fn element_type(self) -> ElementType {
+        match self {
+            Dtype::U8 => ElementType::U8,
+            Dtype::I32 => ElementType::I32,
+            Dtype::U32 => ElementType::U32,
+            Dtype::I64 => ElementType::I64,
+            Dtype::U64 => ElementType::U64,
+            Dtype::F32 => ElementType::F32,
+            Dtype::F64 => ElementType::F64,
+        }
+    }
+
+    /// Bytes per element.
+    pub(crate) fn width(self) -> usize {
+        self.element_type().width()
+    }
+
+    /// The dtype of a buffer with struct-module `format` and `itemsize`
+    /// (PEP 3118; what numpy, `bytes`, `array.array` and `memoryview`
+    /// export), or the name of what it is instead.
+    pub(crate) fn from_format(format: &str, itemsize: usize) -> Result<Dtype, String> {
+        let (order, code) = match format.as_bytes() {
+            [] => (b'@', b'B'),
+            [c] => (b'@', *c),
+            [o @ (b'@' | b'=' | b'<' | b'>' | b'!'), c] => (*o, *c),
+            _ => return Err(format!("with format {format:?}")),
+        };
+        let kind = match code {
+            b'b' | b'h' | b'i' | b'l' | b'q' | b'n' => 'i',
+            b'B' | b'H' | b'I' | b'L' | b'Q' | b'N' => 'u',
+            b'e' | b'f' | b'd' => 'f',
+            b'?' => return Err("bool".into()),
+            _ => return Err(format!("with format {format:?}")),
+        };
+        let big = matches!(order, b'>' | b'!') || (order != b'<' && cfg!(target_endian = "big"));
+        let name = || {
+            let base = match kind {
+                'i' => "int",
+                'u' => "uint",
+                _ => "float",
+            };
+            format!("{}{base}{}", if big { ">" } else { "" }, itemsize * 8)
+        };
+        if big && itemsize > 1 {
+            return Err(name());
+        }
+        match (kind, itemsize) {
+            ('u', 1) => Ok(Dtype::U8),
+            ('i', 4) => Ok(Dtype::I32),
+            ('u', 4) => Ok(Dtype::U32),
+            ('i', 8) => Ok(Dtype::I64),
+            ('u', 8) => Ok(Dtype::U64),
+            ('f', 4) => Ok(Dtype::F32),
+            ('f', 8) => Ok(Dtype::F64),
+            _ => Err(name()),
+        }
+    }
+}
+
+/// Runs `$body` with `$T` the Rust type of dtype `$d`.
+macro_rules! with_dtype {
+    ($d:expr, $T:ident => $body:expr) => {
+        match $d {
+            $crate::buffer::Dtype::U8 => {
+                type $T = u8;
+                $body
+            }
+            $crate::buffer::Dtype::I32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::buffer::Dtype::U32 => {
+                type $T = u32;
+                $body
+            }
+            $crate::buffer::Dtype::I64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::buffer::Dtype::U64 => {
+                type $T = u64;
+                $body
+            }
+            $crate::buffer::Dtype::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::buffer::Dtype::F64 => {
+                type $T = f64;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_dtype;
+
+/// A checked buffer of one call.
+pub(crate) struct Buf {
+    /// Its memory.
+    pub(crate) region: Region,
+    /// Its element type.
+    pub(crate) dtype: Dtype,
+    /// The argument's name, for errors.
+    pub(crate) arg: &'static str,
+}
+
+impl Buf {
+    fn get(obj: &Bound<'_, PyAny>, arg: &'static str) -> Result<Self, BindingError> {
+        let no_buffer = || BindingError::NoBuffer {
+            arg,
+            type_name: type_name(obj),
+        };
+        let buf = PyUntypedBuffer::get(obj).or_else(|_| {
+            // A 0-d numpy array exports no shape, which PyO3 refuses: its
+            // one-element view (same memory) does.
+            match obj.getattr("ndim").and_then(|d| d.extract::<usize>()) {
+                Ok(0) => obj
+                    .call_method1("reshape", (1,))
+                    .and_then(|v| PyUntypedBuffer::get(&v))
+                    .map_err(|_| no_buffer()),
+                _ => Err(no_buffer()),
+            }
+        })?;
+        let format = buf.format().to_string_lossy().into_owned();
+        let dtype = Dtype::from_format(&format, buf.item_size())
+            .map_err(|got| BindingError::Dtype { arg, got })?;
+        let region = Region::new(buf).ok_or(BindingError::NotContiguous { arg })?;
+        let ok = with_dtype!(dtype, T => region.aligned::<T>());
+        if !ok {
+            return Err(BindingError::Misaligned { arg, dtype });
+        }
+        Ok(Self { region, dtype, arg })
+    }
+
+    /// A buffer the call reads.
+    pub(crate) fn send(obj: &Bound<'_, PyAny>, arg: &'static str) -> Result<Self, BindingError> {
+        Self::get(obj, arg)
+    }
+
+    /// A buffer the call writes: also writable.
+    pub(crate) fn recv(obj: &Bound<'_, PyAny>, arg: &'static str) -> Result<Self, BindingError> {
+        let b = Self::get(obj, arg)?;
+        if b.region.readonly() {
+            return Err(BindingError::ReadOnly { arg });
+        }
+        Ok(b)
+    }
+
+    /// Number of elements.
+    pub(crate) fn len(&self) -> usize {
+        self.region.len_bytes() / self.dtype.width()
+    }
+
+    /// H1618 unless `other` has this buffer's dtype.
+    pub(crate) fn same_dtype(&self, other: &Buf) -> Result<(), BindingError> {
+        if self.dtype == other.dtype {
+            Ok(())
+        } else {
+            Err(BindingError::DtypeMismatch {
+                left: self.arg,
+                left_dtype: self.dtype,
+                right: other.arg,
+                right_dtype: other.dtype,
+            })
+        }
+    }
+
+    /// H1618 unless this buffer has `expected` elements.
+    pub(crate) fn expect_len(&self, expected: usize) -> Result<(), BindingError> {
+        if self.len() == expected {
+            Ok(())
+        } else {
+            Err(BindingError::Length {
+                arg: self.arg,
+                expected,
+                got: self.len(),
+            })
+        }
+    }
+
+    /// The elements as `T` (the caller dispatched on [`Buf::dtype`]).
+    pub(crate) fn elems<T: Element>(&self) -> &[T] {
+        self.region
+            .elems::<T>()
+            .expect("checked in Buf::get: whole, aligned elements")
+    }
+
+    /// The elements as `T` for writing (a buffer from [`Buf::recv`]).
+    pub(crate) fn elems_mut<T: Element>(&mut self) -> &mut [T] {
+        self.region
+            .elems_mut::<T>()
+            .expect("checked in Buf::recv: writable, whole, aligned elements")
+    }
+}
+
+/// The Python type name of `obj`, for errors.
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// Consecutive ranges of at most `chunk` elements covering `0..len`; one
+/// empty range for `len == 0`, so a call on an empty buffer is still one
+/// call on every rank.
+pub(crate) fn chunks(len: usize, chunk: usize) -> Vec<(usize, usize)> {
+    if len == 0 {
+        return vec![(0, 0)];
+    }
+    let chunk = chunk.max(1);
+    (0..len)
+        .step_by(chunk)
+        .map(|s| (s, (s + chunk).min(len)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_numpy_and_the_struct_module_export() {
+        let cases: [(&str, usize, Result<Dtype, &str>); 16] = [
+            ("B", 1, Ok(Dtype::U8)),
+            ("", 1, Ok(Dtype::U8)),
+            ("i", 4, Ok(Dtype::I32)),
+            ("<i", 4, Ok(Dtype::I32)),
+            ("I", 4, Ok(Dtype::U32)),
+            ("l", 8, Ok(Dtype::I64)),
+            ("q", 8, Ok(Dtype::I64)),
+            ("=l", 4, Ok(Dtype::I32)),
+            ("L", 8, Ok(Dtype::U64)),
+            ("Q", 8, Ok(Dtype::U64)),
+            ("f", 4, Ok(Dtype::F32)),
+            ("d", 8, Ok(Dtype::F64)),
+            ("h", 2, Err("int16")),
+            ("e", 2, Err("float16")),
+            (">d", 8, Err(">float64")),
+            ("?", 1, Err("bool")),
+        ];
+        for (fmt, size, want) in cases {
+            assert_eq!(
+                Dtype::from_format(fmt, size),
+                want.map_err(String::from),
+                "{fmt}"
+            );
+        }
+        assert!(Dtype::from_format("Zd", 16).unwrap_err().contains("Zd"));
+        assert!(Dtype::from_format("T{d:x:}", 8).is_err());
+        // A big-endian byte is still a byte.
+        assert_eq!(Dtype::from_format(">B", 1), Ok(Dtype::U8));
+    }
+
+    #[test]
+    fn names_follow_the_code_order() {
+        let all = [
+            Dtype::U8,
+            Dtype::I32,
+            Dtype::U32,
+            Dtype::I64,
+            Dtype::U64,
+            Dtype::F32,
+            Dtype::F64,
+        ];
+        for (d, name) in all.iter().zip(DTYPE_NAMES) {
+            assert_eq!(d.name(), name);
+        }
+        assert_eq!(Dtype::F64.width(), 8);
+    }
+
+    #[test]
+    fn chunks_cover_the_range() {
+        assert_eq!(chunks(0, 4), vec![(0, 0)]);
+        assert_eq!(chunks(10, 4), vec![(0, 4), (4, 8), (8, 10)]);
+        assert_eq!(chunks(3, 0), vec![(0, 1), (1, 2), (2, 3)]);
+    }
+}

@@ -1,0 +1,510 @@
+//! Point-to-point on buffers (mpi4py's uppercase calls): `Send`, `Recv`,
+//! `Isend`, `Irecv`, `Sendrecv`, and what they return: `sperli.Request`
+//! (`Wait`, `Test`, `Waitall`, `Testall`; lowercase `wait`/`test` for the
+//! object forms of objects.rs) and `sperli.Status`.
+//!
+//! One message is one DATA frame of at most 16777216 bytes (protocol
+//! §7.3): a buffer's bytes as they are in memory (little-endian). Messages
+//! from one rank with one tag arrive in order; a receive takes the first
+//! that matches (`ANY_TAG` matches every tag). A receive from any source
+//! is not in the Rust API yet: name the source.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use sperli_collective::Endpoint;
+use sperli_transport::Status as WireStatus;
+use sperli_wire::Error;
+
+use crate::buffer::Buf;
+use crate::comm::{rank_arg, run, Comm};
+use crate::errors::{BindingError, Fail};
+use crate::rank::Open;
+use crate::raw::Slot;
+
+/// `sperli.ANY_SOURCE` (refused by every receive: not in the Rust API yet).
+pub(crate) const ANY_SOURCE: i64 = -1;
+/// `sperli.ANY_TAG`: a receive that matches every tag.
+pub(crate) const ANY_TAG: i64 = -1;
+
+/// A send tag: `0..=2147483647` (the Rust API refuses the reserved half
+/// above with H1618).
+pub(crate) fn send_tag(tag: i64) -> Result<u32, BindingError> {
+    u32::try_from(tag).map_err(|_| BindingError::Tag { got: tag })
+}
+
+/// A receive tag: `ANY_TAG` is `None`.
+pub(crate) fn recv_tag(tag: i64) -> Result<Option<u32>, BindingError> {
+    if tag == ANY_TAG {
+        Ok(None)
+    } else {
+        send_tag(tag).map(Some)
+    }
+}
+
+/// What a completed receive reports (mpi4py's `MPI.Status`).
+#[pyclass(module = "sperli")]
+#[derive(Debug, Clone, Default)]
+pub struct Status {
+    /// The sender's rank.
+    #[pyo3(get)]
+    pub(crate) source: i64,
+    /// The message's tag.
+    #[pyo3(get)]
+    pub(crate) tag: i64,
+    /// The message length in bytes.
+    #[pyo3(get)]
+    pub(crate) count: usize,
+}
+
+impl Status {
+    pub(crate) fn set(&mut self, st: &WireStatus) {
+        self.source = i64::from(st.source);
+        self.tag = i64::from(st.tag);
+        self.count = st.len;
+    }
+}
+
+/// Fills `status`, if given, from `st`.
+pub(crate) fn fill(status: Option<&Bound<'_, Status>>, st: &WireStatus) {
+    if let Some(s) = status {
+        s.borrow_mut().set(st);
+    }
+}
+
+#[pymethods]
+impl Status {
+    #[new]
+    fn new() -> Self {
+        Self {
+            source: ANY_SOURCE,
+            tag: ANY_TAG,
+            count: 0,
+        }
+    }
+
+    /// The sender's rank.
+    #[pyo3(name = "Get_source")]
+    fn get_source(&self) -> i64 {
+        self.source
+    }
+
+    /// The message's tag.
+    #[pyo3(name = "Get_tag")]
+    fn get_tag(&self) -> i64 {
+        self.tag
+    }
+
+    /// The message length in elements of `datatype` (a numpy dtype or
+    /// anything `numpy.dtype()` takes); in bytes without one.
+    #[pyo3(name = "Get_count", signature = (datatype = None))]
+    fn get_count(&self, py: Python<'_>, datatype: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
+        let Some(d) = datatype else {
+            return Ok(self.count);
+        };
+        let size: usize = py
+            .import("numpy")?
+            .call_method1("dtype", (d,))?
+            .getattr("itemsize")?
+            .extract()?;
+        Ok(self.count / size.max(1))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<sperli.Status source={} tag={} count={}>",
+            self.source, self.tag, self.count
+        )
+    }
+}
+
+/// Copies a received message into `buf`: it must fit and be a whole
+/// number of elements (else H1618; the message is dropped, as MPI drops a
+/// truncated one).
+pub(crate) fn deliver(buf: &mut Buf, msg: &[u8]) -> Result<(), BindingError> {
+    let capacity = buf.region.len_bytes();
+    if msg.len() > capacity {
+        return Err(BindingError::Truncated {
+            len: msg.len(),
+            capacity,
+        });
+    }
+    if msg.len() % buf.dtype.width() != 0 {
+        return Err(BindingError::NotWhole {
+            len: msg.len(),
+            dtype: buf.dtype,
+        });
+    }
+    let out = buf
+        .region
+        .bytes_mut()
+        .expect("a receive buffer is writable (Buf::recv)");
+    out[..msg.len()].copy_from_slice(msg);
+    Ok(())
+}
+
+/// What a request is for.
+pub(crate) enum Kind {
+    /// `Isend`/`isend`.
+    Send,
+    /// `Irecv` into this buffer.
+    RecvBuf(Buf),
+    /// `irecv` of an object (objects.rs assembles and unpickles it).
+    RecvObj,
+}
+
+/// A started `Isend`/`Irecv` (or `isend`/`irecv`): `Wait()`/`Test()`
+/// complete it. A request dropped before it completed cancels its
+/// receive (a send still goes out).
+#[pyclass(module = "sperli")]
+pub struct Request {
+    slot: Arc<Slot>,
+    /// The open request's id; `None` once it completed.
+    id: Option<u64>,
+    kind: Kind,
+    status: Option<WireStatus>,
+    /// The object an `irecv` received.
+    object: Option<Py<PyAny>>,
+}
+
+impl Request {
+    pub(crate) fn new(slot: Arc<Slot>, id: u64, kind: Kind) -> Self {
+        Self {
+            slot,
+            id: Some(id),
+            kind,
+            status: None,
+            object: None,
+        }
+    }
+
+    /// A request that is already complete (an object `isend` too large
+    /// for one frame is sent at once).
+    pub(crate) fn completed(slot: Arc<Slot>) -> Self {
+        Self {
+            slot,
+            id: None,
+            kind: Kind::Send,
+            status: None,
+            object: None,
+        }
+    }
+
+    /// Completes the request (waiting when `block`); `true` once done.
+    fn progress(&mut self, py: Python<'_>, block: bool) -> PyResult<bool> {
+        let Some(id) = self.id else {
+            return Ok(true);
+        };
+        let kind = &mut self.kind;
+        let done = run(py, &self.slot, move |r| {
+            let mut got = None;
+            let ready = match r.open.get_mut(&id) {
+                None => return Err(BindingError::RequestGone.into()),
+                Some(Open::Send(h)) => block || h.test()?,
+                Some(Open::Recv(_)) if block => true,
+                Some(Open::Recv(h)) => {
+                    got = h.test()?;
+                    got.is_some()
+                }
+            };
+            if !ready {
+                return Ok(None);
+            }
+            let received = match r.open.remove(&id).expect("looked up above") {
+                Open::Send(h) => {
+                    h.wait()?;
+                    None
+                }
+                Open::Recv(h) => match got {
+                    Some(x) => Some(x),
+                    None => Some(h.wait()?),
+                },
+            };
+            let Some((st, m)) = received else {
+                return Ok(Some((None, Vec::new())));
+            };
+            match kind {
+                Kind::RecvBuf(buf) => {
+                    let res = deliver(buf, &m);
+                    r.ep().recycle(m);
+                    res?;
+                    Ok(Some((Some(st), Vec::new())))
+                }
+                Kind::RecvObj => {
+                    let whole = crate::objects::assemble(r.ep(), st, m)?;
+                    Ok(Some((Some(st), whole)))
+                }
+                Kind::Send => Ok(Some((Some(st), Vec::new()))),
+            }
+        })?;
+        let Some((st, bytes)) = done else {
+            return Ok(false);
+        };
+        self.id = None;
+        self.status = st;
+        if matches!(self.kind, Kind::RecvObj) {
+            self.object = Some(crate::objects::unpickle(py, &bytes)?);
+        }
+        if let Kind::RecvBuf(_) = self.kind {
+            // The buffer export is released once the data is in.
+            self.kind = Kind::Send;
+        }
+        Ok(true)
+    }
+
+    fn fill(&self, status: Option<&Bound<'_, Status>>) {
+        if let Some(st) = &self.status {
+            fill(status, st);
+        }
+    }
+}
+
+impl Drop for Request {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            // A receive nobody waits for is cancelled; a send goes on.
+            self.slot.cancel(id);
+        }
+    }
+}
+
+#[pymethods]
+impl Request {
+    /// Waits until the request is complete; fills `status` for a receive.
+    #[pyo3(name = "Wait", signature = (status = None))]
+    fn wait_buf(&mut self, py: Python<'_>, status: Option<&Bound<'_, Status>>) -> PyResult<()> {
+        self.progress(py, true)?;
+        self.fill(status);
+        Ok(())
+    }
+
+    /// Whether the request is complete (completing it if it can without
+    /// waiting); fills `status` for a completed receive.
+    #[pyo3(name = "Test", signature = (status = None))]
+    fn test_buf(&mut self, py: Python<'_>, status: Option<&Bound<'_, Status>>) -> PyResult<bool> {
+        let done = self.progress(py, false)?;
+        if done {
+            self.fill(status);
+        }
+        Ok(done)
+    }
+
+    /// Waits; returns the received object (`irecv`), else `None`.
+    #[pyo3(signature = (status = None))]
+    fn wait(&mut self, py: Python<'_>, status: Option<&Bound<'_, Status>>) -> PyResult<Py<PyAny>> {
+        self.progress(py, true)?;
+        self.fill(status);
+        Ok(self
+            .object
+            .as_ref()
+            .map_or_else(|| py.None(), |o| o.clone_ref(py)))
+    }
+
+    /// `(done, object)`: whether the request is complete, and the received
+    /// object of a completed `irecv` (else `None`).
+    #[pyo3(signature = (status = None))]
+    fn test(
+        &mut self,
+        py: Python<'_>,
+        status: Option<&Bound<'_, Status>>,
+    ) -> PyResult<(bool, Py<PyAny>)> {
+        let done = self.progress(py, false)?;
+        if done {
+            self.fill(status);
+        }
+        let obj = match (&self.object, done) {
+            (Some(o), true) => o.clone_ref(py),
+            _ => py.None(),
+        };
+        Ok((done, obj))
+    }
+
+    /// Waits for every request, in order; fills `statuses[i]` if given.
+    /// Returns the received objects (`None` for buffer requests).
+    #[staticmethod]
+    #[pyo3(name = "Waitall", signature = (requests, statuses = None))]
+    fn waitall(
+        py: Python<'_>,
+        requests: Vec<Bound<'_, Request>>,
+        statuses: Option<Vec<Bound<'_, Status>>>,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let mut out = Vec::with_capacity(requests.len());
+        for (i, r) in requests.iter().enumerate() {
+            let st = statuses.as_ref().and_then(|s| s.get(i));
+            out.push(r.borrow_mut().wait(py, st)?);
+        }
+        Ok(out)
+    }
+
+    /// Completes what can complete without waiting; whether all did.
+    #[staticmethod]
+    #[pyo3(name = "Testall")]
+    fn testall(py: Python<'_>, requests: Vec<Bound<'_, Request>>) -> PyResult<bool> {
+        let mut all = true;
+        for r in &requests {
+            all &= r.borrow_mut().progress(py, false)?;
+        }
+        Ok(all)
+    }
+
+    /// Whether the request has completed.
+    #[getter]
+    fn done(&self) -> bool {
+        self.id.is_none()
+    }
+}
+
+impl Comm {
+    /// Starts a request: `start` makes its Rust handle on this rank's
+    /// endpoint, the returned `Request` completes it (`kind` says what to
+    /// do with the message).
+    pub(crate) fn start_request(
+        &self,
+        py: Python<'_>,
+        kind: Kind,
+        start: impl for<'a> FnOnce(&'a Endpoint) -> Result<Open<'a>, Error> + Send,
+    ) -> PyResult<Request> {
+        let id = self.call(py, |r| {
+            let open = start(r.handles_ep()?)?;
+            Ok(r.add_open(open))
+        })?;
+        Ok(Request::new(self.slot.clone(), id, kind))
+    }
+}
+
+#[pymethods]
+impl Comm {
+    /// Sends `buf` (any buffer of the seven dtypes, C-contiguous, at most
+    /// 16777216 bytes) to rank `dest` with `tag`. Returns once the
+    /// message is queued (up to 64 KiB) or written into TLS.
+    #[pyo3(name = "Send", signature = (buf, dest, tag = 0))]
+    fn send_buf(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        dest: i64,
+        tag: i64,
+    ) -> PyResult<()> {
+        let b = Buf::send(buf, "buf")?;
+        let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
+        let bytes = b.region.bytes();
+        self.call(py, |r| r.ep().send(dest, tag, bytes).map_err(Fail::from))
+    }
+
+    /// Receives the next message from rank `source` with `tag` (`ANY_TAG`:
+    /// any) into `buf`, which must be writable and at least as long;
+    /// fills `status` (source, tag, count in bytes).
+    #[pyo3(name = "Recv", signature = (buf, source = ANY_SOURCE, tag = ANY_TAG, status = None))]
+    fn recv_buf(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        source: i64,
+        tag: i64,
+        status: Option<&Bound<'_, Status>>,
+    ) -> PyResult<()> {
+        let mut b = Buf::recv(buf, "buf")?;
+        let (source, tag) = (rank_arg("source", source)?, recv_tag(tag)?);
+        let st = self.call(py, |r| {
+            let (st, m) = match tag {
+                Some(t) => {
+                    let m = r.ep().recv(source, t)?;
+                    let st = WireStatus {
+                        source,
+                        tag: t,
+                        len: m.len(),
+                    };
+                    (st, m)
+                }
+                None => r.ep().recv_any_tag(source)?,
+            };
+            let res = deliver(&mut b, &m);
+            r.ep().recycle(m);
+            res?;
+            Ok(st)
+        })?;
+        fill(status, &st);
+        Ok(())
+    }
+
+    /// Starts sending `buf` to `dest` (the data is copied or written
+    /// before this returns: the buffer may be reused at once). `Wait()`
+    /// returns once it is written into TLS.
+    #[pyo3(name = "Isend", signature = (buf, dest, tag = 0))]
+    fn isend_buf(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        dest: i64,
+        tag: i64,
+    ) -> PyResult<Request> {
+        let b = Buf::send(buf, "buf")?;
+        let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
+        let bytes = b.region.bytes();
+        self.start_request(py, Kind::Send, |ep| {
+            Ok(Open::Send(ep.isend(dest, tag, bytes)?))
+        })
+    }
+
+    /// Posts a receive from `source` with `tag` into `buf` (kept by the
+    /// request until it completes; do not touch it before).
+    #[pyo3(name = "Irecv", signature = (buf, source = ANY_SOURCE, tag = ANY_TAG))]
+    fn irecv_buf(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        source: i64,
+        tag: i64,
+    ) -> PyResult<Request> {
+        let b = Buf::recv(buf, "buf")?;
+        let (source, tag) = (rank_arg("source", source)?, recv_tag(tag)?);
+        self.start_request(py, Kind::RecvBuf(b), |ep| {
+            Ok(Open::Recv(ep.irecv(source, tag)?))
+        })
+    }
+
+    /// Sends `sendbuf` to `dest` and receives into `recvbuf` from
+    /// `source`, the receive posted first (an exchange of two ranks does
+    /// not deadlock).
+    #[pyo3(
+        name = "Sendrecv",
+        signature = (sendbuf, dest, sendtag = 0, recvbuf = None, source = ANY_SOURCE, recvtag = ANY_TAG, status = None)
+    )]
+    #[allow(clippy::too_many_arguments)]
+    fn sendrecv_buf(
+        &self,
+        py: Python<'_>,
+        sendbuf: &Bound<'_, PyAny>,
+        dest: i64,
+        sendtag: i64,
+        recvbuf: Option<&Bound<'_, PyAny>>,
+        source: i64,
+        recvtag: i64,
+        status: Option<&Bound<'_, Status>>,
+    ) -> PyResult<()> {
+        let s = Buf::send(sendbuf, "sendbuf")?;
+        let Some(recvbuf) = recvbuf else {
+            return Err(BindingError::NoBuffer {
+                arg: "recvbuf",
+                type_name: "NoneType".into(),
+            }
+            .into());
+        };
+        let mut d = Buf::recv(recvbuf, "recvbuf")?;
+        let (dest, sendtag) = (rank_arg("dest", dest)?, send_tag(sendtag)?);
+        let (source, recvtag) = (rank_arg("source", source)?, recv_tag(recvtag)?);
+        let st = self.call(py, |r| {
+            let h = r.ep().irecv(source, recvtag)?;
+            // The send slice is dead before the receive writes (the two
+            // buffers may be one).
+            r.ep().send(dest, sendtag, s.region.bytes())?;
+            let (st, m) = h.wait()?;
+            let res = deliver(&mut d, &m);
+            r.ep().recycle(m);
+            res?;
+            Ok(st)
+        })?;
+        fill(status, &st);
+        Ok(())
+    }
+}

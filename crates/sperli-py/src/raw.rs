@@ -1,0 +1,360 @@
+//! The crate's only `unsafe` code: two things neither PyO3's safe API nor
+//! the transport's can say.
+//!
+//! 1. **A Python buffer as a Rust slice** ([`Region`], [`pair`]): the
+//!    buffer calls hand numpy memory to the collectives without a copy.
+//!    A [`Region`] holds the buffer export (which keeps the memory alive
+//!    and, for `bytearray` and numpy, its size fixed), is built only for a
+//!    C-contiguous buffer, and gives out `&[T]` / `&mut [T]` only for the
+//!    seven element types (plain numbers: every bit pattern is a value),
+//!    for a whole number of aligned elements, and `&mut` only for a
+//!    writable buffer, through `&mut self`. Two regions may be views of
+//!    the same memory (`Allreduce(a, a)`): a call that holds a send slice
+//!    and a receive slice at once takes them from [`pair`], which refuses
+//!    overlapping memory. The rest is MPI's contract, as in mpi4py: while
+//!    a call runs (the GIL is released) no other thread touches its
+//!    buffers.
+//! 2. **The endpoint and what borrows it, kept together** ([`Slot`]): a
+//!    Python communicator must own its [`Endpoint`] *and* the collectives
+//!    ([`Comm`](sperli_collective::Comm)`<&Endpoint>`), the checkpointer
+//!    and the open `Isend`/`Irecv` handles that borrow it, and Python
+//!    objects cannot carry a lifetime. A [`Slot`] keeps the endpoint on
+//!    the heap (its address never moves) beside a [`Rank`] that borrows it
+//!    as `'static`; the rank is dropped before the endpoint and never
+//!    leaves the slot, and code outside this module only sees it through
+//!    [`Slot::with`], for a lifetime that ends with the call, so no borrow
+//!    of the endpoint can outlive it. A mailbox task's slot lends the
+//!    server's own communicator instead ([`Slot::scoped`], [`TaskComm`])
+//!    and is closed before the handler returns. Every use goes through
+//!    the slot's mutex, one thread at a time (the collectives need
+//!    exclusive access).
+
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use pyo3::buffer::PyUntypedBuffer;
+use sperli_collective::{Comm, Element, Endpoint};
+
+use crate::rank::Rank;
+
+// ---- 1. buffers ---------------------------------------------------------
+
+/// The memory of one C-contiguous Python buffer export.
+pub(crate) struct Region {
+    buf: PyUntypedBuffer,
+}
+
+impl Region {
+    /// The export as a region; `None` when it is not C-contiguous.
+    pub(crate) fn new(buf: PyUntypedBuffer) -> Option<Self> {
+        buf.is_c_contiguous().then_some(Self { buf })
+    }
+
+    /// Length in bytes.
+    pub(crate) fn len_bytes(&self) -> usize {
+        self.buf.len_bytes()
+    }
+
+    /// Whether the exporter refused writing.
+    pub(crate) fn readonly(&self) -> bool {
+        self.buf.readonly()
+    }
+
+    fn addr(&self) -> usize {
+        self.buf.buf_ptr() as usize
+    }
+
+    /// Whether the memory starts on a multiple of `T`'s alignment.
+    pub(crate) fn aligned<T>(&self) -> bool {
+        self.addr() % std::mem::align_of::<T>() == 0
+    }
+
+    /// Whether the two regions share a byte (empty ones share none).
+    pub(crate) fn overlaps(&self, other: &Region) -> bool {
+        let (a, b) = (self.addr(), other.addr());
+        let (a_end, b_end) = (a + self.len_bytes(), b + other.len_bytes());
+        self.len_bytes() > 0 && other.len_bytes() > 0 && a < b_end && b < a_end
+    }
+
+    fn elem_count<T>(&self) -> Option<usize> {
+        let w = std::mem::size_of::<T>();
+        (self.len_bytes() % w == 0 && self.aligned::<T>()).then(|| self.len_bytes() / w)
+    }
+
+    /// The bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        let len = self.len_bytes();
+        if len == 0 {
+            return &[];
+        }
+        // SAFETY: the export (held by `self`) keeps `len` bytes at
+        // `buf_ptr` alive, C-contiguous (checked in `new`), for as long as
+        // `self` lives; any byte is a valid u8. Writers: `bytes_mut` needs
+        // `&mut self`, other regions of the same memory are combined only
+        // through `pair`, and other threads keep off (module docs).
+        unsafe { std::slice::from_raw_parts(self.buf.buf_ptr() as *const u8, len) }
+    }
+
+    /// The elements, or `None` when the bytes are not a whole number of
+    /// aligned `T`.
+    pub(crate) fn elems<T: Element>(&self) -> Option<&[T]> {
+        let n = self.elem_count::<T>()?;
+        if n == 0 {
+            return Some(&[]);
+        }
+        // SAFETY: as in `bytes`, plus: `n * size_of::<T>()` bytes, aligned
+        // for `T` (checked by `elem_count`); `T` is one of the seven
+        // sealed numeric element types, for which every bit pattern is a
+        // value.
+        Some(unsafe { std::slice::from_raw_parts(self.buf.buf_ptr() as *const T, n) })
+    }
+
+    /// The bytes for writing; `None` for a read-only buffer.
+    pub(crate) fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+        let len = self.len_bytes();
+        if self.readonly() {
+            return None;
+        }
+        if len == 0 {
+            return Some(&mut []);
+        }
+        // SAFETY: as in `bytes`; the exporter allows writing (not
+        // read-only), and `&mut self` makes this the only slice of this
+        // region.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.buf.buf_ptr() as *mut u8, len) })
+    }
+
+    /// The elements for writing; `None` for a read-only buffer or bytes
+    /// that are not a whole number of aligned `T`.
+    pub(crate) fn elems_mut<T: Element>(&mut self) -> Option<&mut [T]> {
+        let n = self.elem_count::<T>()?;
+        if self.readonly() {
+            return None;
+        }
+        if n == 0 {
+            return Some(&mut []);
+        }
+        // SAFETY: as in `elems` and `bytes_mut`.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.buf.buf_ptr() as *mut T, n) })
+    }
+}
+
+/// Why [`pair`] gives no slices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PairError {
+    /// The two buffers share memory.
+    Overlap,
+    /// A buffer is not a whole number of aligned elements.
+    Layout,
+    /// The receive buffer is read-only.
+    ReadOnly,
+}
+
+/// A send slice and a receive slice at once, of memory that does not
+/// overlap.
+pub(crate) fn pair<'a, S: Element, R: Element>(
+    send: &'a Region,
+    recv: &'a mut Region,
+) -> Result<(&'a [S], &'a mut [R]), PairError> {
+    if send.overlaps(recv) {
+        return Err(PairError::Overlap);
+    }
+    if recv.readonly() {
+        return Err(PairError::ReadOnly);
+    }
+    let s = send.elems::<S>().ok_or(PairError::Layout)?;
+    let r = recv.elems_mut::<R>().ok_or(PairError::Layout)?;
+    Ok((s, r))
+}
+
+// ---- 2. the endpoint and its borrowers ---------------------------------
+
+/// Why a slot no longer runs calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gone {
+    /// `Finalize` ended the job step (BYE) or the process is exiting.
+    Finalized,
+    /// A `MailboxServer` took the endpoint over.
+    Served,
+    /// The mailbox task this communicator belonged to has returned.
+    TaskOver,
+}
+
+/// An endpoint on the heap, owned through a raw pointer: unlike a `Box`,
+/// moving it asserts nothing about the references the rank holds to it.
+struct Owner(NonNull<Endpoint>);
+
+impl Owner {
+    fn new(ep: Endpoint) -> Self {
+        Self(NonNull::from(Box::leak(Box::new(ep))))
+    }
+
+    /// The endpoint, for the rank's references (they must not outlive
+    /// `self`: see `Live`).
+    fn get(&self) -> &'static Endpoint {
+        // SAFETY: allocated by `new` and freed only by `into_inner` or
+        // `drop`, after the rank that borrows it is gone.
+        unsafe { self.0.as_ref() }
+    }
+
+    fn into_inner(self) -> Endpoint {
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: the box leaked in `new`, taken back once (no `drop`).
+        *unsafe { Box::from_raw(me.0.as_ptr()) }
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        // SAFETY: the box leaked in `new`, taken back once.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
+struct Live {
+    // Dropped first (declaration order): it borrows `owner`'s endpoint.
+    rank: Rank<'static>,
+    // `None` for a task's communicator, whose endpoint the mailbox
+    // server owns (see `Slot::scoped`).
+    owner: Option<Owner>,
+}
+
+// SAFETY: `Endpoint` is `Send + Sync`; `Live` is not `Send` only because
+// of the raw pointers of `Owner` and `TaskComm`. `Owner` owns its
+// endpoint (as a `Box` would); a `TaskComm` points at the server's
+// communicator, which its owner does not use while the slot is open, and
+// is reached only under the slot's mutex, one thread at a time.
+unsafe impl Send for Live {}
+
+/// One communicator's endpoint, collectives, checkpointer and open
+/// requests (module docs, part 2).
+pub(crate) struct Slot {
+    state: Mutex<Result<Live, Gone>>,
+    /// Requests dropped while a call held the lock: removed from the rank
+    /// at the next call (a drop never waits for a call with the GIL held).
+    cancelled: Mutex<Vec<u64>>,
+}
+
+impl Slot {
+    /// A slot owning `ep`; `rank` builds the rank over it.
+    pub(crate) fn owned(
+        ep: Endpoint,
+        rank: impl FnOnce(&'static Endpoint) -> Rank<'static>,
+    ) -> Self {
+        let owner = Owner::new(ep);
+        // The reference lives only inside `Live::rank`, which is dropped
+        // before `Live::owner` and never leaves the slot (`with` lends it
+        // for the call only, `close` drops it in place).
+        let ep = owner.get();
+        Self {
+            state: Mutex::new(Ok(Live {
+                rank: rank(ep),
+                owner: Some(owner),
+            })),
+            cancelled: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Runs `f` on the rank, holding the slot's lock. `f` is generic over
+    /// the lifetimes, so nothing it leaves in the rank or returns can
+    /// borrow more than the rank's own endpoint.
+    pub(crate) fn with<R>(
+        &self,
+        f: impl for<'a, 'b> FnOnce(&'b mut Rank<'a>) -> R,
+    ) -> Result<R, Gone> {
+        let mut guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let live = guard.as_mut().map_err(|g| *g)?;
+        live.rank.drop_cancelled(&self.cancelled);
+        // SAFETY: only shortens lifetimes (same type otherwise). Whatever
+        // `f` stores in the rank lives at least `'a` for every `'a`, so it
+        // is `'static` or derived from the rank's own endpoint, which the
+        // slot keeps alive as long as the rank.
+        let rank: &mut Rank<'_> = unsafe { shorten(&mut live.rank) };
+        Ok(f(rank))
+    }
+
+    /// Drops open request `id` now, or at the next call if one runs.
+    pub(crate) fn cancel(&self, id: u64) {
+        match self.state.try_lock() {
+            Ok(mut g) => {
+                if let Ok(live) = g.as_mut() {
+                    live.rank.open.remove(&id);
+                }
+            }
+            Err(_) => self
+                .cancelled
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(id),
+        }
+    }
+
+    /// Ends the slot with `why`: drops the rank (open requests are
+    /// cancelled) and returns the owned endpoint with the collective
+    /// sequence reached, or `None` for a task's communicator. Later calls
+    /// fail with `why`; a slot already gone returns its reason.
+    pub(crate) fn close(&self, why: Gone) -> Result<Option<(Endpoint, u64)>, Gone> {
+        let mut guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let live = std::mem::replace(&mut *guard, Err(why))?;
+        let Live { mut rank, owner } = live;
+        let seq = rank.sequence();
+        drop(rank);
+        Ok(owner.map(|ep| (ep.into_inner(), seq)))
+    }
+
+    /// Runs `f` with a slot whose collectives are `comm` itself (a
+    /// mailbox task's communicator: the server's); afterwards (also when
+    /// `f` unwinds) the slot is closed with [`Gone::TaskOver`], so nothing
+    /// of it reaches `comm` once this returns.
+    pub(crate) fn scoped<R>(comm: &mut Comm<Endpoint>, f: impl FnOnce(&Arc<Slot>) -> R) -> R {
+        struct CloseOnDrop<'s>(&'s Slot);
+        impl Drop for CloseOnDrop<'_> {
+            fn drop(&mut self) {
+                let _ = self.0.close(Gone::TaskOver);
+            }
+        }
+        let slot = Arc::new(Slot {
+            state: Mutex::new(Ok(Live {
+                rank: Rank::task(TaskComm(NonNull::from(comm))),
+                owner: None,
+            })),
+            cancelled: Mutex::new(Vec::new()),
+        });
+        let guard = CloseOnDrop(&slot);
+        let out = f(&slot);
+        drop(guard);
+        out
+    }
+}
+
+/// A mailbox server's communicator lent to a task's slot
+/// ([`Slot::scoped`], the only place one is made): the pointer of a
+/// `&mut Comm<Endpoint>` that its owner does not use until the slot is
+/// closed. It lives in a [`Rank`], which is reached only under the slot's
+/// lock and through Rust borrows of the rank, so `get` and `get_mut` hand
+/// out exactly the access a `&'slot mut Comm` would.
+pub(crate) struct TaskComm(NonNull<Comm<Endpoint>>);
+
+impl TaskComm {
+    /// The communicator.
+    pub(crate) fn get(&self) -> &Comm<Endpoint> {
+        // SAFETY: see the type's docs: valid and not used by its owner
+        // while the slot is open; shared access through `&self`.
+        unsafe { self.0.as_ref() }
+    }
+
+    /// The communicator, for a call.
+    pub(crate) fn get_mut(&mut self) -> &mut Comm<Endpoint> {
+        // SAFETY: see the type's docs; exclusive through `&mut self`.
+        unsafe { self.0.as_mut() }
+    }
+}
+
+/// Shortens the lifetimes of a rank borrow.
+///
+/// # Safety
+/// The caller keeps the rank's endpoint alive for as long as the rank.
+unsafe fn shorten<'a>(r: &'a mut Rank<'static>) -> &'a mut Rank<'a> {
+    // SAFETY: `Rank<'static>` and `Rank<'a>` differ only in a lifetime.
+    unsafe { std::mem::transmute::<&'a mut Rank<'static>, &'a mut Rank<'a>>(r) }
+}

@@ -1,0 +1,43 @@
+"""The last rank SIGKILLs itself while the others wait on it (rank 0 in
+an Allreduce, the others in a Recv from it): each survivor raises
+JobError (H1612 or H1613) within the silence limit, never hangs.
+Survivors print `raised <code> after <s> s` and exit 3.
+
+With `--fatal` (sperli.ERRORS_ARE_FATAL) the survivors compute (sleep
+30 s) instead: the transport ends their processes within the silence
+limit; `still computing` is never printed."""
+
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+import sperli
+
+fatal = "--fatal" in sys.argv
+comm = sperli.init(errors=sperli.ERRORS_ARE_FATAL if fatal else sperli.ERRORS_RETURN)
+r, n = comm.rank, comm.size
+victim = n - 1
+comm.Barrier()
+if r == victim:
+    time.sleep(0.3)
+    os.kill(os.getpid(), signal.SIGKILL)
+if fatal:
+    time.sleep(30)
+    print("still computing", flush=True)
+    sys.exit(1)
+t = time.monotonic()
+try:
+    if r == 0:
+        y = np.empty(1 << 16)
+        comm.Allreduce(np.ones(1 << 16), y)
+    else:
+        comm.Recv(np.empty(4), source=victim, tag=0)
+    print("no error", flush=True)
+    sys.exit(1)
+except sperli.JobError as e:
+    assert e.job_ended and e.code in (1612, 1613), repr(e)
+    print(f"raised {e.code} after {time.monotonic() - t:.1f} s: {e}", flush=True)
+    sys.exit(3)
