@@ -37,7 +37,7 @@ pub fn context_switches() -> f64 {
 pub fn rtt(args: &[&str]) -> Result<(), Error> {
     let rounds: usize = args.first().and_then(|s| s.parse().ok()).unwrap_or(10_000);
     let bytes: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(8);
-    let mut comm = Comm::from_stdin()?;
+    let comm = Comm::from_stdin()?;
     crate::rank::apply_spin(comm.link());
     let me = comm.rank();
     let mut figures = [0.0f64; 2];

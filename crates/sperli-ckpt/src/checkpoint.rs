@@ -150,8 +150,9 @@ impl<L: Link> Checkpointer<L> {
     /// the verified COMMIT of it.
     ///
     /// Errors: [`Error::OpenHandles`] (H1624) on every rank, without ABORT,
-    /// when any rank has an open send or receive handle (checked together,
-    /// see the type's docs). Any other failure (a frame that does not fit:
+    /// when any rank has an open send or receive handle or an open
+    /// non-blocking collective request (counted with the sends: it sends
+    /// and receives; checked together, see the type's docs). Any other failure (a frame that does not fit:
     /// H1610; a COMMIT that fails: H1621/H1623; a hash that does not match:
     /// H1620; a local error) sends ABORT reason 5 and ends the job; no
     /// COMMIT of an epoch whose rank files are incomplete is ever written.
@@ -159,6 +160,9 @@ impl<L: Link> Checkpointer<L> {
         // "before step 1 every rank contributes its number of open send and
         // receive handles to an allreduce (element type u64, sum)" (§9.4)
         let (sends, recvs) = self.link().open_handles();
+        // A non-blocking collective request is an open send (and receive):
+        // counted once, with the sends.
+        let sends = sends + self.comm.open_requests();
         let sum = self.comm.allreduce(&[sends, recvs], Reduction::Sum)?;
         let (s, r) = (
             sum.first().copied().unwrap_or(0),
@@ -442,6 +446,33 @@ mod tests {
         (0..2000)
             .map(|i| u64::from(r) << 32 | e << 16 | i)
             .collect()
+    }
+
+    /// An open non-blocking collective request fails a checkpoint with
+    /// H1624 on every rank, like an open send (protocol §9.4); once the
+    /// requests are waited for, the next checkpoint works.
+    #[test]
+    fn an_open_collective_request_fails_the_checkpoint_with_h1624() {
+        for size in [1, 3] {
+            let job = TestJob::new("h1624-coll", size);
+            job.run(1, |r, ck| {
+                let req = ck
+                    .comm()
+                    .iallreduce(&[u64::from(r)], Reduction::Sum)
+                    .unwrap();
+                let first = ck.checkpoint(&state(r, 1));
+                assert_eq!(
+                    first,
+                    Err(Error::OpenHandles {
+                        sends: u64::from(size),
+                        recvs: 0
+                    })
+                );
+                let want = u64::from(size * (size - 1) / 2);
+                assert_eq!(req.wait().unwrap(), vec![want]);
+                assert_eq!(ck.checkpoint(&state(r, 1)).unwrap(), 1);
+            });
+        }
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! [`Comm`]: the six v1 collectives over a [`Link`] (protocol §8, layouts §5,
-//! layouts §10 "Frames that arrive early" and "Receivers of bcast and
-//! scatter ...").
+//! [`Comm`]: the six v1 collectives over a [`Link`] (protocol §8; the
+//! element types of §8.3, early frames of §8.8, and the receivers of bcast
+//! and scatter that do not know the length, §8.5).
 //!
 //! Every collective is a star around its root (barrier and allreduce: rank
 //! 0). Each call takes the next sequence number first, so a call that fails,
@@ -10,21 +10,27 @@
 //! the job with ABORT (protocol §8.4). After a job-ending error every later
 //! call fails with the same error without touching the link.
 
+use std::cell::Cell;
+use std::marker::PhantomData;
 use std::ops::Range;
+use std::sync::{Arc, OnceLock};
 
 use sperli_wire::abort::{Abort, AbortReason};
 use sperli_wire::collective::{CollectiveHeader, Operation, Phase};
 use sperli_wire::element::{ElementType, Reduction};
 use sperli_wire::error::{ArgumentError, FrameError, MismatchError};
-use sperli_wire::limits::{COLLECTIVE_HEADER_LEN, MAX_COLLECTIVE_DATA};
+use sperli_wire::limits::{COLLECTIVE_HEADER_LEN, FEATURE_COMMUNICATORS, MAX_COLLECTIVE_DATA};
 use sperli_wire::pipeline::{Body, CollectivePayload};
 use sperli_wire::reduce::{check_args, combine_into};
 use sperli_wire::{Error, FrameType};
 
+use crate::communicators::{Group, Registry};
 use crate::element::Element;
 use crate::link::Link;
+use crate::nonblocking::Progress;
 use crate::pipeline::chain::ChainOp;
 use crate::pipeline::{ElemsMut, Grow, NoResult};
+use crate::state::State;
 
 const H: usize = COLLECTIVE_HEADER_LEN;
 
@@ -105,12 +111,20 @@ impl<T: Element> Src for Elems<'_, T> {
 /// A communicator: one rank's view of the job's collectives (protocol §8).
 ///
 /// Wraps a [`Link`] and counts this rank's collective calls (the
-/// `sequence` of layouts §5). Every rank must make the same calls in the
-/// same order. Calls take `&mut self`: one rank makes one call at a time.
+/// `sequence` of protocol §8.1). Every rank must make the same calls in the
+/// same order.
+///
+/// Every call takes `&self`, so a posted receive (which borrows the
+/// communicator) can stay open across a collective. The threading rules
+/// (see the crate docs): a `Comm` is [`Send`] but not [`Sync`], so one
+/// thread makes its calls; to make calls from two threads, give each its
+/// own transport view or use the endpoint ([`Comm::link`]) for
+/// point-to-point from the other thread. Non-blocking collectives run on
+/// the communicator's own progress thread.
 ///
 /// ```
-/// use sperli_collective::{fake, Comm};
-/// use sperli_wire::element::Reduction;
+/// use sperli_collective::prelude::*;
+/// use sperli_collective::fake;
 /// let sums = fake::run(3, |comm: &mut Comm<fake::FakeLink>| {
 ///     comm.allreduce(&[comm.rank() as i64, 1], Reduction::Sum).unwrap()
 /// });
@@ -118,33 +132,108 @@ impl<T: Element> Src for Elems<'_, T> {
 /// ```
 #[derive(Debug)]
 pub struct Comm<L: Link> {
-    pub(crate) link: L,
+    pub(crate) link: Arc<L>,
     rank: u32,
     size: u32,
-    seq: u64,
-    failed: Option<Error>,
+    /// What the calls share (sequence count, failure, chunk, requests).
+    pub(crate) state: Arc<State>,
     /// The job's HELLO features (protocol §7.1.1), from the link.
     pub(crate) features: u64,
-    /// A chunk length for the streams this rank starts (protocol §14.5),
-    /// instead of the default rule.
-    pub(crate) chunk: Option<usize>,
+    /// True for the progress thread's view of the communicator: its calls
+    /// are the non-blocking ones, already in issue order.
+    pub(crate) progress_side: bool,
+    /// The progress thread, started by the first non-blocking call.
+    pub(crate) progress: OnceLock<Progress<L>>,
+    /// Which communicator this is (protocol §15.2).
+    pub(crate) group: Group,
+    /// What this rank knows of its communicators (protocol §15.4).
+    pub(crate) registry: Arc<Registry>,
+    /// Not `Sync`: one thread makes the calls of one `Comm`.
+    _one_thread: PhantomData<Cell<()>>,
 }
 
 impl<L: Link> Comm<L> {
     /// A communicator over `link`; the first call will have sequence 1
-    /// (layouts §5).
+    /// (protocol §8.1).
     pub fn new(link: L) -> Self {
+        Self::over(Arc::new(link), Arc::default(), false)
+    }
+
+    /// A view of `link` with `state`.
+    pub(crate) fn over(link: Arc<L>, state: Arc<State>, progress_side: bool) -> Self {
         let rank = link.rank();
-        let size = link.size();
+        Self::with_group(
+            link,
+            state,
+            progress_side,
+            Group::default(),
+            Arc::default(),
+            rank,
+        )
+    }
+
+    /// A view of `link` as communicator `group`, in which this rank is
+    /// `rank`.
+    pub(crate) fn with_group(
+        link: Arc<L>,
+        state: Arc<State>,
+        progress_side: bool,
+        group: Group,
+        registry: Arc<Registry>,
+        rank: u32,
+    ) -> Self {
+        let size = match &group.members {
+            Some(m) => m.len() as u32,
+            None => link.size(),
+        };
         let features = link.features();
         Self {
             link,
             rank,
             size,
-            seq: 0,
-            failed: None,
+            state,
             features,
-            chunk: None,
+            progress_side,
+            progress: OnceLock::new(),
+            group,
+            registry,
+            _one_thread: PhantomData,
+        }
+    }
+
+    /// The progress thread's view of this communicator (same link, state,
+    /// group and registry).
+    pub(crate) fn progress_view(&self) -> Self {
+        Self::with_group(
+            self.link.clone(),
+            self.state.clone(),
+            true,
+            self.group.clone(),
+            self.registry.clone(),
+            self.rank,
+        )
+    }
+
+    /// Takes the next COLLECTIVE payload of this communicator from its rank
+    /// `from` (protocol §15.4 with bit 2: the earliest frame with this
+    /// communicator's id; every frame of another communicator passed over
+    /// is judged, H1617 with ABORT reason 3 for one this rank does not
+    /// share with the sender).
+    pub(crate) fn take_payload(&self, from: u32) -> Result<Vec<u8>, Error> {
+        let job = self.job_rank(from);
+        let r = if self.features & FEATURE_COMMUNICATORS == 0 {
+            self.link.recv_collective(job)
+        } else {
+            let (reg, id) = (&self.registry, self.group.id);
+            self.link
+                .recv_collective_where(job, id, &|t| reg.judge(t, job, id))
+        };
+        match r {
+            Ok(p) => Ok(p),
+            Err(e @ Error::CollectiveMismatch(MismatchError::Communicator { .. })) => {
+                self.fail_job(AbortReason::CollectiveMismatch, e)
+            }
+            Err(e) => self.link_failed(e),
         }
     }
 
@@ -163,65 +252,94 @@ impl<L: Link> Comm<L> {
         &self.link
     }
 
-    /// Gives the link back.
+    /// Gives the link back (after the progress thread, if one was
+    /// started, ran every non-blocking call issued and ended).
     pub fn into_link(self) -> L {
-        self.link
+        let Comm { link, progress, .. } = self;
+        drop(progress);
+        match Arc::try_unwrap(link) {
+            Ok(l) => l,
+            // The progress thread held the only other reference and has
+            // ended (its view was dropped when it returned or unwound).
+            Err(_) => unreachable!("the progress thread ended with its view"),
+        }
     }
 
     /// The number of v1 collective calls made so far, which is the sequence
     /// number of the last one (protocol §8.1). Failed calls count.
     pub fn sequence(&self) -> u64 {
-        self.seq
+        self.state.seq()
     }
 
     /// The error that ended the job on this rank, if one did.
-    pub fn failure(&self) -> Option<&Error> {
-        self.failed.as_ref()
+    pub fn failure(&self) -> Option<Error> {
+        self.state.failure()
     }
 
     // ---- plumbing -------------------------------------------------------
 
     /// Takes the next sequence number; fails at once if the job already failed.
-    pub(crate) fn begin(&mut self) -> Result<u64, Error> {
-        self.seq += 1;
-        match &self.failed {
-            Some(e) => Err(e.clone()),
-            None => Ok(self.seq),
+    ///
+    /// On the program's thread it first waits until every non-blocking call
+    /// issued before is through, so calls go on the wire in issue order
+    /// (protocol §8.9).
+    pub(crate) fn begin(&self) -> Result<u64, Error> {
+        if !self.progress_side {
+            self.state.wait_idle();
+        }
+        let seq = self.state.next_seq();
+        match self.state.failure() {
+            Some(e) => Err(e),
+            None => Ok(seq),
         }
     }
 
     /// Counts `n` calls that were not made (a composite refused with H1618
     /// on every rank keeps the sequence aligned by counting all its parts).
-    pub(crate) fn skip_calls(&mut self, n: u64) {
-        self.seq += n;
+    pub(crate) fn skip_calls(&self, n: u64) {
+        if !self.progress_side {
+            self.state.wait_idle();
+        }
+        self.state.skip(n);
     }
 
     /// Ends the job: ABORT (`reason`, the error's H number) to every peer,
     /// remember the error, return it.
-    pub(crate) fn fail_job<X>(&mut self, reason: AbortReason, err: Error) -> Result<X, Error> {
+    pub(crate) fn fail_job<X>(&self, reason: AbortReason, err: Error) -> Result<X, Error> {
         let code = err.h_code().map_or(0, |c| c.number());
         let text = err.to_string();
         self.link
             .abort(reason, code, Abort::truncate_message(&text));
-        self.failed = Some(err.clone());
+        self.state.set_failed(&err);
         Err(err)
     }
 
     /// A link failure (H1612, H1613, ...): remember it, return it.
-    pub(crate) fn link_failed<X>(&mut self, err: Error) -> Result<X, Error> {
-        self.failed = Some(err.clone());
+    pub(crate) fn link_failed<X>(&self, err: Error) -> Result<X, Error> {
+        self.state.set_failed(&err);
         Err(err)
     }
 
-    pub(crate) fn send(&mut self, to: u32, payload: &[u8]) -> Result<(), Error> {
-        match self.link.send_collective(to, payload) {
+    pub(crate) fn send_coll(&self, to: u32, payload: &[u8]) -> Result<(), Error> {
+        let sent = match self.group.id {
+            0 => self.link.send_collective(to, payload),
+            id => self
+                .link
+                .send_collective_tagged(self.job_rank(to), id, payload),
+        };
+        match sent {
             Ok(()) => Ok(()),
             Err(e) => self.link_failed(e),
         }
     }
 
     /// Sends a payload the link takes over (no copy).
-    pub(crate) fn send_vec(&mut self, to: u32, payload: Vec<u8>) -> Result<(), Error> {
+    pub(crate) fn send_vec(&self, to: u32, payload: Vec<u8>) -> Result<(), Error> {
+        if self.group.id != 0 {
+            self.send_coll(to, &payload)?;
+            self.link.recycle(payload);
+            return Ok(());
+        }
         match self.link.send_collective_vec(to, payload) {
             Ok(()) => Ok(()),
             Err(e) => self.link_failed(e),
@@ -231,7 +349,7 @@ impl<L: Link> Comm<L> {
     /// Sends `payload` to every rank in `to` (the link may overlap the
     /// sends: [`Link::send_collective_each`]), then recycles it.
     pub(crate) fn send_all(
-        &mut self,
+        &self,
         to: impl Iterator<Item = u32>,
         payload: Vec<u8>,
     ) -> Result<(), Error> {
@@ -241,7 +359,13 @@ impl<L: Link> Comm<L> {
         Ok(())
     }
 
-    pub(crate) fn send_each(&mut self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
+    pub(crate) fn send_each(&self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
+        if self.group.id != 0 {
+            for &r in to {
+                self.send_coll(r, payload)?;
+            }
+            return Ok(());
+        }
         match self.link.send_collective_each(to, payload) {
             Ok(()) => Ok(()),
             Err(e) => self.link_failed(e),
@@ -277,11 +401,8 @@ impl<L: Link> Comm<L> {
     /// Receives the frame answering `call` in `phase` from `from` and checks
     /// its collective header (protocol §8.4). Returns the whole payload; the
     /// data is `payload[16..]`.
-    fn recv(&mut self, call: &Call, phase: Phase, from: u32) -> Result<Vec<u8>, Error> {
-        let payload = match self.link.recv_collective(from) {
-            Ok(p) => p,
-            Err(e) => return self.link_failed(e),
-        };
+    fn recv_coll(&self, call: &Call, phase: Phase, from: u32) -> Result<Vec<u8>, Error> {
+        let payload = self.take_payload(from)?;
         // Judged with the job's features (protocol §7.1.1, §14.1): without
         // bit 1 a pipelined frame does not decode.
         let decoded = CollectivePayload::decode(&payload, self.features);
@@ -352,7 +473,7 @@ impl<L: Link> Comm<L> {
     }
 
     /// H1617 with ABORT reason 3.
-    pub(crate) fn mismatch<X>(&mut self, e: MismatchError) -> Result<X, Error> {
+    pub(crate) fn mismatch<X>(&self, e: MismatchError) -> Result<X, Error> {
         self.fail_job(
             AbortReason::CollectiveMismatch,
             Error::CollectiveMismatch(e),
@@ -360,12 +481,7 @@ impl<L: Link> Comm<L> {
     }
 
     /// H1617 unless `got == expected`.
-    pub(crate) fn expect_len(
-        &mut self,
-        from: u32,
-        expected: usize,
-        got: usize,
-    ) -> Result<(), Error> {
+    pub(crate) fn expect_len(&self, from: u32, expected: usize, got: usize) -> Result<(), Error> {
         if got == expected {
             Ok(())
         } else {
@@ -378,12 +494,7 @@ impl<L: Link> Comm<L> {
     }
 
     /// H1617 unless `got` is a whole number of `width`-byte elements.
-    pub(crate) fn expect_whole(
-        &mut self,
-        from: u32,
-        width: usize,
-        got: usize,
-    ) -> Result<(), Error> {
+    pub(crate) fn expect_whole(&self, from: u32, width: usize, got: usize) -> Result<(), Error> {
         self.expect_len(from, got - got % width, got)
     }
 
@@ -404,11 +515,11 @@ impl<L: Link> Comm<L> {
     // Payload buffers come from the link (`Link::take_buffer`, a pool on the
     // real transport) and received ones go back (`Link::recycle`) once read,
     // so steady traffic of large calls reuses buffers that are already
-    // faulted in (issue 8.4). Results are returned as the payload buffer
+    // faulted in. Results are returned as the payload buffer
     // (data at `[16..]`); the caller reads it and recycles it.
 
     /// barrier: empty phase 0 to rank 0, then empty phase 1 from rank 0.
-    pub(crate) fn barrier_core(&mut self) -> Result<(), Error> {
+    pub(crate) fn barrier_core(&self) -> Result<(), Error> {
         let seq = self.begin()?;
         if self.size == 1 {
             return Ok(());
@@ -423,16 +534,16 @@ impl<L: Link> Comm<L> {
         };
         if self.rank == 0 {
             for r in 1..self.size {
-                let p = self.recv(&call, Phase::ToRoot, r)?;
+                let p = self.recv_coll(&call, Phase::ToRoot, r)?;
                 self.expect_len(r, 0, p.len() - H)?;
             }
             let p = call.header(Phase::FromRoot);
             for r in 1..self.size {
-                self.send(r, &p)?;
+                self.send_coll(r, &p)?;
             }
         } else {
-            self.send(0, &call.header(Phase::ToRoot))?;
-            let p = self.recv(&call, Phase::FromRoot, 0)?;
+            self.send_coll(0, &call.header(Phase::ToRoot))?;
+            let p = self.recv_coll(&call, Phase::FromRoot, 0)?;
             self.expect_len(0, 0, p.len() - H)?;
         }
         Ok(())
@@ -442,7 +553,7 @@ impl<L: Link> Comm<L> {
     /// other ranks the received payload (data at `[16..]`), checked to be
     /// whole `width`-byte elements and, if `expect` is given, that long.
     pub(crate) fn bcast_core<D: Src + ?Sized>(
-        &mut self,
+        &self,
         root: u32,
         root_data: &D,
         width: usize,
@@ -478,7 +589,7 @@ impl<L: Link> Comm<L> {
             self.send_all((0..self.size).filter(|&r| r != root), p)?;
             Ok(None)
         } else {
-            let p = self.recv(&call, Phase::FromRoot, root)?;
+            let p = self.recv_coll(&call, Phase::FromRoot, root)?;
             let got = p.len() - H;
             match expect {
                 Some(n) => self.expect_len(root, n, got)?,
@@ -516,7 +627,7 @@ impl<L: Link> Comm<L> {
     /// place into the first operand's buffer (rank 0's payload, or its own
     /// data), then recycles every other received buffer.
     pub(crate) fn reduce_core<D: Src + ?Sized>(
-        &mut self,
+        &self,
         allreduce: bool,
         root: u32,
         data: &D,
@@ -548,7 +659,7 @@ impl<L: Link> Comm<L> {
             if !allreduce {
                 return Ok(None);
             }
-            let p = self.recv(&call, Phase::FromRoot, root)?;
+            let p = self.recv_coll(&call, Phase::FromRoot, root)?;
             self.expect_len(root, len, p.len() - H)?;
             return Ok(Some(p));
         }
@@ -562,7 +673,7 @@ impl<L: Link> Comm<L> {
                 }
                 self.bytes(data, 0..len)
             } else {
-                let p = self.recv(&call, Phase::ToRoot, r)?;
+                let p = self.recv_coll(&call, Phase::ToRoot, r)?;
                 if p.len() - H != len {
                     // Protocol §8.4: the lengths are data of a call: H1618.
                     let e = ArgumentError::LengthMismatch {
@@ -595,7 +706,7 @@ impl<L: Link> Comm<L> {
 
     /// gather: calls `sink` at the root with every block in rank order.
     pub(crate) fn gather_core<D: Src + ?Sized>(
-        &mut self,
+        &self,
         root: u32,
         data: &D,
         mut sink: impl FnMut(&[u8]),
@@ -629,7 +740,7 @@ impl<L: Link> Comm<L> {
                 sink(&own);
                 self.recycle(own);
             } else {
-                let p = self.recv(&call, Phase::ToRoot, r)?;
+                let p = self.recv_coll(&call, Phase::ToRoot, r)?;
                 // Protocol §8.4: gather blocks of different lengths: H1617.
                 self.expect_len(r, len, p.len() - H)?;
                 sink(&p[H..]);
@@ -643,7 +754,7 @@ impl<L: Link> Comm<L> {
     /// elements; returns this rank's block (at the root a copy, elsewhere
     /// the payload's `[16..]` — see the `usize` offset returned).
     pub(crate) fn scatter_core<D: Src + ?Sized>(
-        &mut self,
+        &self,
         root: u32,
         data: &D,
         width: usize,
@@ -682,7 +793,7 @@ impl<L: Link> Comm<L> {
             let i = root as usize;
             Ok((self.bytes(data, i * block..(i + 1) * block), 0))
         } else {
-            let p = self.recv(&call, Phase::FromRoot, root)?;
+            let p = self.recv_coll(&call, Phase::FromRoot, root)?;
             let got = p.len() - H;
             match expect {
                 Some(n) => self.expect_len(root, n, got)?,
@@ -705,13 +816,13 @@ impl<L: Link> Comm<L> {
     /// (protocol §14.5; a multiple of 8 bytes, rounded down), or back to the
     /// default rule with `None`. Any value gives the same results; it only
     /// changes how the bytes are cut. A tuning knob for benchmarks.
-    pub fn set_pipeline_chunk(&mut self, bytes: Option<usize>) {
-        self.chunk = bytes;
+    pub fn set_pipeline_chunk(&self, bytes: Option<usize>) {
+        self.state.set_chunk(bytes);
     }
 
     /// allreduce of `data` into `out` (same length) as a pipelined call.
     pub(crate) fn allreduce_pipelined<T: Element>(
-        &mut self,
+        &self,
         data: &[T],
         op: Reduction,
         large: bool,
@@ -726,7 +837,7 @@ impl<L: Link> Comm<L> {
     /// bcast of a `Vec` whose receivers do not know the length, with
     /// feature bit 1 (protocol §14.3); `large`: of any length.
     pub(crate) fn bcast_grow<T: Element>(
-        &mut self,
+        &self,
         root: u32,
         buf: &mut Vec<T>,
         large: bool,
@@ -748,11 +859,11 @@ impl<L: Link> Comm<L> {
     /// let ok = fake::run(4, |c| c.barrier().is_ok());
     /// assert!(ok.iter().all(|&b| b));
     /// ```
-    pub fn barrier(&mut self) -> Result<(), Error> {
+    pub fn barrier(&self) -> Result<(), Error> {
         self.barrier_core()
     }
 
-    /// bcast (protocol §8.2, operation 2; layouts §10 "Receivers of bcast
+    /// bcast (protocol §8.2, operation 2; §8.5 "Lengths the receiver does not know": receivers of bcast
     /// and scatter"): at the root `buf` is sent and left as it is; at every
     /// other rank `buf` is replaced by the root's data, whatever its length
     /// (up to 16777200 bytes; H1617 if it is not a whole number of `T`).
@@ -770,7 +881,7 @@ impl<L: Link> Comm<L> {
     /// });
     /// assert_eq!(got, vec![vec![1.5, 2.5]; 3]);
     /// ```
-    pub fn bcast<T: Element>(&mut self, root: u32, buf: &mut Vec<T>) -> Result<(), Error> {
+    pub fn bcast<T: Element>(&self, root: u32, buf: &mut Vec<T>) -> Result<(), Error> {
         if self.bit1() {
             return self.bcast_grow(root, buf, false);
         }
@@ -797,7 +908,7 @@ impl<L: Link> Comm<L> {
     /// });
     /// assert_eq!(got, vec![[7, 7, 7]; 2]);
     /// ```
-    pub fn bcast_into<T: Element>(&mut self, root: u32, buf: &mut [T]) -> Result<(), Error> {
+    pub fn bcast_into<T: Element>(&self, root: u32, buf: &mut [T]) -> Result<(), Error> {
         let want = buf.len() * T::WIDTH;
         if self.bit1() {
             if self.rank == root {
@@ -832,7 +943,7 @@ impl<L: Link> Comm<L> {
     /// root, `None` elsewhere. Bit-identical run after run.
     ///
     /// Errors (protocol §8.4): H1618 on every rank before anything is sent
-    /// for `root >= size`, a refused type/reduction pair (layouts §5 table)
+    /// for `root >= size`, a refused type/reduction pair (the table of protocol §8.3)
     /// or data longer than 16777200 bytes; contributions of different
     /// lengths end the job (root H1618 with ABORT reason 3, others H1612).
     ///
@@ -843,7 +954,7 @@ impl<L: Link> Comm<L> {
     /// assert_eq!(got, vec![None, None, Some(vec![-1])]);
     /// ```
     pub fn reduce<T: Element>(
-        &mut self,
+        &self,
         root: u32,
         data: &[T],
         op: Reduction,
@@ -882,7 +993,7 @@ impl<L: Link> Comm<L> {
     /// assert_eq!(got, vec![(true, [25]), (false, [0])]);
     /// ```
     pub fn reduce_into<T: Element>(
-        &mut self,
+        &self,
         root: u32,
         data: &[T],
         out: &mut [T],
@@ -926,7 +1037,7 @@ impl<L: Link> Comm<L> {
     /// let got = fake::run(4, |c| c.allreduce(&[1.0f64, c.rank() as f64], Reduction::Max).unwrap());
     /// assert_eq!(got, vec![vec![1.0, 3.0]; 4]);
     /// ```
-    pub fn allreduce<T: Element>(&mut self, data: &[T], op: Reduction) -> Result<Vec<T>, Error> {
+    pub fn allreduce<T: Element>(&self, data: &[T], op: Reduction) -> Result<Vec<T>, Error> {
         if self.runs_pipelined(Operation::Allreduce, data.len() * T::WIDTH) {
             let mut out = vec![T::default(); data.len()];
             self.allreduce_pipelined(data, op, false, &mut out)?;
@@ -954,7 +1065,7 @@ impl<L: Link> Comm<L> {
     /// assert_eq!(got, vec![[3, -3]; 3]);
     /// ```
     pub fn allreduce_into<T: Element>(
-        &mut self,
+        &self,
         data: &[T],
         out: &mut [T],
         op: Reduction,
@@ -996,7 +1107,7 @@ impl<L: Link> Comm<L> {
     /// assert_eq!(got[1], (None, 1618));
     /// ```
     pub fn reduce_bytes(
-        &mut self,
+        &self,
         root: u32,
         data: &[u8],
         element_type: u8,
@@ -1033,7 +1144,7 @@ impl<L: Link> Comm<L> {
     /// assert_eq!(got, vec![vec![0b11]; 2]);
     /// ```
     pub fn allreduce_bytes(
-        &mut self,
+        &self,
         data: &[u8],
         element_type: u8,
         reduction: u8,
@@ -1070,7 +1181,7 @@ impl<L: Link> Comm<L> {
     /// let got = fake::run(3, |c| c.gather(0, &[c.rank() as u8; 2]).unwrap());
     /// assert_eq!(got, vec![Some(vec![0, 0, 1, 1, 2, 2]), None, None]);
     /// ```
-    pub fn gather<T: Element>(&mut self, root: u32, data: &[T]) -> Result<Option<Vec<T>>, Error> {
+    pub fn gather<T: Element>(&self, root: u32, data: &[T]) -> Result<Option<Vec<T>>, Error> {
         let mut out = Vec::new();
         if self.rank == root {
             out.reserve(data.len() * self.size as usize);
@@ -1079,7 +1190,7 @@ impl<L: Link> Comm<L> {
         Ok(at_root.then_some(out))
     }
 
-    /// scatter (protocol §8.2, operation 6; layouts §10): the root's data is
+    /// scatter (protocol §8.2, operation 6; §8.5): the root's data is
     /// `size` equal blocks; rank i gets block i. Non-roots pass `None` (a
     /// `Some` there is ignored); `None` at the root is an empty array.
     /// Receivers take whatever arrives (a whole number of `T`, else H1617).
@@ -1096,7 +1207,7 @@ impl<L: Link> Comm<L> {
     /// });
     /// assert_eq!(got, vec![vec![10, 11], vec![20, 21], vec![30, 31]]);
     /// ```
-    pub fn scatter<T: Element>(&mut self, root: u32, data: Option<&[T]>) -> Result<Vec<T>, Error> {
+    pub fn scatter<T: Element>(&self, root: u32, data: Option<&[T]>) -> Result<Vec<T>, Error> {
         let src = Elems(match (self.rank == root, data) {
             (true, Some(d)) => d,
             _ => &[],
@@ -1122,7 +1233,7 @@ impl<L: Link> Comm<L> {
     /// assert_eq!(got, vec![[1, 2], [3, 4]]);
     /// ```
     pub fn scatter_into<T: Element>(
-        &mut self,
+        &self,
         root: u32,
         data: Option<&[T]>,
         out: &mut [T],
@@ -1206,7 +1317,7 @@ mod buffer_tests {
                 .into_iter()
                 .map(|inner| {
                     s.spawn(move || {
-                        let mut c = Comm::new(Counting {
+                        let c = Comm::new(Counting {
                             inner,
                             taken: AtomicUsize::new(0),
                             received: AtomicUsize::new(0),

@@ -1,5 +1,5 @@
 //! The seven element types as Rust types, and the one audited place where
-//! slices become little-endian bytes and back (layouts §5 "Element types";
+//! slices become little-endian bytes and back (protocol §8.3 "Element types and reductions";
 //! protocol §8.3).
 //!
 //! No `unsafe`: on a little-endian host the bytes of a slice are already
@@ -14,7 +14,7 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// A Rust type that is one of the seven v1 element types (layouts §5):
+/// A Rust type that is one of the seven v1 element types (protocol §8.3):
 /// `u8, i32, u32, i64, u64, f32, f64`. Sealed: no other type can be an
 /// element.
 ///
@@ -30,7 +30,7 @@ mod sealed {
 /// assert_eq!(back, [1, -2]);
 /// ```
 pub trait Element: sealed::Sealed + Copy + Default + PartialEq + Send + Sync + 'static {
-    /// The element type code of this type (layouts §5).
+    /// The element type code of this type (protocol §8.3).
     const ELEMENT_TYPE: ElementType;
     /// Bytes per element: 1, 4 or 8.
     const WIDTH: usize;
@@ -113,6 +113,13 @@ macro_rules! element {
 
 element!(u8 => U8, i32 => I32, u32 => U32, i64 => I64, u64 => U64, f32 => F32, f64 => F64);
 
+// `usize` and `isize` are u64 and i64 on the wire (element types 5 and 4,
+// protocol §8.3) where they are those types in memory: on 64-bit
+// little-endian hosts. Elsewhere they are not elements (a program that uses
+// them does not compile there, rather than send a different width).
+#[cfg(all(target_pointer_width = "64", target_endian = "little"))]
+element!(usize => U64, isize => I64);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,6 +178,19 @@ mod tests {
             .map(|_| f64::from_bits(next() & 0x7fef_ffff_ffff_ffff))
             .collect();
         per_element(&v, |x| x.to_le_bytes().to_vec());
+    }
+
+    #[cfg(all(target_pointer_width = "64", target_endian = "little"))]
+    #[test]
+    fn usize_and_isize_are_u64_and_i64_on_the_wire() {
+        assert_eq!(usize::ELEMENT_TYPE, ElementType::U64);
+        assert_eq!(isize::ELEMENT_TYPE, ElementType::I64);
+        assert_eq!(
+            usize::to_le_vec(&[7, usize::MAX]),
+            u64::to_le_vec(&[7, u64::MAX])
+        );
+        assert_eq!(isize::to_le_vec(&[-2]), i64::to_le_vec(&[-2]));
+        assert_eq!(isize::vec_from_le(&i64::to_le_vec(&[-5, 9])), vec![-5, 9]);
     }
 
     #[test]

@@ -46,6 +46,17 @@ impl Link for Endpoint {
     fn features(&self) -> u64 {
         Endpoint::features(self)
     }
+    fn send_collective_tagged(&self, to: u32, tag: u32, payload: &[u8]) -> Result<(), Error> {
+        Endpoint::send_collective_tagged(self, to, tag, payload)
+    }
+    fn recv_collective_where(
+        &self,
+        from: u32,
+        tag: u32,
+        pass: &dyn Fn(u32) -> Result<(), Error>,
+    ) -> Result<Vec<u8>, Error> {
+        Endpoint::recv_collective_where(self, from, tag, pass)
+    }
 
     // ---- Checkpoint and RESUME frames (protocol §7.7-§7.11) ----
     fn send_ckpt(&self, to: u32, epoch: u64, payload: &Payload<'_>) -> Result<(), Error> {
@@ -73,7 +84,7 @@ pub const MAX_DESCRIPTION_LINE: u64 = 8 << 20;
 
 impl Comm<Endpoint> {
     /// Joins the job whose description the launcher wrote on stdin (one
-    /// hex line, layouts §1): checks it (H1615, refused hosts H1614 with
+    /// hex line, protocol §4.2): checks it (H1615, refused hosts H1614 with
     /// `SPERLI_REFUSED_HOSTS`), sets up the TLS mesh (H1611/H1616), and
     /// returns the communicator. The silence limit comes from
     /// `SPERLI_SILENCE_MS` when set (the launcher's `--silence-ms`); the
@@ -87,7 +98,7 @@ impl Comm<Endpoint> {
     }
 
     /// Like [`Comm::from_stdin`], and also returns the job description
-    /// (layouts §1) for what a rank needs after set-up: the job id, the
+    /// (protocol §4.2) for what a rank needs after set-up: the job id, the
     /// incarnation, the job public key and, on rank 0 only, the job secret
     /// key that signs COMMIT files (protocol text "Transport und
     /// Sicherheit"; sperli-ckpt uses it). The rank's private TLS key and

@@ -28,7 +28,7 @@ use sperli_wire::collective::Operation;
 impl<L: Link> Comm<L> {
     /// Counts `calls` v1 calls that were not made and refuses with H1618
     /// (or the job's failure, if it already failed).
-    fn refuse<X>(&mut self, calls: u64, e: ArgumentError) -> Result<X, Error> {
+    fn refuse<X>(&self, calls: u64, e: ArgumentError) -> Result<X, Error> {
         self.skip_calls(calls - 1);
         self.begin()?;
         Err(e.into())
@@ -46,7 +46,7 @@ impl<L: Link> Comm<L> {
     /// let got = fake::run(3, |c| c.allgather(&[c.rank() as i64 * 10]).unwrap());
     /// assert_eq!(got, vec![vec![0, 10, 20]; 3]);
     /// ```
-    pub fn allgather<T: Element>(&mut self, data: &[T]) -> Result<Vec<T>, Error> {
+    pub fn allgather<T: Element>(&self, data: &[T]) -> Result<Vec<T>, Error> {
         let total = data.len() * T::WIDTH * self.size() as usize;
         let pipelined = self.runs_pipelined(Operation::Allgather, total);
         if total > MAX_COLLECTIVE_DATA {
@@ -87,11 +87,7 @@ impl<L: Link> Comm<L> {
     /// let got = fake::run(2, |c| c.reduce_scatter(&[1u32, 2, 3, 4], Reduction::Sum).unwrap());
     /// assert_eq!(got, vec![vec![2, 4], vec![6, 8]]);
     /// ```
-    pub fn reduce_scatter<T: Element>(
-        &mut self,
-        data: &[T],
-        op: Reduction,
-    ) -> Result<Vec<T>, Error> {
+    pub fn reduce_scatter<T: Element>(&self, data: &[T], op: Reduction) -> Result<Vec<T>, Error> {
         let size = self.size() as usize;
         let pipelined = self.runs_pipelined(Operation::ReduceScatter, data.len() * T::WIDTH);
         if data.len() % size != 0 {
@@ -142,7 +138,7 @@ impl<L: Link> Comm<L> {
     /// });
     /// assert_eq!(got, vec![vec![0, 10, 20], vec![1, 11, 21], vec![2, 12, 22]]);
     /// ```
-    pub fn alltoall<T: Element>(&mut self, data: &[T]) -> Result<Vec<T>, Error> {
+    pub fn alltoall<T: Element>(&self, data: &[T]) -> Result<Vec<T>, Error> {
         let size = self.size();
         if data.len() % size as usize != 0 {
             self.begin()?;
@@ -173,7 +169,7 @@ impl<L: Link> Comm<L> {
     /// let got = fake::run(4, |c| c.allreduce_scalar(c.rank() as f64, Reduction::Sum).unwrap());
     /// assert_eq!(got, vec![6.0; 4]);
     /// ```
-    pub fn allreduce_scalar<T: Element>(&mut self, x: T, op: Reduction) -> Result<T, Error> {
+    pub fn allreduce_scalar<T: Element>(&self, x: T, op: Reduction) -> Result<T, Error> {
         let mut out = [T::default()];
         self.allreduce_into(&[x], &mut out, op)?;
         Ok(out[0])
@@ -188,7 +184,7 @@ impl<L: Link> Comm<L> {
     /// assert_eq!(got, vec![Some(6), None]);
     /// ```
     pub fn reduce_scalar<T: Element>(
-        &mut self,
+        &self,
         root: u32,
         x: T,
         op: Reduction,
@@ -206,7 +202,7 @@ impl<L: Link> Comm<L> {
     /// let got = fake::run(3, |c| c.bcast_scalar(2, c.rank() as u64 * 5).unwrap());
     /// assert_eq!(got, vec![10; 3]);
     /// ```
-    pub fn bcast_scalar<T: Element>(&mut self, root: u32, x: T) -> Result<T, Error> {
+    pub fn bcast_scalar<T: Element>(&self, root: u32, x: T) -> Result<T, Error> {
         let mut buf = [x];
         self.bcast_into(root, &mut buf)?;
         Ok(buf[0])

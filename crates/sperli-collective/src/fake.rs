@@ -1,9 +1,9 @@
 //! An in-memory [`Link`] for N ranks in one process, for tests and
-//! doctests (protocol §8; ABORT semantics of protocol §7.5 / layouts §6).
+//! doctests (protocol §8; ABORT semantics of protocol §7.5).
 //!
 //! Each rank has a mailbox with one FIFO queue per sending rank (frames of
 //! one "connection" arrive in the order sent, early frames are kept until
-//! taken: layouts §10). [`Link::abort`] puts the ABORT into every other
+//! taken: protocol §8.8). [`Link::abort`] puts the ABORT into every other
 //! rank's mailbox; from then on their pending and later calls fail with
 //! H1612 [`Error::AbortedByPeer`] carrying the originator's rank, reason and
 //! code. A rank whose link is dropped counts as closed without BYE (H1613)
@@ -23,8 +23,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use sperli_wire::abort::AbortReason;
+use sperli_wire::communicator::take_earliest;
 use sperli_wire::error::{FrameError, LossCause};
-use sperli_wire::limits::{FEATURES_IMPLEMENTED, FEATURE_V1_CORE};
+use sperli_wire::limits::{FEATURES_IMPLEMENTED, FEATURE_COMMUNICATORS, FEATURE_V1_CORE};
 use sperli_wire::payload::Payload;
 use sperli_wire::Error;
 
@@ -61,7 +62,9 @@ impl AbortNote {
 
 #[derive(Debug)]
 struct BoxState {
-    queues: Vec<VecDeque<Vec<u8>>>,
+    /// COLLECTIVE payloads with their header tag (the communicator id,
+    /// protocol §15.2), one queue per sender.
+    queues: Vec<VecDeque<(u32, Vec<u8>)>>,
     /// Checkpoint and RESUME frames, one queue per sender (kept apart from
     /// the COLLECTIVE payloads, as the transport keeps them).
     ckpt: Vec<VecDeque<CkptFrame>>,
@@ -200,13 +203,33 @@ impl FakeLink {
     /// Delivers raw `payload` to `to` as if it were a COLLECTIVE payload
     /// from this rank, bypassing the hook and every check.
     pub fn inject(&self, to: u32, payload: Vec<u8>) {
-        self.deliver(to, payload);
+        self.deliver(to, 0, payload);
     }
 
-    fn deliver(&self, to: u32, payload: Vec<u8>) {
+    /// As [`FakeLink::inject`] with communicator id `tag` in the frame's
+    /// tag (protocol §15.2).
+    pub fn inject_tagged(&self, to: u32, tag: u32, payload: Vec<u8>) {
+        self.deliver(to, tag, payload);
+    }
+
+    fn deliver(&self, to: u32, tag: u32, payload: Vec<u8>) {
         let b = &self.boxes[to as usize];
-        b.lock().queues[self.rank as usize].push_back(payload);
+        b.lock().queues[self.rank as usize].push_back((tag, payload));
         b.cv.notify_all();
+    }
+
+    /// Sends `payload` with `tag` through the hook.
+    fn send_tagged_vec(&self, to: u32, tag: u32, payload: Vec<u8>) -> Result<(), Error> {
+        assert!(to < self.size && to != self.rank, "bad target {to}");
+        self.check_send(to)?;
+        let frames = match self.hook.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            Some(h) => h(to, payload),
+            None => vec![payload],
+        };
+        for f in frames {
+            self.deliver(to, tag, f);
+        }
+        Ok(())
     }
 
     fn own(&self) -> &Mailbox {
@@ -254,6 +277,15 @@ impl FakeLink {
         }
     }
 
+    /// As [`FakeLink::wait_take`] where `take` may fail.
+    fn wait_take_result<T>(
+        &self,
+        from: u32,
+        take: impl FnMut(&mut BoxState) -> Option<Result<T, Error>>,
+    ) -> Result<T, Error> {
+        self.wait_take(from, take)?
+    }
+
     /// Whether a send to `to` may go ahead: the job has not failed and
     /// `to` has not closed.
     fn check_send(&self, to: u32) -> Result<(), Error> {
@@ -285,21 +317,32 @@ impl Link for FakeLink {
     }
 
     fn send_collective_vec(&self, to: u32, payload: Vec<u8>) -> Result<(), Error> {
-        assert!(to < self.size && to != self.rank, "bad target {to}");
-        self.check_send(to)?;
-        let frames = match self.hook.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            Some(h) => h(to, payload),
-            None => vec![payload],
-        };
-        for f in frames {
-            self.deliver(to, f);
-        }
-        Ok(())
+        self.send_tagged_vec(to, 0, payload)
     }
 
     fn recv_collective(&self, from: u32) -> Result<Vec<u8>, Error> {
+        self.recv_collective_where(from, 0, &|_| Ok(()))
+    }
+
+    fn send_collective_tagged(&self, to: u32, tag: u32, payload: &[u8]) -> Result<(), Error> {
+        if tag != 0 && self.features & FEATURE_COMMUNICATORS == 0 {
+            return Err(sperli_wire::error::UsageError::NoCommunicators.into());
+        }
+        self.send_tagged_vec(to, tag, payload.to_vec())
+    }
+
+    fn recv_collective_where(
+        &self,
+        from: u32,
+        tag: u32,
+        pass: &dyn Fn(u32) -> Result<(), Error>,
+    ) -> Result<Vec<u8>, Error> {
         assert!(from < self.size && from != self.rank, "bad source {from}");
-        self.wait_take(from, |st| st.queues[from as usize].pop_front())
+        // Protocol §15.4: the earliest frame with `tag`; the others stay,
+        // each shown to `pass`.
+        self.wait_take_result(from, |st| {
+            take_earliest(&mut st.queues[from as usize], tag, pass)
+        })
     }
 
     // ---- HELLO features (pipelined collectives, protocol §7.1.1, §14) -----

@@ -1,5 +1,5 @@
 //! Arrays larger than one frame (protocol text "Frame": "Eine größere
-//! Nachricht teilt die Schicht darüber auf"; protocol §8.1, layouts §5;
+//! Nachricht teilt die Schicht darüber auf"; protocol §8.1, §8.3;
 //! protocol §14.1 with feature bit 1).
 //!
 //! In a v1 job a large call is a fixed series of v1 calls, made in the same
@@ -64,11 +64,7 @@ impl<L: Link> Comm<L> {
     /// let v1 = FakeLink::job_with_features(&[FEATURE_V1_CORE; 2]);
     /// assert_eq!(fake::run_links(v1, body), vec![(n, true, 5); 2]);
     /// ```
-    pub fn allreduce_large<T: Element>(
-        &mut self,
-        data: &[T],
-        op: Reduction,
-    ) -> Result<Vec<T>, Error> {
+    pub fn allreduce_large<T: Element>(&self, data: &[T], op: Reduction) -> Result<Vec<T>, Error> {
         if self.runs_pipelined(Operation::Allreduce, data.len() * T::WIDTH) {
             let mut out = vec![T::default(); data.len()];
             self.allreduce_pipelined(data, op, true, &mut out)?;
@@ -92,7 +88,7 @@ impl<L: Link> Comm<L> {
     /// assert_eq!(got, vec![true; 2]);
     /// ```
     pub fn allreduce_large_into<T: Element>(
-        &mut self,
+        &self,
         data: &[T],
         out: &mut [T],
         op: Reduction,
@@ -132,7 +128,7 @@ impl<L: Link> Comm<L> {
     /// assert_eq!(got, vec![(vec![3, 6, 9, 12, 15], 3); 3]);
     /// ```
     pub fn allreduce_chunked<T: Element>(
-        &mut self,
+        &self,
         data: &[T],
         op: Reduction,
         chunk_elems: usize,
@@ -158,7 +154,7 @@ impl<L: Link> Comm<L> {
     /// assert_eq!(got, vec![None, Some(vec![1.0; 3])]);
     /// ```
     pub fn reduce_large<T: Element>(
-        &mut self,
+        &self,
         root: u32,
         data: &[T],
         op: Reduction,
@@ -176,7 +172,7 @@ impl<L: Link> Comm<L> {
     /// As [`Comm::reduce_large`] in calls of at most `chunk_elems` elements
     /// (same value on every rank), each a [`Comm::reduce_into`] of its own.
     pub fn reduce_chunked<T: Element>(
-        &mut self,
+        &self,
         root: u32,
         data: &[T],
         op: Reduction,
@@ -219,7 +215,7 @@ impl<L: Link> Comm<L> {
     /// let v1 = FakeLink::job_with_features(&[FEATURE_V1_CORE; 3]);
     /// assert_eq!(fake::run_links(v1, body), vec![(40_000_000, true, 4); 3]);
     /// ```
-    pub fn bcast_large<T: Element>(&mut self, root: u32, buf: &mut Vec<T>) -> Result<(), Error> {
+    pub fn bcast_large<T: Element>(&self, root: u32, buf: &mut Vec<T>) -> Result<(), Error> {
         if self.bit1() {
             return self.bcast_grow(root, buf, true);
         }
@@ -242,7 +238,7 @@ impl<L: Link> Comm<L> {
     /// });
     /// assert_eq!(got, vec![true; 3]);
     /// ```
-    pub fn bcast_large_into<T: Element>(&mut self, root: u32, buf: &mut [T]) -> Result<(), Error> {
+    pub fn bcast_large_into<T: Element>(&self, root: u32, buf: &mut [T]) -> Result<(), Error> {
         if self.bit1() {
             let want = buf.len() * T::WIDTH;
             if self.rank() == root {
@@ -273,7 +269,7 @@ impl<L: Link> Comm<L> {
     /// `chunk_elems` counts (it is sent). With feature bit 1 each part is a
     /// bcast of its own (the root may pipeline the large ones).
     pub fn bcast_chunked<T: Element>(
-        &mut self,
+        &self,
         root: u32,
         buf: &mut Vec<T>,
         chunk_elems: usize,
@@ -327,7 +323,7 @@ impl<L: Link> Comm<L> {
     /// and where the data starts in it (checked to be `expect` bytes, or
     /// whole `width`-byte elements).
     fn bcast_part<D: crate::comm::Src + ?Sized>(
-        &mut self,
+        &self,
         root: u32,
         data: &D,
         width: usize,

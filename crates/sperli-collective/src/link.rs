@@ -1,5 +1,5 @@
 //! The seam between the collective layer and the transport (protocol §8,
-//! layouts §5 and §10 "Frames that arrive early").
+//! §8.3 and §8.8 "Interleaving with DATA and early frames").
 //!
 //! [`Link`] is everything [`Comm`](crate::Comm) needs from a transport: who
 //! am I, how many ranks are there, send one COLLECTIVE payload to a peer,
@@ -12,7 +12,7 @@ use sperli_wire::error::UsageError;
 use sperli_wire::payload::Payload;
 use sperli_wire::{Error, FrameType};
 
-/// What the collective layer needs from a transport (protocol §8, layouts §5, §10).
+/// What the collective layer needs from a transport (protocol §8, §8.3, §8.8).
 ///
 /// Contract an implementation must keep:
 ///
@@ -20,7 +20,7 @@ use sperli_wire::{Error, FrameType};
 ///   payload (the 16-byte collective header, then at most 16777200 bytes of
 ///   data); the link wraps it in a frame (type 3, tag 0) to `to`.
 ///   `recv_collective` returns the payload of the next COLLECTIVE frame that
-///   came from `from`, in arrival order (layouts §10: frames that arrive
+///   came from `from`, in arrival order (protocol §8.8: frames that arrive
 ///   before the call they answer are kept, in order, until taken). The
 ///   collective layer checks the collective header and the data length
 ///   itself; the link has already applied the frame-header checks (a
@@ -31,7 +31,7 @@ use sperli_wire::{Error, FrameType};
 ///   `to` / `from` are never the link's own rank.
 /// - **Sends do not wait for the peer's call.** A send may block on flow
 ///   control but must not wait until the peer makes the matching call
-///   (the receiver keeps early frames, layouts §10).
+///   (the receiver keeps early frames, protocol §8.8).
 /// - **No call blocks forever after a failure.** Once the job failed (an
 ///   ABORT came from any peer, a peer was lost, or this rank called
 ///   [`Link::abort`]) every pending and later `send_collective` and
@@ -62,7 +62,7 @@ pub trait Link {
     fn abort(&self, reason: AbortReason, code: u32, message: &str);
 
     /// An empty buffer with room for a payload of `len` bytes. A link with
-    /// a buffer pool hands out a reused buffer (issue 8.4); the default
+    /// a buffer pool hands out a reused buffer; the default
     /// allocates one.
     fn take_buffer(&self, len: usize) -> Vec<u8> {
         Vec::with_capacity(len)
@@ -91,6 +91,38 @@ pub trait Link {
             self.send_collective(r, payload)?;
         }
         Ok(())
+    }
+
+    // ---- communicators (HELLO feature bit 2, protocol §15) ---------------
+
+    /// Sends one COLLECTIVE payload to job rank `to` with the communicator
+    /// id `tag` in the frame header's tag (protocol §15.2). The default
+    /// carries tag 0 only (a link without communicators).
+    fn send_collective_tagged(&self, to: u32, tag: u32, payload: &[u8]) -> Result<(), Error> {
+        if tag == 0 {
+            self.send_collective(to, payload)
+        } else {
+            Err(UsageError::NoCommunicators.into())
+        }
+    }
+
+    /// Takes the earliest COLLECTIVE payload from job rank `from` whose tag
+    /// is `tag` (protocol §15.4); every frame of `from` with another tag
+    /// before it (or arriving while this waits) is shown to `pass`, whose
+    /// error ends the take. `pass` must not call the link. The default
+    /// carries tag 0 only.
+    fn recv_collective_where(
+        &self,
+        from: u32,
+        tag: u32,
+        pass: &dyn Fn(u32) -> Result<(), Error>,
+    ) -> Result<Vec<u8>, Error> {
+        let _ = pass;
+        if tag == 0 {
+            self.recv_collective(from)
+        } else {
+            Err(UsageError::NoCommunicators.into())
+        }
     }
 
     // ---- pipelined collectives (HELLO feature bit 1, protocol §14) ------
@@ -173,49 +205,69 @@ impl CkptFrame {
     }
 }
 
-impl<L: Link + ?Sized> Link for &L {
-    fn rank(&self) -> u32 {
-        (**self).rank()
-    }
-    fn size(&self) -> u32 {
-        (**self).size()
-    }
-    fn send_collective(&self, to: u32, payload: &[u8]) -> Result<(), Error> {
-        (**self).send_collective(to, payload)
-    }
-    fn recv_collective(&self, from: u32) -> Result<Vec<u8>, Error> {
-        (**self).recv_collective(from)
-    }
-    fn abort(&self, reason: AbortReason, code: u32, message: &str) {
-        (**self).abort(reason, code, message)
-    }
-    fn take_buffer(&self, len: usize) -> Vec<u8> {
-        (**self).take_buffer(len)
-    }
-    fn send_collective_vec(&self, to: u32, payload: Vec<u8>) -> Result<(), Error> {
-        (**self).send_collective_vec(to, payload)
-    }
-    fn recycle(&self, buf: Vec<u8>) {
-        (**self).recycle(buf)
-    }
-    fn send_collective_each(&self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
-        (**self).send_collective_each(to, payload)
-    }
-    fn features(&self) -> u64 {
-        (**self).features()
-    }
+/// The delegating impl of [`Link`] for a pointer to a link.
+macro_rules! delegate_link {
+    ($($ptr:ty),*) => {$(
+        impl<L: Link + ?Sized> Link for $ptr {
+        fn rank(&self) -> u32 {
+            (**self).rank()
+        }
+        fn size(&self) -> u32 {
+            (**self).size()
+        }
+        fn send_collective(&self, to: u32, payload: &[u8]) -> Result<(), Error> {
+            (**self).send_collective(to, payload)
+        }
+        fn recv_collective(&self, from: u32) -> Result<Vec<u8>, Error> {
+            (**self).recv_collective(from)
+        }
+        fn abort(&self, reason: AbortReason, code: u32, message: &str) {
+            (**self).abort(reason, code, message)
+        }
+        fn take_buffer(&self, len: usize) -> Vec<u8> {
+            (**self).take_buffer(len)
+        }
+        fn send_collective_vec(&self, to: u32, payload: Vec<u8>) -> Result<(), Error> {
+            (**self).send_collective_vec(to, payload)
+        }
+        fn recycle(&self, buf: Vec<u8>) {
+            (**self).recycle(buf)
+        }
+        fn send_collective_each(&self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
+            (**self).send_collective_each(to, payload)
+        }
+        fn send_collective_tagged(&self, to: u32, tag: u32, payload: &[u8]) -> Result<(), Error> {
+            (**self).send_collective_tagged(to, tag, payload)
+        }
+        fn recv_collective_where(
+            &self,
+            from: u32,
+            tag: u32,
+            pass: &dyn Fn(u32) -> Result<(), Error>,
+        ) -> Result<Vec<u8>, Error> {
+            (**self).recv_collective_where(from, tag, pass)
+        }
+        fn features(&self) -> u64 {
+            (**self).features()
+        }
 
-    // ---- Checkpoint and RESUME frames ----
-    fn send_ckpt(&self, to: u32, epoch: u64, payload: &Payload<'_>) -> Result<(), Error> {
-        (**self).send_ckpt(to, epoch, payload)
-    }
-    fn recv_ckpt(&self, from: u32) -> Result<CkptFrame, Error> {
-        (**self).recv_ckpt(from)
-    }
-    fn open_handles(&self) -> (u64, u64) {
-        (**self).open_handles()
-    }
-    fn job_error(&self) -> Option<Error> {
-        (**self).job_error()
-    }
+        // ---- Checkpoint and RESUME frames ----
+        fn send_ckpt(&self, to: u32, epoch: u64, payload: &Payload<'_>) -> Result<(), Error> {
+            (**self).send_ckpt(to, epoch, payload)
+        }
+        fn recv_ckpt(&self, from: u32) -> Result<CkptFrame, Error> {
+            (**self).recv_ckpt(from)
+        }
+        fn open_handles(&self) -> (u64, u64) {
+            (**self).open_handles()
+        }
+        fn job_error(&self) -> Option<Error> {
+            (**self).job_error()
+        }
+        }
+    )*};
 }
+
+// A borrowed link, and a link shared behind an `Arc` (e.g. an endpoint a
+// program also keeps, with non-blocking collectives).
+delegate_link!(&L, std::sync::Arc<L>);

@@ -379,7 +379,7 @@ fn run_pipe_kill(args: &[String]) -> ExitCode {
     } else {
         u64::MAX
     };
-    let mut comm = Comm::new(KillAfter {
+    let comm = Comm::new(KillAfter {
         ep,
         left: std::cell::Cell::new(left),
     });

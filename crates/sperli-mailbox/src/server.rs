@@ -221,11 +221,7 @@ impl MailboxServer {
 
     /// As [`MailboxServer::serve`] with the mailbox name given (rank 0
     /// needs it; the other ranks ignore it).
-    pub fn serve_named(
-        self,
-        mut comm: Comm<Endpoint>,
-        name: Option<&str>,
-    ) -> Result<(), MailboxError> {
+    pub fn serve_named(self, comm: Comm<Endpoint>, name: Option<&str>) -> Result<(), MailboxError> {
         // The server reports the job's errors to its client itself (the
         // group goes TERMINAL): its endpoint returns them instead of
         // ending the process (sperli_transport::ErrorMode).

@@ -206,6 +206,28 @@ pub fn passed_over(
     }
 }
 
+/// Protocol §15.4 on one sender's queue of (tag, payload) in arrival
+/// order: removes and returns the earliest payload whose tag is `tag`;
+/// every entry with another tag before it is shown to `pass` (its tag),
+/// whose error ends the take (the entries stay). `None` when no entry has
+/// `tag`.
+pub fn take_earliest<P, E>(
+    queue: &mut std::collections::VecDeque<(u32, P)>,
+    tag: u32,
+    mut pass: impl FnMut(u32) -> Result<(), E>,
+) -> Option<Result<P, E>> {
+    for i in 0..queue.len() {
+        let t = queue[i].0;
+        if t == tag {
+            return queue.remove(i).map(|(_, p)| Ok(p));
+        }
+        if let Err(e) = pass(t) {
+            return Some(Err(e));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,6 +239,18 @@ mod tests {
             r.encode(&mut x);
         }
         x
+    }
+
+    #[test]
+    fn take_earliest_skips_other_tags_and_stops_at_a_refusal() {
+        let mut q: std::collections::VecDeque<(u32, u8)> = [(3, 1), (0, 2), (0, 3)].into();
+        assert_eq!(take_earliest(&mut q, 0, |_| Ok::<(), ()>(())), Some(Ok(2)));
+        assert_eq!(
+            take_earliest(&mut q, 0, |t| if t == 3 { Err(t) } else { Ok(()) }),
+            Some(Err(3))
+        );
+        assert_eq!(q.len(), 2, "a refusal leaves the queue as it was");
+        assert_eq!(take_earliest(&mut q, 5, |_| Ok::<(), ()>(())), None);
     }
 
     #[test]

@@ -161,7 +161,7 @@ fn hostile_root(
         |r, ck| ck.checkpoint(&state(r, 1)),
         move |ep| {
             // The open-handle allreduce every checkpoint starts with.
-            let mut comm = Comm::new(ep);
+            let comm = Comm::new(ep);
             comm.allreduce(&[0u64, 0], Reduction::Sum).unwrap();
             for r in 1..3 {
                 ep.send_frame(r, 1, &Payload::CkptBegin(CkptBegin { size: 3 }))
@@ -290,7 +290,7 @@ fn a_commit_with_a_bad_signature_is_h1621_and_never_stored() {
             0,
             |r, ck| ck.checkpoint(&state(r, 1)),
             move |ep| {
-                let mut comm = Comm::new(ep);
+                let comm = Comm::new(ep);
                 comm.allreduce(&[0u64, 0], Reduction::Sum).unwrap();
                 for r in 1..3 {
                     ep.send_frame(r, 1, &Payload::CkptBegin(CkptBegin { size: 3 }))

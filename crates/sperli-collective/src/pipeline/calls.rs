@@ -22,7 +22,7 @@ impl<L: Link> Comm<L> {
     /// unless `large`, data longer than 16777200 bytes. Returns whether this
     /// rank has a result.
     pub(crate) fn chain_call<D: Src + ?Sized>(
-        &mut self,
+        &self,
         kind: ChainOp,
         data: &D,
         element_type: u8,
@@ -63,7 +63,7 @@ impl<L: Link> Comm<L> {
     /// `out` (every block in rank order). The caller has made the
     /// before-send checks (protocol §8.4).
     pub(crate) fn allgather_call<D: Src + ?Sized>(
-        &mut self,
+        &self,
         data: &D,
         out: &mut dyn Sink,
     ) -> Result<(), Error> {

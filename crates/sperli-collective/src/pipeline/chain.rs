@@ -129,7 +129,7 @@ impl<L: Link> Comm<L> {
     /// allreduce: the whole array; reduce_scatter: this rank's block, at
     /// offsets from 0. Returns whether this rank has a result.
     pub(crate) fn chain<D: Src + ?Sized>(
-        &mut self,
+        &self,
         call: &Call,
         kind: ChainOp,
         data: &D,
@@ -211,7 +211,7 @@ impl<L: Link> Comm<L> {
     }
 
     /// The collector's OPEN step: every other rank's OPEN, ascending.
-    fn take_opens(&mut self, call: &Call) -> Result<(), Error> {
+    fn take_opens(&self, call: &Call) -> Result<(), Error> {
         let me = self.rank();
         for q in (0..self.size()).filter(|&q| q != me) {
             self.take_open_at_collector(q, call)?;
@@ -223,7 +223,7 @@ impl<L: Link> Comm<L> {
     /// chunks of the blocks `finals`, in arrival order, and does with each
     /// what protocol §14.3 says.
     fn take_from<D: Src + ?Sized>(
-        &mut self,
+        &self,
         ctx: &Chain<'_>,
         data: &D,
         out: &mut dyn Sink,
@@ -293,7 +293,7 @@ impl<L: Link> Comm<L> {
     /// it is a chunk of the result.
     #[allow(clippy::too_many_arguments)]
     fn on_partial<D: Src + ?Sized>(
-        &mut self,
+        &self,
         ctx: &Chain<'_>,
         data: &D,
         out: &mut dyn Sink,
@@ -352,7 +352,7 @@ impl<L: Link> Comm<L> {
     /// A FINAL chunk of block `b`: keep it if it is this rank's, send it on
     /// along the ring if the ring goes on.
     fn on_final(
-        &mut self,
+        &self,
         ctx: &Chain<'_>,
         out: &mut dyn Sink,
         from: u32,

@@ -143,18 +143,13 @@ impl<L: Link> Comm<L> {
 
     /// The chunk length of a stream of `total` bytes this rank starts.
     pub(crate) fn chunk_len(&self, total: usize) -> usize {
-        shape::chunk_len(total, self.chunk)
+        shape::chunk_len(total, self.state.chunk())
     }
 
     /// The shape check of protocol §14.4 (check 2) at the collector: the
     /// other rank chose the other shape, so its length (`total`) differs
     /// from this rank's: H1618 for a reducing call, H1617 for a gather.
-    pub(crate) fn shape_mismatch<X>(
-        &mut self,
-        call: &Call,
-        from: u32,
-        total: u64,
-    ) -> Result<X, Error> {
+    pub(crate) fn shape_mismatch<X>(&self, call: &Call, from: u32, total: u64) -> Result<X, Error> {
         let e: Error = if call.op.reduces() {
             ArgumentError::LengthMismatch {
                 left: call.len,
@@ -175,11 +170,8 @@ impl<L: Link> Comm<L> {
     /// features (protocol §14.4 check 1): H1610 with ABORT reason 7 when it
     /// does not decode, which includes every pipelined frame in a job
     /// without bit 1.
-    pub(crate) fn take(&mut self, from: u32) -> Result<Frame, Error> {
-        let buf = match self.link.recv_collective(from) {
-            Ok(p) => p,
-            Err(e) => return self.link_failed(e),
-        };
+    pub(crate) fn take(&self, from: u32) -> Result<Frame, Error> {
+        let buf = self.take_payload(from)?;
         let decoded = CollectivePayload::decode(&buf, self.features).map(|c| {
             let body = match c.body {
                 Body::Star(_) => Taken::Star,
@@ -204,7 +196,7 @@ impl<L: Link> Comm<L> {
     /// `from` (operation, element type, reduction and sequence of `call`,
     /// `root_field`, and one of `phases`), else H1617 with ABORT reason 3.
     pub(crate) fn check_due(
-        &mut self,
+        &self,
         from: u32,
         h: &CollectiveHeader,
         call: &Call,
@@ -247,7 +239,7 @@ impl<L: Link> Comm<L> {
     /// §14.3): checks 1-4 of protocol §14.4. The OPEN's total must be this
     /// rank's length (else H1618 for a reducing call, H1617 for allgather);
     /// a v1 phase-0 frame of the same call is the other shape (check 2).
-    pub(crate) fn take_open_at_collector(&mut self, from: u32, call: &Call) -> Result<(), Error> {
+    pub(crate) fn take_open_at_collector(&self, from: u32, call: &Call) -> Result<(), Error> {
         let f = self.take(from)?;
         let star_form = match call.op {
             Operation::ReduceScatter => Operation::Reduce,
@@ -277,7 +269,7 @@ impl<L: Link> Comm<L> {
     /// differ), H1617 otherwise (a changed total); out of order and the
     /// chunk-length rule are H1617. ABORT reason 3 either way.
     pub(crate) fn check_chunk(
-        &mut self,
+        &self,
         from: u32,
         stream: &mut ChunkStream,
         c: &ChunkHeader,
@@ -308,7 +300,7 @@ impl<L: Link> Comm<L> {
 
     /// Sends OPEN (`total`, `fanout`) for `call` to `to`.
     pub(crate) fn send_open(
-        &mut self,
+        &self,
         to: u32,
         call: &Call,
         root_field: u32,
@@ -321,7 +313,7 @@ impl<L: Link> Comm<L> {
             fanout,
         };
         encode_open(&call.pheader(Phase::Open, root_field), open, &mut p);
-        self.send(to, &p)
+        self.send_coll(to, &p)
     }
 
     /// A chunk payload of `call` in `phase`: bytes `range` of `data`, at

@@ -35,7 +35,7 @@ impl<L: Link> Comm<L> {
     /// `large`: a call of any length (the large helper); a plain call keeps
     /// the v1 limit of 16777200 bytes at the root (H1618, protocol §8.4).
     pub(crate) fn bcast_bit1<D: Src + ?Sized>(
-        &mut self,
+        &self,
         root: u32,
         data: &D,
         width: usize,
@@ -151,7 +151,7 @@ impl<L: Link> Comm<L> {
 
     /// Sends a chunk payload on to `to` (none: gives it back; one: hands it
     /// over without a copy; more: to each, the link may overlap them).
-    fn hand_on(&mut self, to: &[u32], p: Vec<u8>) -> Result<(), Error> {
+    fn hand_on(&self, to: &[u32], p: Vec<u8>) -> Result<(), Error> {
         match to {
             [] => {
                 self.recycle(p);
@@ -166,7 +166,7 @@ impl<L: Link> Comm<L> {
     /// rank's block of `call.len` bytes; `out` gets every block in rank
     /// order.
     pub(crate) fn allgather_ring<D: Src + ?Sized>(
-        &mut self,
+        &self,
         call: &Call,
         data: &D,
         out: &mut dyn Sink,

@@ -1,5 +1,5 @@
 //! Helpers shared by the fake-link and the real-TLS tests: H numbers, ABORT
-//! checks, the reference fold of the layouts §5 table (written apart from
+//! checks, the reference fold of the table of protocol §8.3 (written apart from
 //! `sperli_wire::reduce`), deterministic data, bit comparisons.
 
 use std::fmt::Debug;
@@ -63,7 +63,7 @@ pub fn xorshift(s: &mut u64) -> u64 {
     *s
 }
 
-/// A reference implementation of the layouts §5 table, written apart from
+/// A reference implementation of the table of protocol §8.3, written apart from
 /// `sperli_wire::reduce`.
 pub trait Ref: Element + Debug {
     fn apply(a: Self, b: Self, r: Reduction) -> Self;

@@ -1,5 +1,5 @@
 //! Multi-rank runs of the collectives over the in-memory fake link
-//! (protocol §8, layouts §5 and §10).
+//! (protocol §8, §8.3 and §8.8).
 
 use crate::common::*;
 
@@ -112,7 +112,7 @@ fn every_type_and_allowed_reduction_matches_reference_fold() {
         + reductions_for::<u64>()
         + reductions_for::<f32>()
         + reductions_for::<f64>();
-    // 51 allowed pairs (layouts §5 table) at 4 sizes.
+    // 51 allowed pairs (the table of protocol §8.3) at 4 sizes.
     assert_eq!(n, 51 * 4);
 }
 
@@ -295,7 +295,7 @@ fn forged_sequence_ends_the_job_h1617_at_the_detecting_rank_h1612_elsewhere() {
 
 #[test]
 fn every_forged_header_field_is_h1617() {
-    // (offset, bytes, field) of the collective header (layouts §5).
+    // (offset, bytes, field) of the collective header (protocol §7.3).
     let cases: [(usize, &'static [u8], &str); 5] = [
         (0, &[4], "operation"),     // allreduce instead of reduce
         (1, &[2], "element_type"),  // u32 instead of i32
@@ -586,7 +586,7 @@ impl Link for Silent {
 
 #[test]
 fn size_one_completes_without_link_traffic() {
-    let mut c = Comm::new(Silent);
+    let c = Comm::new(Silent);
     c.barrier().unwrap();
     let mut v = vec![1.5f32];
     c.bcast(0, &mut v).unwrap();

@@ -1,12 +1,14 @@
 //! The integration tests of sperli-collective, one binary (protocol §8,
-//! layouts §5 and §10):
+//! §8.3 and §8.8):
 //!
 //! - [`fake`]: multi-rank runs over the in-memory fake link;
 //! - [`tls`]: the same collectives between real ranks, each an `Endpoint`
-//!   of a TLS 1.3 mesh on 127.0.0.0/8 (issue 5), every test under a
+//!   of a TLS 1.3 mesh on 127.0.0.0/8, every test under a
 //!   watchdog so it can never hang.
 
+mod api;
 mod common;
+mod communicators;
 mod fake;
 mod pipelined_fake;
 mod pipelined_tls;

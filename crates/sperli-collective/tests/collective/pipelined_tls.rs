@@ -225,7 +225,7 @@ fn large_over_tls(n: u32, len: usize) {
             n,
             move |_| announcing(features),
             |ep| ep,
-            move |mut c| {
+            move |c| {
                 let me = c.rank();
                 let mine: Vec<f64> = (0..len).map(|i| big_value(me, i)).collect();
                 let mut out = vec![0f64; len];
@@ -359,7 +359,7 @@ fn a_tls_job_with_a_rank_that_clears_bit_1_uses_the_star() {
                     })
                 },
                 Forger::new,
-                move |mut c| {
+                move |c| {
                     assert_eq!(c.features() & FEATURE_PIPELINED, 0);
                     let mine = data_of::<f64>(c.rank(), 21, len);
                     let a = c.allreduce_large(&mine, Reduction::Sum).unwrap();
@@ -397,7 +397,7 @@ fn tls_ranks_enter_late_in_different_orders() {
                 n,
                 |_| settings(),
                 Forger::new,
-                move |mut c| {
+                move |c| {
                     let me = c.rank();
                     let mine = data_of::<f64>(me, 31, len);
                     std::thread::sleep(Duration::from_millis(delay(me)));
@@ -442,7 +442,7 @@ fn hostile_over_tls(hook: ChunkForgery, h: u32, reason: AbortReason) {
             3,
             |_| settings(),
             Forger::new,
-            move |mut c| {
+            move |c| {
                 // Every rank is set up before the first forged frame: a
                 // frame that breaks a rule of every feature set is rejected
                 // by the transport as it arrives (H1610 too), which must
@@ -569,7 +569,11 @@ fn tls_a_pipelined_frame_without_negotiation_is_h1610() {
                 }
                 f
             },
-            |mut c| {
+            |c| {
+                // Frames are judged on arrival (protocol §6.2 checks 12 and
+                // 13): a barrier first, so the OPEN reaches rank 0 after its
+                // set-up ended and fails its call, not its set-up.
+                c.barrier().unwrap();
                 let first = c.allreduce(&vec![2.0f64; T / 8], Reduction::Sum).map(drop);
                 (first, c.barrier())
             },

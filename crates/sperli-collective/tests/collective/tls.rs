@@ -1,4 +1,4 @@
-//! The collectives between real ranks (issue 5): every rank is an
+//! The collectives between real ranks: every rank is an
 //! [`Endpoint`] of a mutually authenticated TLS 1.3 mesh on 127.0.0.1,
 //! 127.0.0.2, ... (`JobPlan::localhost`, nothing outside 127.0.0.0/8), one
 //! thread per rank in this process.
@@ -29,7 +29,7 @@ use crate::common::*;
 
 const SIZES: [u32; 4] = [1, 2, 3, 8];
 
-/// No test may take longer than this (issue 5).
+/// No test may take longer than this.
 const WATCHDOG: Duration = Duration::from_secs(60);
 
 /// After a failure every further call must return within this.
@@ -84,7 +84,7 @@ pub(crate) fn tls_test_within<T: Send + 'static>(
 /// [`Endpoint`] on its own thread, wraps it with `wrap` and runs `body` on
 /// its communicator; returns the results in rank order. A panic on any
 /// rank is re-raised (after every rank thread ended).
-fn run_job<L: Link, T: Send + 'static>(
+pub(crate) fn run_job<L: Link, T: Send + 'static>(
     size: u32,
     wrap: impl Fn(Endpoint) -> L + Send + Sync + 'static,
     body: impl Fn(Comm<L>) -> T + Send + Sync + 'static,
@@ -539,7 +539,7 @@ fn float_folds_are_bit_identical_across_two_jobs() {
             run_job(
                 8,
                 |ep| ep,
-                |mut c| {
+                |c| {
                     let r = f64::from(c.rank()) + 1.0;
                     let mine: Vec<f64> = (0..64)
                         .map(|i| r.powi(7) / f64::from(i + 3) * 1e-3)
@@ -581,7 +581,7 @@ fn allreduce_large_of_64_mib_at_2_ranks() {
         let out = run_job(
             2,
             |ep| ep,
-            move |mut c| {
+            move |c| {
                 let me = c.rank();
                 let mine: Vec<f64> = (0..n).map(|i| value(me, i)).collect();
                 let first = c.allreduce_large(&mine, Reduction::Sum).unwrap();
@@ -807,7 +807,7 @@ fn refused_calls_are_h1618_on_every_rank_before_anything_is_sent() {
 
 /// At a rank other than the detecting one: H1612 from `from` carrying the
 /// originator's `reason` and code `h`; with `third_rank_may_see_close`, a
-/// third rank may instead report H1613 (protocol §7.5, layouts §10
+/// third rank may instead report H1613 (protocol §7.5, §8.8
 /// "Job-wide aborts": it may see another rank's close before the ABORT).
 fn assert_job_aborted(e: &Error, from: u32, reason: AbortReason, h: u32, third: bool, what: &str) {
     match e {
@@ -824,7 +824,7 @@ fn everything_fails_promptly(c: &mut Comm<Rogue>) {
     let start = Instant::now();
     let me = c.rank();
     let n = c.size();
-    let failure = c.failure().cloned().expect("the job failed on this rank");
+    let failure = c.failure().expect("the job failed on this rank");
     let all_n: Vec<u32> = (0..n).collect();
     let results: Vec<(&str, Result<(), Error>)> = vec![
         ("barrier", c.barrier()),
@@ -1491,7 +1491,7 @@ fn bcast_longer_than_a_frame_at_the_root_is_h1618_reason_3() {
 #[test]
 fn ranks_waiting_in_recv_get_the_abort_of_a_collective_they_are_not_in() {
     tls_test(|| {
-        let out = run_job(3, Rogue::new, |mut c| {
+        let out = run_job(3, Rogue::new, |c| {
             // Rank 2 may not have taken the barrier's last frame when the
             // ABORT comes; then the barrier is where it waits.
             let before = c.barrier();
@@ -1563,7 +1563,7 @@ fn a_rank_that_leaves_mid_collective_is_h1613_not_a_hang() {
         let out = run_job(
             3,
             |ep| ep,
-            |mut c| {
+            |c| {
                 c.barrier().unwrap();
                 if c.rank() == 2 {
                     finish(c);
@@ -1641,7 +1641,7 @@ fn data_and_collective_frames_interleave_without_loss_or_reordering() {
                 // A communicator over a borrowed endpoint, so that receive
                 // handles can stay open across collective calls.
                 let ep = c.into_link();
-                let mut c = Comm::new(&ep);
+                let c = Comm::new(&ep);
                 let me = c.rank();
                 let n = c.size();
                 let peers: Vec<u32> = (0..n).filter(|&p| p != me).collect();

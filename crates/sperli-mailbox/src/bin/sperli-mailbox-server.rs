@@ -131,7 +131,7 @@ fn server() -> MailboxServer {
 
 /// One task per job (the alternative to a warm job): join, one `sum` of
 /// 1..=1000 by allreduce, BYE.
-fn oneshot(mut comm: Comm<sperli_collective::Endpoint>) -> Result<(), String> {
+fn oneshot(comm: Comm<sperli_collective::Endpoint>) -> Result<(), String> {
     let (rank, size) = (u64::from(comm.rank()), u64::from(comm.size()));
     let part: u64 = (1..=1000u64).filter(|x| x % size == rank).sum();
     let total = comm

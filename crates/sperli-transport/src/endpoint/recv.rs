@@ -7,6 +7,8 @@ use sperli_wire::error::ArgumentError;
 use sperli_wire::limits::MAX_USER_TAG;
 use sperli_wire::Error;
 
+use std::borrow::{Borrow, BorrowMut};
+
 use super::Endpoint;
 use crate::proto::matching::{departed, Message, RecvId, Status};
 
@@ -226,28 +228,31 @@ impl Endpoint {
     /// message; the handle is then done. `Ok(None)` when no handle is
     /// still open (MPI's `MPI_UNDEFINED`). When several complete at once,
     /// the lowest index is reported first.
-    pub fn wait_any(
+    ///
+    /// `handles` may be the handles themselves or anything that holds one
+    /// ([`BorrowMut`]), such as the typed requests of sperli-collective.
+    pub fn wait_any<'h, H: BorrowMut<RecvHandle<'h>>>(
         &self,
-        handles: &mut [RecvHandle<'_>],
+        handles: &mut [H],
     ) -> Result<Option<(usize, Message)>, Error> {
-        if handles.iter().all(|h| h.closed) {
+        if handles.iter().all(|h| h.borrow().closed) {
             return Ok(None);
         }
         let (i, r) = self.wait(|| first_complete(self, handles).map(Ok))?;
-        handles[i].close();
+        handles[i].borrow_mut().close();
         r.map(|m| Some((i, m)))
     }
 
     /// As [`Endpoint::wait_any`] without waiting: `Ok(None)` when none of
     /// `handles` has completed yet. Makes progress first.
-    pub fn test_any(
+    pub fn test_any<'h, H: BorrowMut<RecvHandle<'h>>>(
         &self,
-        handles: &mut [RecvHandle<'_>],
+        handles: &mut [H],
     ) -> Result<Option<(usize, Message)>, Error> {
         self.progress()?;
         match first_complete(self, handles) {
             Some((i, r)) => {
-                handles[i].close();
+                handles[i].borrow_mut().close();
                 r.map(|m| Some((i, m)))
             }
             None => Ok(None),
@@ -256,7 +261,10 @@ impl Endpoint {
 
     /// Waits until every one of `handles` completed; their messages in
     /// handle order (`None` for a handle that was done already).
-    pub fn wait_all(&self, handles: &mut [RecvHandle<'_>]) -> Result<Vec<Option<Message>>, Error> {
+    pub fn wait_all<'h, H: BorrowMut<RecvHandle<'h>>>(
+        &self,
+        handles: &mut [H],
+    ) -> Result<Vec<Option<Message>>, Error> {
         let mut out: Vec<Option<Message>> = handles.iter().map(|_| None).collect();
         while let Some((i, m)) = self.wait_any(handles)? {
             out[i] = Some(m);
@@ -272,13 +280,14 @@ impl Endpoint {
 }
 
 /// The first of `handles` that completed, with its index and outcome.
-fn first_complete(
+fn first_complete<'h, H: Borrow<RecvHandle<'h>>>(
     ep: &Endpoint,
-    handles: &[RecvHandle<'_>],
+    handles: &[H],
 ) -> Option<(usize, Result<Message, Error>)> {
     let mut st = ep.shared.state();
     handles
         .iter()
+        .map(|h| h.borrow())
         .enumerate()
         .filter(|(_, h)| !h.closed)
         .find_map(|(i, h)| st.poll_recv(h.id).map(|r| (i, r)))

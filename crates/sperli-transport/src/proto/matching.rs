@@ -526,16 +526,7 @@ impl Matching {
         mut pass: impl FnMut(u32) -> Result<(), E>,
     ) -> Option<Result<Vec<u8>, E>> {
         let q = self.collective.get_mut(from as usize)?;
-        for i in 0..q.len() {
-            let t = q[i].0;
-            if t == tag {
-                return q.remove(i).map(|(_, p)| Ok(p));
-            }
-            if let Err(e) = pass(t) {
-                return Some(Err(e));
-            }
-        }
-        None
+        sperli_wire::communicator::take_earliest(q, tag, &mut pass)
     }
 
     /// Judges every kept COLLECTIVE frame again with the job's `features`
