@@ -3,7 +3,7 @@
 //! ```text
 //! sperli-bench limits [--quick]          the machine's limits, in this process
 //! sperli-bench rank MODE [--quick]       a SPERLI rank (started by `sperli run`)
-//!     MODE: pingpong | coll | startup | rss | ckpt | resume | pipe
+//!     MODE: pingpong | coll | startup | rss | ckpt | resume | pipe | overlap
 //! sperli-bench rank rtt [ROUNDS [BYTES]] ROUNDS round trips of BYTES (default
 //!     10000 of 8) between ranks 0 and 1, with the context switches of both
 //!     rank processes over the loop (for `perf stat -e context-switches`)
@@ -24,6 +24,7 @@
 mod ckpt;
 mod latency;
 mod limits;
+mod overlap;
 mod pipelined;
 mod rank;
 

@@ -44,6 +44,13 @@
 //!   the computing one. The frames of one message larger than a frame must
 //!   not be interleaved with another message of the same tag to the same
 //!   rank.
+//!   ```compile_fail
+//!   // A `Comm` cannot be shared between threads:
+//!   fn shared<T: Sync>(_: &T) {}
+//!   let links = sperli_collective::fake::FakeLink::job(1);
+//!   let comm = sperli_collective::Comm::new(links.into_iter().next().unwrap());
+//!   shared(&comm);
+//!   ```
 //! - Non-blocking collectives run on the communicator's own progress thread
 //!   (see [`nonblocking`]); the calls that need that thread exist where the
 //!   link is `Send + Sync + 'static` (an owned [`Endpoint`], an

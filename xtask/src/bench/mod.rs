@@ -24,6 +24,7 @@
 mod ckpt;
 mod latency;
 mod mailbox;
+mod overlap;
 mod pipelined;
 mod plot;
 mod programs;
@@ -411,6 +412,7 @@ fn measure(p: &Programs, opts: &Options, python: &Path) -> Result<Samples, Strin
         latency::spin_off(p, opts, &mut samples)?;
         mailbox::job(p, opts, &mut samples)?;
         pipelined::jobs(p, opts, run, &mut samples)?;
+        overlap::jobs(p, opts, &mut samples)?;
         python::job(p, opts, python, run, &mut samples)?;
     }
     Ok(samples)
