@@ -317,3 +317,48 @@ fn abort_sends_reason_2_with_the_code_to_every_peer() {
         }
     });
 }
+
+/// Background progress without a clock: the root (rank 0, which folds)
+/// issues `iallreduce` and then blocks outside the library until every
+/// other rank has its result; only the root's progress thread can have
+/// made those results, so without background progress this never ends
+/// (and the watchdog fails the test).
+#[test]
+fn nonblocking_collectives_progress_while_the_program_makes_no_call() {
+    use std::sync::{Arc, Barrier};
+    for size in [2, 3, 8] {
+        let gate = Arc::new(Barrier::new(size as usize));
+        let g = gate.clone();
+        fake::run(size, move |c| {
+            let r = c
+                .iallreduce(&[u64::from(c.rank())], Reduction::Sum)
+                .unwrap();
+            let want = u64::from(size * (size - 1) / 2);
+            if c.rank() == 0 {
+                g.wait(); // no library call until the others are through
+                assert_eq!(r.wait().unwrap(), vec![want]);
+            } else {
+                assert_eq!(r.wait().unwrap(), vec![want]);
+                g.wait();
+            }
+        });
+        tls_test(move || {
+            run_job(
+                size,
+                |ep| ep,
+                move |c: Comm<Endpoint>| {
+                    let big: Vec<f64> = vec![1.0; 1 << 18];
+                    let r = c.iallreduce(&big, Reduction::Sum).unwrap();
+                    if c.rank() == 0 {
+                        gate.wait();
+                        assert_eq!(r.wait().unwrap()[5], f64::from(size));
+                    } else {
+                        assert_eq!(r.wait().unwrap()[5], f64::from(size));
+                        gate.wait();
+                    }
+                    c.barrier().unwrap();
+                },
+            );
+        });
+    }
+}
