@@ -254,15 +254,37 @@ impl<L: Link> Comm<L> {
 
     /// Gives the link back (after the progress thread, if one was
     /// started, ran every non-blocking call issued and ended).
+    ///
+    /// # Panics
+    ///
+    /// If a communicator made from this one by [`Comm::split`] or
+    /// [`Comm::dup`] is still alive (it shares the link): drop it first, or
+    /// use [`Comm::try_into_link`].
     pub fn into_link(self) -> L {
-        let Comm { link, progress, .. } = self;
-        drop(progress);
-        match Arc::try_unwrap(link) {
+        match self.try_into_link() {
             Ok(l) => l,
-            // The progress thread held the only other reference and has
-            // ended (its view was dropped when it returned or unwound).
-            Err(_) => unreachable!("the progress thread ended with its view"),
+            Err(_) => panic!(
+                "Comm::into_link: a communicator made by split or dup still shares the link; drop it first"
+            ),
         }
+    }
+
+    /// As [`Comm::into_link`], or the communicator back (its progress
+    /// thread ended) while a communicator made from it still shares the
+    /// link.
+    pub fn try_into_link(self) -> Result<L, Box<Self>> {
+        let Comm {
+            link,
+            rank,
+            state,
+            progress,
+            group,
+            registry,
+            ..
+        } = self;
+        drop(progress);
+        Arc::try_unwrap(link)
+            .map_err(|link| Box::new(Comm::with_group(link, state, false, group, registry, rank)))
     }
 
     /// The number of v1 collective calls made so far, which is the sequence

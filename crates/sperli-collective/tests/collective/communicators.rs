@@ -252,3 +252,25 @@ fn point_to_point_on_a_communicator_uses_its_ranks() {
         );
     });
 }
+
+/// A communicator made by split shares the link: the parent gives the
+/// link back only once it is gone.
+#[test]
+fn the_link_comes_back_once_the_made_communicators_are_gone() {
+    let links = FakeLink::job(2);
+    std::thread::scope(|s| {
+        for link in links {
+            s.spawn(move || {
+                let c = Comm::new(link);
+                let sub = c.dup().unwrap();
+                sub.barrier().unwrap();
+                let c = c
+                    .try_into_link()
+                    .expect_err("the dup still shares the link");
+                drop(sub);
+                let link = c.try_into_link().expect("the dup is gone");
+                assert!(link.rank() < 2);
+            });
+        }
+    });
+}
