@@ -299,6 +299,11 @@ fn abort_sends_reason_2_with_the_code_to_every_peer() {
             3,
             |ep| ep,
             |c: Comm<Endpoint>| {
+                // Every rank's set-up is done once rank 1 passed a barrier
+                // (an ABORT during another rank's set-up would fail that
+                // set-up instead); the others' barrier may already see the
+                // ABORT.
+                let _ = c.barrier();
                 if c.rank() == 1 {
                     c.abort(42, "the input is empty");
                 }
