@@ -37,6 +37,7 @@ mod extra;
 mod large;
 mod link;
 pub mod pipeline;
+pub mod vcoll;
 
 pub mod fake;
 

@@ -133,4 +133,27 @@ pub enum ArgumentError {
         /// The maximum.
         max: usize,
     },
+    /// A v-call refused on every rank because rank `rank` refused it
+    /// (its own counts or block did not fit: protocol §8.9).
+    #[error("rank {rank} refused the call: its counts or its block are not valid")]
+    RefusedBy {
+        /// The rank that refused (communicator rank).
+        rank: u32,
+    },
+    /// One count per rank is needed (v-calls, protocol §8.9).
+    #[error("{got} counts for {size} ranks")]
+    Counts {
+        /// Counts given.
+        got: usize,
+        /// The communicator's size.
+        size: u32,
+    },
+    /// Counts that do not add up to the data (v-calls).
+    #[error("counts add up to {sum} elements, the data has {len}")]
+    CountsSum {
+        /// The sum of the counts.
+        sum: u64,
+        /// The data's elements.
+        len: usize,
+    },
 }
