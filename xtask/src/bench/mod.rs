@@ -22,6 +22,7 @@
 //! `target/bench-python/performance.md`.
 
 mod ckpt;
+mod jacobi;
 mod latency;
 mod mailbox;
 mod pipelined;
@@ -411,6 +412,7 @@ fn measure(p: &Programs, opts: &Options, python: &Path) -> Result<Samples, Strin
         latency::spin_off(p, opts, &mut samples)?;
         mailbox::job(p, opts, &mut samples)?;
         pipelined::jobs(p, opts, run, &mut samples)?;
+        jacobi::job(p, opts, run, &mut samples)?;
         python::job(p, opts, python, run, &mut samples)?;
     }
     Ok(samples)

@@ -365,6 +365,7 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
     ckpt_section(&mut o, s, opts.quick);
     super::mailbox::section(&mut o, s);
     o.push_str(&super::pipelined::section(s, opts));
+    super::jacobi::section(&mut o, s, opts);
     super::python::section(&mut o, s);
 
     let _ = writeln!(o, "## Plots\n");
