@@ -48,10 +48,12 @@ fn run<R: Send>(
                 let desc = plan.description(r);
                 let f = &f;
                 let dir = rank_dir(root, r);
+                let listener = plan.take_listener(r);
                 s.spawn(move || {
                     // Ranks are threads of this process: errors returned.
                     let s = Settings {
                         errors: ErrorMode::Return,
+                        listener,
                         ..Settings::default()
                     };
                     let ep = Endpoint::start(&desc, s).expect("start");
@@ -116,7 +118,7 @@ fn reason(r: &Result<Option<(u64, State)>, Error>) -> Option<&ResumeFailure> {
 #[test]
 fn checkpoints_keep_two_epochs_and_resume_restores_every_rank() {
     let root = scratch("roundtrip");
-    let mut plan = JobPlan::localhost(3).unwrap();
+    let mut plan = JobPlan::localhost_bound(3).unwrap();
     first_run(&plan, &root, 3);
     for r in 0..3 {
         let job = sperli_wire::ckpt_path::job_dir(rank_dir(&root, r), plan.job_id);
@@ -160,7 +162,7 @@ fn checkpoints_keep_two_epochs_and_resume_restores_every_rank() {
 #[test]
 fn size_one_job_checkpoints_without_buddy() {
     let root = scratch("size1");
-    let mut plan = JobPlan::localhost(1).unwrap();
+    let mut plan = JobPlan::localhost_bound(1).unwrap();
     first_run(&plan, &root, 2);
     let d = edir(&root, &plan, 0, 2);
     assert!(d.join("COMMIT").is_file());
@@ -175,7 +177,7 @@ fn size_one_job_checkpoints_without_buddy() {
 #[test]
 fn no_commit_anywhere_starts_from_the_beginning() {
     let root = scratch("fresh");
-    let mut plan = JobPlan::localhost(2).unwrap();
+    let mut plan = JobPlan::localhost_bound(2).unwrap();
     restart(&mut plan);
     run(&plan, &root, |r, _, ck| {
         assert_eq!(ck.resume::<State>().unwrap(), None);
@@ -188,7 +190,7 @@ fn no_commit_anywhere_starts_from_the_beginning() {
 #[test]
 fn a_deleted_own_file_is_fetched_from_the_buddy() {
     let root = scratch("deleted");
-    let mut plan = JobPlan::localhost(3).unwrap();
+    let mut plan = JobPlan::localhost_bound(3).unwrap();
     first_run(&plan, &root, 2);
     let own = edir(&root, &plan, 1, 2).join(rank_file_name(1));
     std::fs::remove_file(&own).unwrap();
@@ -207,7 +209,7 @@ fn a_deleted_own_file_is_fetched_from_the_buddy() {
 #[test]
 fn a_flipped_byte_is_refused_with_h1620_and_the_buddy_copy_is_used() {
     let root = scratch("flipped");
-    let mut plan = JobPlan::localhost(3).unwrap();
+    let mut plan = JobPlan::localhost_bound(3).unwrap();
     first_run(&plan, &root, 2);
     let own = edir(&root, &plan, 2, 2).join(rank_file_name(2));
     let mut bytes = std::fs::read(&own).unwrap();
@@ -236,7 +238,7 @@ fn a_flipped_byte_is_refused_with_h1620_and_the_buddy_copy_is_used() {
 #[test]
 fn a_commit_with_a_flipped_signature_byte_makes_the_job_take_the_previous_epoch() {
     let root = scratch("badsig");
-    let mut plan = JobPlan::localhost(3).unwrap();
+    let mut plan = JobPlan::localhost_bound(3).unwrap();
     first_run(&plan, &root, 2);
     for r in 0..3 {
         let c = edir(&root, &plan, r, 2).join("COMMIT");
@@ -264,7 +266,7 @@ fn a_commit_with_a_flipped_signature_byte_makes_the_job_take_the_previous_epoch(
 #[test]
 fn a_rank_that_cannot_load_the_newest_epoch_makes_every_rank_resume_the_one_before() {
     let root = scratch("fallback");
-    let mut plan = JobPlan::localhost(3).unwrap();
+    let mut plan = JobPlan::localhost_bound(3).unwrap();
     first_run(&plan, &root, 2);
     for (holder, name) in [(1, rank_file_name(1)), (2, buddy_file_name(1))] {
         let p = edir(&root, &plan, holder, 2).join(name);
@@ -287,7 +289,7 @@ fn a_rank_that_cannot_load_the_newest_epoch_makes_every_rank_resume_the_one_befo
 #[test]
 fn a_signed_commit_for_another_size_gives_h1623() {
     let root = scratch("size");
-    let mut plan = JobPlan::localhost(2).unwrap();
+    let mut plan = JobPlan::localhost_bound(2).unwrap();
     first_run(&plan, &root, 1);
     // The same job (id and key) restarted with 3 ranks.
     let hosts = local_hosts(3).unwrap();
@@ -310,7 +312,7 @@ fn a_signed_commit_for_another_size_gives_h1623() {
 #[test]
 fn a_rank_file_and_its_buddy_copy_both_lost_gives_h1622() {
     let root = scratch("lost");
-    let mut plan = JobPlan::localhost(3).unwrap();
+    let mut plan = JobPlan::localhost_bound(3).unwrap();
     first_run(&plan, &root, 1);
     std::fs::remove_file(edir(&root, &plan, 1, 1).join(rank_file_name(1))).unwrap();
     std::fs::remove_file(edir(&root, &plan, 2, 1).join(buddy_file_name(1))).unwrap();
@@ -339,7 +341,7 @@ fn a_rank_file_and_its_buddy_copy_both_lost_gives_h1622() {
 #[test]
 fn a_corrupt_own_file_without_a_buddy_copy_ends_with_h1622_naming_its_code() {
     let root = scratch("corrupt-nobuddy");
-    let mut plan = JobPlan::localhost(3).unwrap();
+    let mut plan = JobPlan::localhost_bound(3).unwrap();
     first_run(&plan, &root, 1);
     let own = edir(&root, &plan, 2, 1).join(rank_file_name(2));
     let mut bytes = std::fs::read(&own).unwrap();
@@ -367,7 +369,7 @@ fn a_corrupt_own_file_without_a_buddy_copy_ends_with_h1622_naming_its_code() {
 #[test]
 fn crash_leftovers_never_count() {
     let root = scratch("crash");
-    let mut plan = JobPlan::localhost(3).unwrap();
+    let mut plan = JobPlan::localhost_bound(3).unwrap();
     first_run(&plan, &root, 1);
     // A crash during epoch 2: rank 0 wrote its file, rank 1 only a temp
     // file, nobody a COMMIT.
@@ -410,7 +412,7 @@ fn crash_leftovers_never_count() {
 #[test]
 fn an_open_irecv_handle_on_one_rank_fails_the_checkpoint_on_every_rank_with_h1624() {
     let root = scratch("h1624");
-    let plan = JobPlan::localhost(3).unwrap();
+    let plan = JobPlan::localhost_bound(3).unwrap();
     let out = run(&plan, &root, |r, ep, ck| {
         let handle = if r == 1 {
             Some(ep.irecv(0, Some(5)).unwrap())
@@ -454,7 +456,7 @@ fn a_struct_state_round_trips_through_the_macro() {
     }
     sperli_ckpt::checkpointable!(Sim { step, field, flags, note } version 7);
     let root = scratch("struct");
-    let mut plan = JobPlan::localhost(2).unwrap();
+    let mut plan = JobPlan::localhost_bound(2).unwrap();
     let mk = |r: u32| Sim {
         step: 9,
         field: vec![r as f32; 10],
@@ -482,7 +484,7 @@ fn a_struct_state_round_trips_through_the_macro() {
 #[test]
 fn large_state_uses_many_chunks() {
     let root = scratch("large");
-    let mut plan = JobPlan::localhost(2).unwrap();
+    let mut plan = JobPlan::localhost_bound(2).unwrap();
     let big = |r: u32| -> Vec<u8> { (0..3_500_000u32).map(|i| (i ^ r) as u8).collect() };
     run(&plan, &root, |r, _, ck| {
         assert_eq!(ck.checkpoint(&big(r)).unwrap(), 1);

@@ -6,6 +6,7 @@
 //! tests use it; it sits behind the `issue` feature with [`crate::issue`].
 
 use std::net::TcpListener;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rand_core::{OsRng, RngCore};
@@ -70,6 +71,9 @@ pub struct JobPlan {
     pub expires_at_ms: u64,
     identities: Vec<RankIdentity>,
     tokens: Vec<Vec<u8>>,
+    /// The listeners [`JobPlan::localhost_bound`] bound, until a rank
+    /// takes its own ([`JobPlan::take_listener`]).
+    listeners: Mutex<Vec<Option<Arc<TcpListener>>>>,
 }
 
 impl std::fmt::Debug for JobPlan {
@@ -132,6 +136,7 @@ impl JobPlan {
             expires_at_ms: unix_ms(deadline),
             identities: Vec::new(),
             tokens: Vec::new(),
+            listeners: Mutex::new(Vec::new()),
         };
         plan.issue()?;
         Ok(plan)
@@ -163,13 +168,61 @@ impl JobPlan {
             .checked_add(1)
             .ok_or(PlanError::IncarnationOverflow)?;
         self.hosts = hosts;
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
         self.issue()
     }
 
     /// A job of `size` ranks on loopback: rank n on 127.0.0.(n+1) with a
-    /// free port (found by binding port 0), incarnation 1, valid 10 minutes.
+    /// port that was free a moment ago ([`free_port`]), incarnation 1,
+    /// valid 10 minutes. For ranks in other processes, which bind their
+    /// ports themselves.
     pub fn localhost(size: u32) -> Result<Self, PlanError> {
         Self::new(local_hosts(size)?, 1, Duration::from_secs(600))
+    }
+
+    /// Like [`JobPlan::localhost`], but each rank's port stays bound by a
+    /// listener the plan holds until the rank takes it
+    /// ([`JobPlan::take_listener`], handed to the transport as its
+    /// `Settings::listener`): no other program can take the port between
+    /// the plan and the rank's start. For ranks that run in this process.
+    /// A new incarnation ([`JobPlan::next_incarnation`]) holds none: its
+    /// ranks bind their ports themselves.
+    pub fn localhost_bound(size: u32) -> Result<Self, PlanError> {
+        let mut hosts = Vec::new();
+        let mut listeners = Vec::new();
+        for r in 0..size {
+            let host = format!("127.0.0.{}", r % 254 + 1);
+            let l = bind_free(&host)?;
+            let port = l
+                .local_addr()
+                .map_err(|e| PlanError::NoFreePort {
+                    host: host.clone(),
+                    last: e.kind(),
+                })?
+                .port();
+            hosts.push(HostEntry { host, port });
+            listeners.push(Some(Arc::new(l)));
+        }
+        let plan = Self::new(hosts, 1, Duration::from_secs(600))?;
+        *plan
+            .listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = listeners;
+        Ok(plan)
+    }
+
+    /// The listener [`JobPlan::localhost_bound`] holds for `rank`, once:
+    /// `None` for a plan that holds none, a rank out of range, or a second
+    /// call.
+    pub fn take_listener(&self, rank: u32) -> Option<Arc<TcpListener>> {
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(rank as usize)?
+            .take()
     }
 
     /// The job size.
@@ -252,6 +305,18 @@ const LISTEN_PORTS: std::ops::Range<u16> = 20_000..32_768;
 /// that was free a moment ago: a random port of 20000-32767 that binds on
 /// exactly that address, tried up to 200 times.
 pub fn free_port(host: &str) -> Result<u16, PlanError> {
+    let l = bind_free(host)?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|e| PlanError::NoFreePort {
+            host: host.to_owned(),
+            last: e.kind(),
+        })
+}
+
+/// A listener on a random port of 20000-32767 of `host` (see
+/// [`free_port`]), tried up to 200 times.
+fn bind_free(host: &str) -> Result<TcpListener, PlanError> {
     let addr = if host == "localhost" {
         "127.0.0.1"
     } else {
@@ -262,7 +327,7 @@ pub fn free_port(host: &str) -> Result<u16, PlanError> {
     for _ in 0..200 {
         let port = LISTEN_PORTS.start + (OsRng.next_u32() % span) as u16;
         match TcpListener::bind((addr, port)) {
-            Ok(_) => return Ok(port),
+            Ok(l) => return Ok(l),
             Err(e) => last = e.kind(),
         }
     }
@@ -300,5 +365,23 @@ mod tests {
             later.description(0).job_secret_key,
             first.job_key.to_bytes().to_vec()
         );
+    }
+
+    #[test]
+    fn a_bound_plan_holds_each_ranks_port_until_the_rank_takes_it() {
+        let mut plan = JobPlan::localhost_bound(3).unwrap();
+        for r in 0..3u32 {
+            let h = &plan.hosts[r as usize];
+            let addr: std::net::SocketAddr = format!("{}:{}", h.host, h.port).parse().unwrap();
+            // The port is taken while the plan holds it.
+            assert!(TcpListener::bind(addr).is_err(), "rank {r}'s port is held");
+            let l = plan.take_listener(r).expect("held once");
+            assert_eq!(l.local_addr().unwrap(), addr);
+            assert!(plan.take_listener(r).is_none(), "taken only once");
+        }
+        assert!(plan.take_listener(3).is_none(), "no rank 3");
+        let hosts = plan.hosts.clone();
+        plan.next_incarnation(hosts).unwrap();
+        assert!(JobPlan::localhost(1).unwrap().take_listener(0).is_none());
     }
 }

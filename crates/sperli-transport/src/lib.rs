@@ -158,6 +158,7 @@ pub mod pool;
 pub mod proto;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use endpoint::{Endpoint, RecvHandle, SendHandle, EAGER_LIMIT};
@@ -221,6 +222,15 @@ pub struct Settings {
     /// sent. Clearing a bit makes this rank v1-only for that extension,
     /// and so the whole job ([`Endpoint::features`]).
     pub features: u64,
+    /// A listener already bound to this rank's host:port of the job
+    /// description, which the rank accepts its peers on instead of binding
+    /// one itself (protocol §5.1 step 1). Whoever plans the ports binds
+    /// them first and keeps them bound, so no other program can take a
+    /// port between the plan and the rank's start (the in-process tests'
+    /// `JobPlan::localhost_bound`). Default none: the rank binds its own.
+    /// A listener bound elsewhere is refused with
+    /// [`UsageError::ListenerAddress`](sperli_wire::error::UsageError::ListenerAddress).
+    pub listener: Option<Arc<std::net::TcpListener>>,
 }
 
 impl Default for Settings {
@@ -234,6 +244,7 @@ impl Default for Settings {
             error_file: None,
             errors: ErrorMode::Fatal,
             features: sperli_wire::limits::FEATURES_IMPLEMENTED,
+            listener: None,
         }
     }
 }

@@ -29,7 +29,11 @@ use sperli_wire::{Error, FrameType, HCode};
 
 use super::{edir, first_run, rank_dir, restart, scratch, state, State};
 
-/// Runs `f` on a thread; panics if it takes longer than `limit`.
+/// Runs `f` on a thread and returns what it returns (re-raising its
+/// panic). If it takes longer than `limit`, the whole test process ends
+/// (status 101, like a failed test): a hung rank thread cannot be stopped,
+/// and left running it would hold its ports and sockets into the tests
+/// that follow.
 fn with_deadline<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = mpsc::channel();
     let h = std::thread::spawn(move || {
@@ -44,7 +48,13 @@ fn with_deadline<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Sen
             Err(p) => std::panic::resume_unwind(p),
             Ok(()) => unreachable!(),
         },
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("test did not finish within {limit:?}"),
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            eprintln!(
+                "test {:?} did not finish within {limit:?}: ending the test process",
+                std::thread::current().name()
+            );
+            std::process::exit(101);
+        }
     }
 }
 
@@ -80,8 +90,13 @@ fn mixed<R: Send, H: Send>(
                 let real = &real;
                 let dir = rank_dir(root, r);
                 let done = done_tx.clone();
+                let listener = plan.take_listener(r);
                 s.spawn(move || {
-                    let ep = Endpoint::start(&desc, settings()).expect("start");
+                    let s = Settings {
+                        listener,
+                        ..settings()
+                    };
+                    let ep = Endpoint::start(&desc, s).expect("start");
                     let keys = JobKeys::from_description(&desc).unwrap();
                     let mut ck = Checkpointer::new(Comm::new(&ep), dir, keys).unwrap();
                     let out = real(r, &mut ck);
@@ -95,8 +110,13 @@ fn mixed<R: Send, H: Send>(
         drop(done_tx);
         let real_ranks = plan.size() - 1;
         let desc = plan.description(hostile);
+        let listener = plan.take_listener(hostile);
         let h = s.spawn(move || {
-            let ep = Endpoint::start(&desc, settings()).expect("start hostile");
+            let s = Settings {
+                listener,
+                ..settings()
+            };
+            let ep = Endpoint::start(&desc, s).expect("start hostile");
             let out = bad(&ep);
             // Every real rank has its result (or its thread ended early).
             for _ in 0..real_ranks {
@@ -133,7 +153,7 @@ fn hostile_root(
     commit: Option<Vec<u8>>,
 ) -> (Vec<Option<Result<u64, Error>>>, PathBuf, JobPlan) {
     let root = scratch("hostile-root");
-    let plan = JobPlan::localhost(3).unwrap();
+    let plan = JobPlan::localhost_bound(3).unwrap();
     let (out, _) = mixed(
         &plan,
         &root,
@@ -262,7 +282,7 @@ fn a_push_with_a_gap_in_offsets_is_h1610_and_nothing_is_committed() {
 fn a_commit_with_a_bad_signature_is_h1621_and_never_stored() {
     with_deadline(Duration::from_secs(60), || {
         let root = scratch("badsig");
-        let plan = JobPlan::localhost(3).unwrap();
+        let plan = JobPlan::localhost_bound(3).unwrap();
         let job = plan.job_id;
         let (out, _) = mixed(
             &plan,
@@ -319,7 +339,7 @@ fn a_commit_with_a_bad_signature_is_h1621_and_never_stored() {
 fn an_unsolicited_commit_during_resume_is_h1610_reason_6() {
     with_deadline(Duration::from_secs(90), || {
         let root = scratch("resume-commit");
-        let mut plan = JobPlan::localhost(3).unwrap();
+        let mut plan = JobPlan::localhost_bound(3).unwrap();
         first_run(&plan, &root, 1);
         restart(&mut plan);
         let job = plan.job_id;
@@ -373,7 +393,7 @@ fn an_unsolicited_commit_during_resume_is_h1610_reason_6() {
 fn a_fetched_copy_with_a_gap_during_resume_is_h1610_reason_6() {
     with_deadline(Duration::from_secs(90), || {
         let root = scratch("resume-gap");
-        let mut plan = JobPlan::localhost(3).unwrap();
+        let mut plan = JobPlan::localhost_bound(3).unwrap();
         first_run(&plan, &root, 1);
         let own1 = edir(&root, &plan, 1, 1).join(rank_file_name(1));
         std::fs::remove_file(&own1).unwrap();
@@ -460,7 +480,7 @@ fn a_full_checkpoint_disk_fails_the_epoch_and_the_restart_resumes_the_previous_o
         mount_tmpfs(&d1, "size=2m");
         // Unmount even when an assertion fails.
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut plan = JobPlan::localhost(3).unwrap();
+            let mut plan = JobPlan::localhost_bound(3).unwrap();
             let big = |r: u32| -> Vec<u8> { vec![r as u8; 3 << 20] };
             let out = super::run(&plan, &root, |r, _, ck| {
                 assert_eq!(ck.checkpoint(&big(r)[..1000].to_vec()).unwrap(), 1);
@@ -504,7 +524,7 @@ fn a_read_only_checkpoint_directory_fails_the_checkpoint_on_every_rank() {
         let root = scratch("ro");
         let d1 = rank_dir(&root, 1);
         mount_tmpfs(&d1, "ro,size=1m");
-        let plan = JobPlan::localhost(3).unwrap();
+        let plan = JobPlan::localhost_bound(3).unwrap();
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             super::run(&plan, &root, |r, _, ck| ck.checkpoint(&state(r, 1)))
         }));

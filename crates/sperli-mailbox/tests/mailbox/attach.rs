@@ -414,16 +414,18 @@ fn a_server_whose_mailbox_is_refused_ends_the_job() {
     f.poke(200, &[1]);
     // The mailbox is for 4 ranks; make it one for 2.
     f.poke(off::WORLD_SIZE, &2u32.to_le_bytes());
-    let plan = JobPlan::localhost(2).expect("plan");
+    let plan = JobPlan::localhost_bound(2).expect("plan");
     let name = f.0.clone();
     let handles: Vec<_> = (0..2)
         .map(|r| {
             let desc = plan.description(r);
             let name = name.clone();
+            let listener = plan.take_listener(r);
             std::thread::spawn(move || {
                 let ep = Endpoint::start(
                     &desc,
                     Settings {
+                        listener,
                         silence: Duration::from_secs(5),
                         // Ranks are threads of this test: errors returned.
                         errors: ErrorMode::Return,

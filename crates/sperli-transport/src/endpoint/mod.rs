@@ -158,7 +158,7 @@ impl Endpoint {
             drop(dir); // the PEM files exist only while set-up needs them
             (server, client)
         };
-        let listener = crate::io::setup::bind(&ctx)?;
+        let listener = crate::io::setup::bind(&ctx, settings.listener.as_deref())?;
         let poll = Poll::new().map_err(|e| Error::io("creating the poller", &e))?;
         let io_waker =
             Waker::new(poll.registry(), WAKER).map_err(|e| Error::io("creating the waker", &e))?;

@@ -13,7 +13,7 @@ use mio::{Interest, Token};
 use rustls::{ClientConnection, ServerConnection};
 use sperli_tls::config::{check_peer, server_name_for_host};
 use sperli_tls::pki::peer_identity;
-use sperli_wire::error::{AuthError, TlsFailure};
+use sperli_wire::error::{AuthError, TlsFailure, UsageError};
 use sperli_wire::Error;
 
 use crate::io::deliver::ToMatching;
@@ -31,11 +31,33 @@ fn resolve(host: &str, port: u16) -> std::io::Result<SocketAddr> {
 }
 
 /// Binds the rank's own listener (host:port from the job description;
-/// protocol §5.1 step 1).
-pub(crate) fn bind(ctx: &JobContext) -> Result<TcpListener, Error> {
+/// protocol §5.1 step 1: "Listens on its own port (from its host-list
+/// entry) before anything else"), or takes the one handed over already bound
+/// ([`Settings::listener`](crate::Settings::listener)) once it is checked
+/// to be bound to exactly that address.
+pub(crate) fn bind(
+    ctx: &JobContext,
+    handed: Option<&std::net::TcpListener>,
+) -> Result<TcpListener, Error> {
     let own = &ctx.hosts[ctx.rank as usize];
     let addr = resolve(&own.host, own.port).map_err(|e| Error::io("resolving own host", &e))?;
-    TcpListener::bind(addr).map_err(|e| Error::io("binding own host:port", &e))
+    let Some(handed) = handed else {
+        return TcpListener::bind(addr).map_err(|e| Error::io("binding own host:port", &e));
+    };
+    let got = handed
+        .local_addr()
+        .map_err(|e| Error::io("reading the handed listener's address", &e))?;
+    if got != addr {
+        return Err(Error::Usage(UsageError::ListenerAddress {
+            expected: addr,
+            got,
+        }));
+    }
+    let l = handed
+        .try_clone()
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|e| Error::io("taking the handed listener", &e))?;
+    Ok(TcpListener::from_std(l))
 }
 
 /// What went wrong on a socket that is not authenticated yet.

@@ -23,7 +23,7 @@ fn pattern(seed: u8, len: usize) -> Vec<u8> {
 #[test]
 fn recycled_receive_buffer_is_reused_for_the_next_frame() {
     with_deadline(Duration::from_secs(60), || {
-        let plan = JobPlan::localhost(2).unwrap();
+        let plan = JobPlan::localhost_bound(2).unwrap();
         let res = run_ranks(&plan, &[0, 1], settings(), |ep: Endpoint| {
             let mut same = Vec::new();
             if ep.rank() == 0 {
@@ -61,7 +61,7 @@ fn recycled_receive_buffer_is_reused_for_the_next_frame() {
 #[test]
 fn owned_and_pooled_sends_deliver_every_byte() {
     with_deadline(Duration::from_secs(120), || {
-        let plan = JobPlan::localhost(2).unwrap();
+        let plan = JobPlan::localhost_bound(2).unwrap();
         let sizes = [
             0usize,
             1,

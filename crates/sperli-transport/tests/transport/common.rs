@@ -68,7 +68,10 @@ pub fn run_ranks<T: Send + 'static>(
         .map(|&r| {
             let desc = plan.description(r);
             let body = body.clone();
-            let settings = settings.clone();
+            let mut settings = settings.clone();
+            if settings.listener.is_none() {
+                settings.listener = plan.take_listener(r);
+            }
             thread::Builder::new()
                 .name(format!("rank-{r}"))
                 .spawn(move || Endpoint::start(&desc, settings).and_then(|ep| body(ep)))
@@ -82,6 +85,24 @@ pub fn run_ranks<T: Send + 'static>(
             Err(p) => std::panic::resume_unwind(p),
         })
         .collect()
+}
+
+/// Starts rank `rank` of `plan` on the calling thread, on the listener
+/// the plan holds for it (`JobPlan::localhost_bound`) where it holds one.
+pub fn start_rank(plan: &JobPlan, rank: u32, mut settings: Settings) -> Result<Endpoint, Error> {
+    if settings.listener.is_none() {
+        settings.listener = plan.take_listener(rank);
+    }
+    Endpoint::start(&plan.description(rank), settings)
+}
+
+/// The listener `plan` holds for `rank` (a test's hand-written peer
+/// accepts on it): a plain `TcpListener` on the same socket.
+pub fn held_listener(plan: &JobPlan, rank: u32) -> std::net::TcpListener {
+    plan.take_listener(rank)
+        .expect("a JobPlan::localhost_bound plan holds each rank's listener once")
+        .try_clone()
+        .expect("a second handle to the held listener")
 }
 
 /// The H number of an error.

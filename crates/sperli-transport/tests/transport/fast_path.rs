@@ -3,7 +3,6 @@
 //! between, and refusal after a failure.
 
 use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::thread;
 use std::time::Duration;
 
@@ -14,7 +13,7 @@ use sperli_wire::header::RawHeader;
 use sperli_wire::payload::Payload;
 use sperli_wire::{Error, FrameType};
 
-use crate::common::{code, run_ranks, settings, with_deadline};
+use crate::common::{code, held_listener, run_ranks, settings, start_rank, with_deadline};
 use crate::hostile::{accept_as, hello, read_until};
 
 /// A bcast phase-1 collective payload (root 0, sequence 1) with 4 data bytes.
@@ -37,9 +36,8 @@ type Seen = Vec<(u8, u32, Vec<u8>)>;
 #[test]
 fn fast_path_sends_keep_wire_order_behind_queued_frames_and_heartbeats() {
     with_deadline(Duration::from_secs(90), || {
-        let plan = std::sync::Arc::new(JobPlan::localhost(2).unwrap());
-        let h = &plan.hosts[1];
-        let l = TcpListener::bind((h.host.as_str(), h.port)).unwrap();
+        let plan = std::sync::Arc::new(JobPlan::localhost_bound(2).unwrap());
+        let l = held_listener(&plan, 1);
         let p = plan.clone();
         let raw = thread::spawn(move || -> Seen {
             let (rank, mut s) = accept_as(&p, 1, &l);
@@ -71,7 +69,7 @@ fn fast_path_sends_keep_wire_order_behind_queued_frames_and_heartbeats() {
             silence: Duration::from_secs(30), // the raw peer sends no heartbeats
             ..settings()
         };
-        let ep = Endpoint::start(&plan.description(0), s).unwrap();
+        let ep = start_rank(&plan, 0, s).unwrap();
         let first = big(1);
         let h1 = ep.isend(1, 1, &first).unwrap();
         for i in 0..20u32 {
@@ -145,7 +143,7 @@ fn fast_path_sends_keep_wire_order_behind_queued_frames_and_heartbeats() {
 #[test]
 fn fast_path_send_after_failure_returns_the_job_error() {
     with_deadline(Duration::from_secs(60), || {
-        let plan = JobPlan::localhost(3).unwrap();
+        let plan = JobPlan::localhost_bound(3).unwrap();
         let res = run_ranks(&plan, &[0, 1, 2], settings(), |ep: Endpoint| {
             let me = ep.rank();
             if me == 2 {
@@ -209,9 +207,8 @@ fn fast_path_send_after_failure_returns_the_job_error() {
 #[test]
 fn a_send_queued_to_a_peer_that_leaves_returns_instead_of_hanging() {
     with_deadline(Duration::from_secs(60), || {
-        let plan = std::sync::Arc::new(JobPlan::localhost(2).unwrap());
-        let h = &plan.hosts[1];
-        let l = TcpListener::bind((h.host.as_str(), h.port)).unwrap();
+        let plan = std::sync::Arc::new(JobPlan::localhost_bound(2).unwrap());
+        let l = held_listener(&plan, 1);
         let p = plan.clone();
         let raw = thread::spawn(move || {
             let (rank, mut s) = accept_as(&p, 1, &l);

@@ -20,7 +20,7 @@ use sperli_wire::join_token::JoinToken;
 use sperli_wire::payload::Payload;
 use sperli_wire::{Error, FrameType};
 
-use crate::common::{code, run_ranks, settings, with_deadline};
+use crate::common::{code, held_listener, run_ranks, settings, start_rank, with_deadline};
 
 pub(crate) fn hello(plan: &JobPlan, from: u32, to: u32, token: &[u8]) -> Vec<u8> {
     let h = FrameHeader::new(FrameType::Hello, plan.job_id, from, to, plan.incarnation);
@@ -79,9 +79,8 @@ pub(crate) fn accept_as(
 #[test]
 fn hostile_peer_frame_is_rejected_with_h1610() {
     with_deadline(Duration::from_secs(60), || {
-        let plan = JobPlan::localhost(3).unwrap();
-        let h = &plan.hosts[2];
-        let l = TcpListener::bind((h.host.as_str(), h.port)).unwrap();
+        let plan = JobPlan::localhost_bound(3).unwrap();
+        let l = held_listener(&plan, 2);
         let plan = std::sync::Arc::new(plan);
         let p2 = plan.clone();
         let hostile = thread::spawn(move || {
@@ -144,11 +143,11 @@ fn hostile_peer_frame_is_rejected_with_h1610() {
 #[test]
 fn strangers_during_setup_do_not_abort() {
     with_deadline(Duration::from_secs(60), || {
-        let plan = std::sync::Arc::new(JobPlan::localhost(2).unwrap());
-        let other = JobPlan::localhost(2).unwrap();
+        let plan = std::sync::Arc::new(JobPlan::localhost_bound(2).unwrap());
+        let other = JobPlan::localhost_bound(2).unwrap();
         let p = plan.clone();
         let rank1 = thread::spawn(move || {
-            let ep = Endpoint::start(&p.description(1), settings())?;
+            let ep = start_rank(&p, 1, settings())?;
             let m = ep.recv(0, 1)?;
             ep.send(0, 1, &m)?;
             ep.finish()
@@ -190,7 +189,7 @@ fn strangers_during_setup_do_not_abort() {
         drop(s);
         thread::sleep(Duration::from_millis(200));
         // The real rank 0.
-        let ep0 = Endpoint::start(&plan.description(0), settings()).unwrap();
+        let ep0 = start_rank(&plan, 0, settings()).unwrap();
         ep0.send(1, 1, b"ping").unwrap();
         assert_eq!(ep0.recv(1, 1).unwrap(), b"ping");
         ep0.finish().unwrap();
@@ -202,14 +201,14 @@ fn strangers_during_setup_do_not_abort() {
 #[test]
 fn setup_with_only_a_bad_token_fails_with_h1611() {
     with_deadline(Duration::from_secs(60), || {
-        let plan = std::sync::Arc::new(JobPlan::localhost(2).unwrap());
+        let plan = std::sync::Arc::new(JobPlan::localhost_bound(2).unwrap());
         let p = plan.clone();
         let rank1 = thread::spawn(move || {
             let s = Settings {
                 setup_window: Duration::from_secs(2),
                 ..settings()
             };
-            Endpoint::start(&p.description(1), s).map(|_| ())
+            start_rank(&p, 1, s).map(|_| ())
         });
         thread::sleep(Duration::from_millis(300));
         let h1 = &plan.hosts[1];
@@ -244,14 +243,14 @@ enum Leave {
 /// A raw rank 0 dials rank 1 (an Endpoint blocked in recv), authenticates,
 /// then leaves as `how` says; returns rank 1's error.
 fn raw_rank0_leaves(how: Leave, silence: Duration) -> Error {
-    let plan = std::sync::Arc::new(JobPlan::localhost(2).unwrap());
+    let plan = std::sync::Arc::new(JobPlan::localhost_bound(2).unwrap());
     let p = plan.clone();
     let rank1 = thread::spawn(move || {
         let s = Settings {
             silence,
             ..settings()
         };
-        let ep = Endpoint::start(&p.description(1), s)?;
+        let ep = start_rank(&p, 1, s)?;
         ep.recv(0, 0).map(|_| ())
     });
     let h1 = &plan.hosts[1];

@@ -2,7 +2,6 @@
 //! for it.
 
 use std::io::Write;
-use std::net::TcpListener;
 use std::thread;
 use std::time::Duration;
 
@@ -13,7 +12,7 @@ use sperli_wire::frame::encode_frame_bytes;
 use sperli_wire::header::FrameHeader;
 use sperli_wire::{Error, FrameType};
 
-use crate::common::{code, run_ranks, settings, with_deadline};
+use crate::common::{code, held_listener, run_ranks, settings, with_deadline};
 use crate::hostile::{accept_as, hello, read_until};
 
 /// A raw rank 1 says BYE and then sends a frame (COLLECTIVE or DATA, in
@@ -25,9 +24,8 @@ use crate::hostile::{accept_as, hello, read_until};
 fn a_frame_after_bye_reaches_the_program_as_h1610() {
     with_deadline(Duration::from_secs(120), || {
         for round in 0..6u32 {
-            let plan = std::sync::Arc::new(JobPlan::localhost(2).unwrap());
-            let h = &plan.hosts[1];
-            let l = TcpListener::bind((h.host.as_str(), h.port)).unwrap();
+            let plan = std::sync::Arc::new(JobPlan::localhost_bound(2).unwrap());
+            let l = held_listener(&plan, 1);
             let p = plan.clone();
             let raw = thread::spawn(move || {
                 let (rank, mut s) = accept_as(&p, 1, &l);
@@ -94,7 +92,7 @@ fn a_frame_after_bye_reaches_the_program_as_h1610() {
 #[test]
 fn a_peer_that_left_is_reported_as_departed() {
     with_deadline(Duration::from_secs(60), || {
-        let plan = JobPlan::localhost(2).unwrap();
+        let plan = JobPlan::localhost_bound(2).unwrap();
         let res = run_ranks(&plan, &[0, 1], settings(), |ep: Endpoint| {
             if ep.rank() == 1 {
                 ep.send(0, 4, b"last words")?;

@@ -22,7 +22,7 @@ fn an_endpoint_is_send_and_sync() {
 #[test]
 fn any_source_with_three_senders() {
     with_deadline(Duration::from_secs(60), || {
-        let plan = JobPlan::localhost(4).unwrap();
+        let plan = JobPlan::localhost_bound(4).unwrap();
         let res = run_ranks(&plan, &[0, 1, 2, 3], settings(), |ep: Endpoint| {
             let me = ep.rank();
             if me > 0 {
@@ -65,7 +65,7 @@ fn any_source_with_three_senders() {
 #[test]
 fn wait_any_under_a_racing_arrival_order() {
     with_deadline(Duration::from_secs(60), || {
-        let plan = JobPlan::localhost(4).unwrap();
+        let plan = JobPlan::localhost_bound(4).unwrap();
         let res = run_ranks(&plan, &[0, 1, 2, 3], settings(), |ep: Endpoint| {
             let me = ep.rank();
             if me > 0 {
@@ -110,7 +110,7 @@ fn wait_any_under_a_racing_arrival_order() {
 #[test]
 fn an_endpoint_shared_by_two_threads() {
     with_deadline(Duration::from_secs(60), || {
-        let plan = JobPlan::localhost(2).unwrap();
+        let plan = JobPlan::localhost_bound(2).unwrap();
         let res = run_ranks(&plan, &[0, 1], settings(), |ep: Endpoint| {
             let ep = Arc::new(ep);
             let other = 1 - ep.rank();
@@ -155,7 +155,7 @@ fn large_messages_stream_into_the_receive() {
     with_deadline(Duration::from_secs(120), || {
         const MAX: usize = 16 << 20;
         let sizes = [0usize, 1, MAX - 8, MAX - 7, 2 * MAX + 3];
-        let plan = JobPlan::localhost(2).unwrap();
+        let plan = JobPlan::localhost_bound(2).unwrap();
         let res = run_ranks(&plan, &[0, 1], settings(), move |ep: Endpoint| {
             for (i, &n) in sizes.iter().enumerate() {
                 let seed = i as u8;

@@ -5,13 +5,14 @@ use std::time::Duration;
 use sperli_tls::job_plan::JobPlan;
 use sperli_transport::{Endpoint, Settings};
 use sperli_wire::abort::AbortReason;
+use sperli_wire::error::UsageError;
 use sperli_wire::Error;
 
 use crate::common::{code, run_ranks, settings, with_deadline};
 
 fn all_to_all(size: u32) {
     with_deadline(Duration::from_secs(60), move || {
-        let plan = JobPlan::localhost(size).unwrap();
+        let plan = JobPlan::localhost_bound(size).unwrap();
         let ranks: Vec<u32> = (0..size).collect();
         let res = run_ranks(&plan, &ranks, settings(), move |ep: Endpoint| {
             let me = ep.rank();
@@ -58,7 +59,7 @@ const BCAST: [u8; 20] = [2, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 9, 8, 7
 #[test]
 fn nonblocking_large_and_collective_seam() {
     with_deadline(Duration::from_secs(60), || {
-        let plan = JobPlan::localhost(2).unwrap();
+        let plan = JobPlan::localhost_bound(2).unwrap();
         let res = run_ranks(&plan, &[0, 1], settings(), |ep: Endpoint| {
             let me = ep.rank();
             let other = 1 - me;
@@ -122,7 +123,7 @@ fn abort_in_three_ranks() {
 
 fn abort_test(size: u32) {
     with_deadline(Duration::from_secs(60), move || {
-        let plan = JobPlan::localhost(size).unwrap();
+        let plan = JobPlan::localhost_bound(size).unwrap();
         let ranks: Vec<u32> = (0..size).collect();
         let res = run_ranks(&plan, &ranks, settings(), |ep: Endpoint| {
             if ep.rank() == 0 {
@@ -159,7 +160,7 @@ fn abort_test(size: u32) {
 #[test]
 fn heartbeats_keep_a_computing_rank_alive() {
     with_deadline(Duration::from_secs(60), || {
-        let plan = JobPlan::localhost(2).unwrap();
+        let plan = JobPlan::localhost_bound(2).unwrap();
         let s = Settings {
             silence: Duration::from_millis(1500),
             ..settings()
@@ -185,7 +186,7 @@ fn heartbeats_keep_a_computing_rank_alive() {
 #[test]
 fn setup_times_out_with_h1616() {
     with_deadline(Duration::from_secs(30), || {
-        let plan = JobPlan::localhost(2).unwrap();
+        let plan = JobPlan::localhost_bound(2).unwrap();
         let s = Settings {
             setup_window: Duration::from_millis(1500),
             ..settings()
@@ -200,7 +201,7 @@ fn setup_times_out_with_h1616() {
 #[test]
 fn single_rank_job_talks_to_itself() {
     with_deadline(Duration::from_secs(30), || {
-        let plan = JobPlan::localhost(1).unwrap();
+        let plan = JobPlan::localhost_bound(1).unwrap();
         let res = run_ranks(&plan, &[0], settings(), |ep: Endpoint| {
             ep.send(0, 4, b"self")?;
             ep.send(0, 3, b"")?;
@@ -218,12 +219,13 @@ fn single_rank_job_talks_to_itself() {
 /// what each rank's endpoint says the job's features are.
 fn negotiated(size: u32, features: fn(u32) -> u64) -> Vec<u64> {
     with_deadline(Duration::from_secs(60), move || {
-        let plan = JobPlan::localhost(size).unwrap();
+        let plan = JobPlan::localhost_bound(size).unwrap();
         let handles: Vec<_> = (0..size)
             .map(|r| {
                 let desc = plan.description(r);
                 let s = Settings {
                     features: features(r),
+                    listener: plan.take_listener(r),
                     ..settings()
                 };
                 std::thread::spawn(move || {
@@ -251,4 +253,25 @@ fn an_extension_is_used_only_when_every_rank_announces_it() {
     let mixed = negotiated(3, |r| if r == 2 { FEATURE_COMMUNICATORS } else { ALL });
     assert_eq!(mixed, vec![FEATURE_V1_CORE | FEATURE_COMMUNICATORS; 3]);
     assert_eq!(negotiated(1, |_| ALL), vec![all]);
+}
+
+#[test]
+fn a_handed_listener_bound_elsewhere_is_a_usage_error() {
+    with_deadline(Duration::from_secs(30), || {
+        let plan = JobPlan::localhost_bound(1).unwrap();
+        // Rank 0's own port stays held; hand it a listener on another port.
+        let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let got = other.local_addr().unwrap();
+        let s = Settings {
+            listener: Some(std::sync::Arc::new(other)),
+            ..settings()
+        };
+        match Endpoint::start(&plan.description(0), s) {
+            Err(Error::Usage(UsageError::ListenerAddress { expected, got: g })) => {
+                assert_eq!(g, got);
+                assert_eq!(expected.port(), plan.hosts[0].port);
+            }
+            other => panic!("expected ListenerAddress, got {:?}", other.err()),
+        }
+    });
 }

@@ -9,7 +9,7 @@
 //! speaks raw bytes to rank 1 (the victim); rank 0 is a bystander.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -23,7 +23,7 @@ use sperli_wire::frame::encode_frame_bytes;
 use sperli_wire::header::FrameHeader;
 use sperli_wire::{Error, FrameType};
 
-use crate::common::{code, run_ranks, settings, with_deadline};
+use crate::common::{code, held_listener, run_ranks, settings, start_rank, with_deadline};
 use crate::hostile::{accept_as, hello, read_until};
 
 type Tls = StreamOwned<ServerConnection, TcpStream>;
@@ -59,9 +59,8 @@ pub fn hostile_job(
     silence: Duration,
     act: impl FnOnce(&JobPlan, &mut Tls) + Send + 'static,
 ) -> Outcome {
-    let plan = Arc::new(JobPlan::localhost(3).unwrap());
-    let h = &plan.hosts[2];
-    let l = TcpListener::bind((h.host.as_str(), h.port)).unwrap();
+    let plan = Arc::new(JobPlan::localhost_bound(3).unwrap());
+    let l = held_listener(&plan, 2);
     let p = plan.clone();
     let hostile = thread::spawn(move || {
         let mut streams = Vec::new();
@@ -273,14 +272,14 @@ fn stranger_then_job<T: Send + 'static>(
     silence: Duration,
     stranger: impl FnOnce(&JobPlan) -> T + Send + 'static,
 ) -> T {
-    let plan = Arc::new(JobPlan::localhost(2).unwrap());
+    let plan = Arc::new(JobPlan::localhost_bound(2).unwrap());
     let p = plan.clone();
     let rank1 = thread::spawn(move || {
         let s = Settings {
             silence,
             ..settings()
         };
-        let ep = Endpoint::start(&p.description(1), s)?;
+        let ep = start_rank(&p, 1, s)?;
         let m = ep.recv(0, 1)?;
         ep.send(0, 1, &m)?;
         ep.finish()
@@ -293,7 +292,7 @@ fn stranger_then_job<T: Send + 'static>(
         thread::sleep(Duration::from_millis(20));
     }
     let out = stranger(&plan);
-    let ep0 = Endpoint::start(&plan.description(0), settings()).unwrap();
+    let ep0 = start_rank(&plan, 0, settings()).unwrap();
     ep0.send(1, 1, b"ping").unwrap();
     assert_eq!(ep0.recv(1, 1).unwrap(), b"ping");
     ep0.finish().unwrap();
@@ -382,7 +381,7 @@ fn rustls_pemfile_certs(pem: &[u8]) -> Vec<rustls::pki_types::CertificateDer<'st
 fn a_valid_certificate_with_another_jobs_token_is_refused() {
     with_deadline(Duration::from_secs(60), || {
         stranger_then_job(Duration::from_secs(5), |plan| {
-            let other = JobPlan::localhost(2).unwrap();
+            let other = JobPlan::localhost_bound(2).unwrap();
             let mut tls = tls_as(plan, 0, 1);
             tls.write_all(&hello(plan, 0, 1, other.token(0))).unwrap();
             tls.flush().unwrap();
@@ -418,7 +417,7 @@ fn tls_as(
 #[test]
 fn a_replayed_token_of_an_older_incarnation_is_refused() {
     with_deadline(Duration::from_secs(60), || {
-        let mut plan = JobPlan::localhost(2).unwrap();
+        let mut plan = JobPlan::localhost_bound(2).unwrap();
         let old_inc = plan.incarnation;
         let old_token = plan.token(0).to_vec();
         let id = plan.identity(0);
@@ -436,7 +435,7 @@ fn a_replayed_token_of_an_older_incarnation_is_refused() {
                 silence: Duration::from_millis(1500),
                 ..settings()
             };
-            let ep = Endpoint::start(&p.description(1), s)?;
+            let ep = start_rank(&p, 1, s)?;
             let m = ep.recv(0, 1)?;
             ep.send(0, 1, &m)?;
             ep.finish()
@@ -465,7 +464,7 @@ fn a_replayed_token_of_an_older_incarnation_is_refused() {
         let tb = Instant::now();
         let dropped_b = closed_by_peer(&mut b);
         let waited_b = tb.elapsed();
-        let ep0 = Endpoint::start(&plan.description(0), settings()).unwrap();
+        let ep0 = start_rank(&plan, 0, settings()).unwrap();
         ep0.send(1, 1, b"ping").unwrap();
         assert_eq!(ep0.recv(1, 1).unwrap(), b"ping");
         ep0.finish().unwrap();
@@ -511,14 +510,14 @@ fn a_tls_1_2_client_is_refused_with_an_alert() {
 #[test]
 fn a_silent_tcp_client_neither_blocks_the_job_nor_stays_forever() {
     with_deadline(Duration::from_secs(60), || {
-        let plan = Arc::new(JobPlan::localhost(2).unwrap());
+        let plan = Arc::new(JobPlan::localhost_bound(2).unwrap());
         let p = plan.clone();
         let rank1 = thread::spawn(move || {
             let s = Settings {
                 silence: Duration::from_millis(1500),
                 ..settings()
             };
-            let ep = Endpoint::start(&p.description(1), s)?;
+            let ep = start_rank(&p, 1, s)?;
             let m = ep.recv(0, 1)?;
             // Stay in the job a while so the silent socket's fate is seen.
             thread::sleep(Duration::from_millis(3500));
@@ -539,7 +538,7 @@ fn a_silent_tcp_client_neither_blocks_the_job_nor_stays_forever() {
         silent
             .set_read_timeout(Some(Duration::from_secs(6)))
             .unwrap();
-        let ep0 = Endpoint::start(&plan.description(0), settings()).unwrap();
+        let ep0 = start_rank(&plan, 0, settings()).unwrap();
         ep0.send(1, 1, b"ping").unwrap();
         let ts = Instant::now();
         let dropped = closed_by_peer(&mut silent);
@@ -660,7 +659,7 @@ fn rss_probe() {
 #[test]
 fn a_receiver_under_a_stream_is_not_silent_to_others() {
     with_deadline(Duration::from_secs(120), || {
-        let plan = JobPlan::localhost(3).unwrap();
+        let plan = JobPlan::localhost_bound(3).unwrap();
         let s = Settings {
             silence: Duration::from_millis(2000),
             ..settings()

@@ -5,7 +5,6 @@
 //! is discarded and the connection goes on.
 
 use std::io::Write;
-use std::net::TcpListener;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -16,7 +15,7 @@ use sperli_wire::frame::encode_frame_bytes;
 use sperli_wire::header::{check_name, FrameHeader, RawHeader};
 use sperli_wire::{hex, Error, FrameType, JobId};
 
-use crate::common::{run_ranks, settings, with_deadline};
+use crate::common::{held_listener, run_ranks, settings, with_deadline};
 use crate::hostile::{accept_as, hello, read_until};
 
 struct Vector {
@@ -88,9 +87,8 @@ fn rebase(v: &Vector, plan: &JobPlan) -> Vec<u8> {
 }
 
 fn run_one(v: &Vector) {
-    let plan = Arc::new(JobPlan::localhost(3).unwrap());
-    let h = &plan.hosts[2];
-    let l = TcpListener::bind((h.host.as_str(), h.port)).unwrap();
+    let plan = Arc::new(JobPlan::localhost_bound(3).unwrap());
+    let l = held_listener(&plan, 2);
     let bytes = rebase(v, &plan);
     let discard = v.verdict == "discard";
     let p = plan.clone();

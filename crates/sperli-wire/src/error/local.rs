@@ -86,4 +86,13 @@ pub enum UsageError {
         /// How to get it set, e.g. "run with sperli run --checkpoint-dir DIR".
         hint: &'static str,
     },
+    /// A listener handed to the rank (`Settings::listener`) that is not
+    /// bound to the rank's own host:port of the job description.
+    #[error("the listener handed to rank is bound to {got}, the job description says {expected}")]
+    ListenerAddress {
+        /// The rank's host:port, as resolved from the job description.
+        expected: std::net::SocketAddr,
+        /// Where the listener is bound.
+        got: std::net::SocketAddr,
+    },
 }
