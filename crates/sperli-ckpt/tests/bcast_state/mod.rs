@@ -35,15 +35,17 @@ fn params() -> Params {
 #[test]
 fn bcast_state_reaches_every_tls_rank_at_1_2_3_and_8_ranks() {
     for size in [1u32, 2, 3, 8] {
-        let plan = JobPlan::localhost(size).unwrap();
+        let plan = JobPlan::localhost_bound(size).unwrap();
         let root = size / 2;
         let got: Vec<(Params, u64)> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..size)
                 .map(|r| {
                     let desc = plan.description(r);
+                    let listener = plan.take_listener(r);
                     s.spawn(move || {
                         let settings = Settings {
                             errors: ErrorMode::Return,
+                            listener,
                             ..Settings::default()
                         };
                         let ep = Endpoint::start(&desc, settings).expect("start");
