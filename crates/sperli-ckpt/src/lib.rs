@@ -12,6 +12,9 @@
 //! - [`Checkpointer`]: owns the rank's [`Comm`](sperli_collective::Comm);
 //!   [`Checkpointer::checkpoint`] is the collective `checkpoint(state)` of
 //!   §9.4 and [`Checkpointer::resume`] the exchange of §10.2.
+//! - [`BcastState`]: `comm.bcast_state(root, &mut params)` sends a
+//!   `Checkpointable` struct of parameters from one rank to all in one
+//!   call (an extension trait on `Comm`, since `Checkpointable` lives here).
 //! - [`JobKeys`]: the job id, incarnation and job key pair from the job
 //!   description.
 //!
@@ -48,6 +51,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod bcast_state;
 mod checkpoint;
 mod checkpointer;
 mod fault;
@@ -60,6 +64,7 @@ mod store;
 #[cfg(test)]
 mod test_job;
 
+pub use bcast_state::{BcastState, BCAST_STATE};
 pub use checkpointer::{Checkpointer, ENV_CHECKPOINT_DIR};
 pub use keys::JobKeys;
 pub use sperli_wire::codec::Reader;

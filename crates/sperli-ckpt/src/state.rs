@@ -97,7 +97,7 @@ pub fn decode_state<T: Checkpointable>(bytes: &[u8]) -> Result<T, Error> {
 /// What a state decoding failure names in [`Error::UnexpectedFile`].
 pub const STATE: &str = "checkpoint state";
 
-fn decode_state_raw<T: Checkpointable>(bytes: &[u8]) -> Result<T, DecodeError> {
+pub(crate) fn decode_state_raw<T: Checkpointable>(bytes: &[u8]) -> Result<T, DecodeError> {
     let mut r = Reader::new(bytes);
     let version = r.u32("state format version")?;
     if version != T::FORMAT_VERSION {

@@ -14,6 +14,7 @@ use sperli_wire::error::ResumeFailure;
 use sperli_wire::rank_file::{verify_rank_file, RankFileExpect};
 use sperli_wire::{Error, HCode};
 
+mod bcast_state;
 mod reliability;
 
 static NEXT: AtomicU32 = AtomicU32::new(0);

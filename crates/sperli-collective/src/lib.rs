@@ -80,6 +80,7 @@ pub mod nonblocking;
 mod p2p;
 pub mod pipeline;
 mod state;
+pub mod vcoll;
 
 pub mod fake;
 

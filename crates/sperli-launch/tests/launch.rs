@@ -11,6 +11,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 mod blame;
+mod examples;
 mod habits;
 mod messages;
 mod orphans;

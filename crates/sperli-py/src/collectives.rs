@@ -126,7 +126,7 @@ fn reduce_chunks<T: Element>(
 
 impl Comm {
     /// The root argument, and whether this rank is the root.
-    fn root(&self, root: i64) -> Result<(u32, bool), BindingError> {
+    pub(crate) fn root(&self, root: i64) -> Result<(u32, bool), BindingError> {
         let r = rank_arg("root", root)?;
         Ok((r, r == self.rank_u32()))
     }
@@ -343,21 +343,9 @@ impl Comm {
     ) -> PyResult<()> {
         let (root, at_root) = self.root(root)?;
         let size = self.size_u32() as usize;
-        let in_place = is_in_place(recvbuf);
-        if in_place && !at_root {
-            return Err(BindingError::InPlace { arg: "recvbuf" }.into());
-        }
-        let mut recv = if in_place {
-            None
-        } else {
-            Some(Buf::recv(recvbuf, "recvbuf")?)
-        };
+        let mut recv = scatter_recv(recvbuf, at_root)?;
         let send: Option<RootBuf> = at_root.then(|| {
-            let obj = sendbuf.ok_or(BindingError::NoBuffer {
-                arg: "sendbuf",
-                type_name: "NoneType".into(),
-            })?;
-            let s = Buf::send(obj, "sendbuf")?;
+            let s = Buf::send(root_send(sendbuf)?, "sendbuf")?;
             if let Some(d) = &recv {
                 d.same_dtype(&s)?;
                 s.expect_len(d.len() * size)?;
@@ -511,6 +499,31 @@ impl Comm {
             Ok(())
         })
     }
+}
+
+/// The receive buffer of a scatter: `None` for `IN_PLACE` at the root
+/// (refused elsewhere).
+pub(crate) fn scatter_recv(
+    recvbuf: &Bound<'_, PyAny>,
+    at_root: bool,
+) -> Result<Option<Buf>, BindingError> {
+    if !is_in_place(recvbuf) {
+        return Buf::recv(recvbuf, "recvbuf").map(Some);
+    }
+    if !at_root {
+        return Err(BindingError::InPlace { arg: "recvbuf" });
+    }
+    Ok(None)
+}
+
+/// The root's send buffer object of a scatter (`None` is no buffer).
+pub(crate) fn root_send<'a, 'py>(
+    sendbuf: Option<&'a Bound<'py, PyAny>>,
+) -> Result<&'a Bound<'py, PyAny>, BindingError> {
+    sendbuf.ok_or(BindingError::NoBuffer {
+        arg: "sendbuf",
+        type_name: "NoneType".into(),
+    })
 }
 
 /// Copies a result vector into a receive buffer of the same length.

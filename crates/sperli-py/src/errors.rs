@@ -113,6 +113,48 @@ pub(crate) enum BindingError {
     OpenRequests { count: usize },
     /// A request of a communicator that was already waited for and freed.
     RequestGone,
+    /// A v-buffer spec that is not one of mpi4py's forms (a list of `got` items).
+    Spec { arg: &'static str, got: usize },
+    /// Counts or displacements that are not a sequence of integers.
+    CountsType {
+        arg: &'static str,
+        type_name: String,
+    },
+    /// Not one count (or displacement) per rank.
+    Counts {
+        arg: &'static str,
+        got: usize,
+        size: usize,
+    },
+    /// A negative count or displacement.
+    Count { arg: &'static str, got: i64 },
+    /// A block of a v-buffer outside its buffer.
+    Block {
+        arg: &'static str,
+        rank: usize,
+        start: usize,
+        count: usize,
+        len: usize,
+    },
+    /// A bare buffer of a v-call that is not `size` equal blocks.
+    NotBlocks {
+        arg: &'static str,
+        len: usize,
+        size: usize,
+    },
+    /// A v-buffer spec whose type item is not the buffer's dtype.
+    SpecType {
+        arg: &'static str,
+        got: String,
+        dtype: Dtype,
+    },
+    /// A v-call receive count that differs from what the rank sent.
+    Received {
+        arg: &'static str,
+        rank: usize,
+        expected: usize,
+        got: usize,
+    },
 }
 
 impl BindingError {
@@ -204,6 +246,44 @@ impl fmt::Display for BindingError {
                 "the communicator has {count} open Isend/Irecv requests: wait for them first"
             ),
             RequestGone => write!(f, "the request's communicator was finalized"),
+            Spec { arg, got } => write!(
+                f,
+                "{arg}: a v-call buffer is a buffer, [buf, counts], [buf, counts, displs], [buf, (counts, displs)] or one of those with the dtype last, not a sequence of {got} items"
+            ),
+            CountsType { arg, type_name } => write!(
+                f,
+                "{arg}: counts and displacements are sequences of integers, not {type_name}"
+            ),
+            Counts { arg, got, size } => write!(f, "{arg}: {got} counts or displacements for {size} ranks"),
+            Count { arg, got } => write!(f, "{arg}: count or displacement {got} is negative"),
+            Block {
+                arg,
+                rank,
+                start,
+                count,
+                len,
+            } => write!(
+                f,
+                "{arg}: block {rank} ({count} elements at {start}) does not fit the buffer of {len} elements"
+            ),
+            NotBlocks { arg, len, size } => write!(
+                f,
+                "{arg} has {len} elements, not {size} equal blocks: give the counts, [buf, counts]"
+            ),
+            SpecType { arg, got, dtype } => write!(
+                f,
+                "{arg}: the type {got} is not the buffer's dtype {}",
+                dtype.name()
+            ),
+            Received {
+                arg,
+                rank,
+                expected,
+                got,
+            } => write!(
+                f,
+                "{arg}: counts[{rank}] is {expected} but rank {rank} sent {got} elements"
+            ),
         }
     }
 }

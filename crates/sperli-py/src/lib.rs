@@ -19,6 +19,7 @@
 //! | [`comm`] | `Comm`, joining the job, `Comm::call` (GIL released, errors mapped) |
 //! | [`p2p`] | `Send`, `Recv`, `Isend`, `Irecv`, `Sendrecv`, `Request`, `Status` |
 //! | [`collectives`] | `Barrier`, `Bcast`, `Reduce`, `Allreduce`, `Gather`, `Scatter`, `Allgather`, `Alltoall`, `Reduce_scatter_block` |
+//! | [`vcoll`] | `Gatherv`, `Scatterv`, `Allgatherv`, `Alltoallv` |
 //! | [`objects`] | lowercase calls on picklable objects |
 //! | [`ckpt`], [`state`] | `Checkpointer` and its state encoding |
 //! | [`mailbox`] | `Mailbox`, `MailboxServer`, `Task`, `Reply` |
@@ -49,6 +50,7 @@ pub mod rank;
 #[allow(unsafe_code)]
 mod raw;
 pub mod state;
+pub mod vcoll;
 
 use pyo3::prelude::*;
 

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use sperli_ckpt::{Checkpointer, JobKeys};
+use sperli_collective::vcoll::Blocks;
 use sperli_collective::{Comm, Element, Endpoint, Link, Reduction};
 use sperli_transport::{RecvHandle, SendHandle};
 use sperli_wire::abort::AbortReason;
@@ -151,6 +152,14 @@ coll! {
     fn alltoall<T>(&mut self, data: &[T]) -> Result<Vec<T>, Error>;
     /// `Comm::reduce_scatter`.
     fn reduce_scatter<T>(&mut self, data: &[T], op: Reduction) -> Result<Vec<T>, Error>;
+    /// `Comm::gatherv`.
+    fn gatherv<T>(&mut self, root: u32, data: &[T]) -> Result<Option<Blocks<T>>, Error>;
+    /// `Comm::scatterv`.
+    fn scatterv<T>(&mut self, root: u32, data: Option<(&[T], &[usize])>) -> Result<Vec<T>, Error>;
+    /// `Comm::allgatherv`.
+    fn allgatherv<T>(&mut self, data: &[T]) -> Result<Blocks<T>, Error>;
+    /// `Comm::alltoallv`.
+    fn alltoallv<T>(&mut self, data: &[T], counts: &[usize]) -> Result<Blocks<T>, Error>;
 }
 
 impl<'e> Rank<'e> {

@@ -22,6 +22,7 @@
 //! `target/bench-python/performance.md`.
 
 mod ckpt;
+mod jacobi;
 mod latency;
 mod mailbox;
 mod overlap;
@@ -413,6 +414,7 @@ fn measure(p: &Programs, opts: &Options, python: &Path) -> Result<Samples, Strin
         mailbox::job(p, opts, &mut samples)?;
         pipelined::jobs(p, opts, run, &mut samples)?;
         overlap::jobs(p, opts, &mut samples)?;
+        jacobi::job(p, opts, run, &mut samples)?;
         python::job(p, opts, python, run, &mut samples)?;
     }
     Ok(samples)

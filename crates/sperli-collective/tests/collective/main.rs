@@ -4,7 +4,8 @@
 //! - [`fake`]: multi-rank runs over the in-memory fake link;
 //! - [`tls`]: the same collectives between real ranks, each an `Endpoint`
 //!   of a TLS 1.3 mesh on 127.0.0.0/8, every test under a
-//!   watchdog so it can never hang.
+//!   watchdog so it can never hang;
+//! - [`vcoll`]: the v-collectives on both (protocol §8.9).
 
 mod api;
 mod common;
@@ -13,3 +14,4 @@ mod fake;
 mod pipelined_fake;
 mod pipelined_tls;
 mod tls;
+mod vcoll;

@@ -18,7 +18,9 @@ and use it as mpi4py::
 
 Uppercase calls (``Send``, ``Recv``, ``Isend``, ``Irecv``, ``Sendrecv``,
 ``Bcast``, ``Reduce``, ``Allreduce``, ``Gather``, ``Scatter``,
-``Allgather``, ``Alltoall``, ``Reduce_scatter_block``, ``Barrier``) take
+``Allgather``, ``Alltoall``, ``Reduce_scatter_block``, ``Barrier``, and
+the v forms ``Gatherv``, ``Scatterv``, ``Allgatherv``, ``Alltoallv`` with
+``[buf, counts(, displs)]`` as in mpi4py) take
 anything with the buffer protocol of one of the seven element types
 (``sperli.DTYPES``). Lowercase calls (``send``, ``recv``, ``isend``,
 ``irecv``, ``bcast``, ``gather``, ``scatter``, ``allgather``,

@@ -96,6 +96,15 @@ class Request:
 
 _Buf = Buffer
 _RecvBuf = Union[Buffer, InPlace]
+_Counts = Sequence[int]
+_VBuf = Union[
+    Buffer,
+    Sequence[Union[Buffer, _Counts, tuple[_Counts, _Counts], None, Any]],
+]
+"""A v-call buffer as mpi4py allows: a buffer (`size` equal blocks),
+`[buf, counts]`, `[buf, counts, displs]`, `[buf, (counts, displs)]`, each
+with an optional last item naming the buffer's dtype ("float64",
+numpy.float64); counts and displacements in elements, one per rank."""
 
 class Comm:
     """A communicator: this rank's view of its job. Calls on one
@@ -143,6 +152,20 @@ class Comm:
     def Allgather(self, sendbuf: _RecvBuf, recvbuf: _Buf) -> None: ...
     def Alltoall(self, sendbuf: _Buf, recvbuf: _Buf) -> None: ...
     def Reduce_scatter_block(self, sendbuf: _Buf, recvbuf: _Buf, op: Optional[Op] = None) -> None: ...
+    def Gatherv(self, sendbuf: _RecvBuf, recvbuf: Optional[_VBuf] = None, root: int = 0) -> None:
+        """Every rank's sendbuf (any length) into block i of the root's
+        recvbuf = [buf, counts(, displs)]; counts that differ from what a
+        rank sent end the job (JobError H1618)."""
+    def Scatterv(self, sendbuf: Optional[_VBuf], recvbuf: _RecvBuf, root: int = 0) -> None:
+        """Block i of the root's sendbuf = [buf, counts(, displs)] into
+        rank i's recvbuf (exactly counts[i] elements); a refused root spec
+        is ArgumentError H1618 on every rank and the job goes on."""
+    def Allgatherv(self, sendbuf: _RecvBuf, recvbuf: _VBuf) -> None:
+        """Every rank's sendbuf (any length) into block i of every rank's
+        recvbuf = [buf, counts(, displs)]."""
+    def Alltoallv(self, sendbuf: _VBuf, recvbuf: _VBuf) -> None:
+        """Block j of sendbuf = [buf, counts(, displs)] to rank j; block i
+        of recvbuf from rank i."""
     # objects (pickled)
     def send(self, obj: Any, dest: int, tag: int = 0) -> None: ...
     def recv(self, buf: Any = None, source: int = ..., tag: int = ..., status: Optional[Status] = None) -> Any: ...

@@ -366,6 +366,7 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
     super::mailbox::section(&mut o, s);
     o.push_str(&super::pipelined::section(s, opts));
     super::overlap::section(&mut o, s);
+    super::jacobi::section(&mut o, s, opts);
     super::python::section(&mut o, s);
 
     let _ = writeln!(o, "## Plots\n");
