@@ -38,7 +38,7 @@ use crate::raw::{pair, PairError};
 
 /// A root's own buffer: either checked, or the check's error, which ends
 /// the job when the call runs (only the root can see it).
-type RootBuf = Result<Buf, BindingError>;
+pub(crate) type RootBuf = Result<Buf, BindingError>;
 
 /// Runs `f` with the send elements and the receive elements: the send
 /// buffer itself, or a copy when it shares memory with the receive buffer
@@ -70,7 +70,7 @@ fn send_recv<T: Element, R>(
 
 /// This rank's block of `recv` (`IN_PLACE` of Gather and Allgather: a
 /// copy, since `recv` is written while it is sent).
-fn own_block<T: Element>(recv: &[T], me: usize, size: usize) -> Vec<T> {
+pub(crate) fn own_block<T: Element>(recv: &[T], me: usize, size: usize) -> Vec<T> {
     let n = recv.len() / size;
     recv[me * n..(me + 1) * n].to_vec()
 }
@@ -133,7 +133,7 @@ impl Comm {
 
     /// Checks a root's receive buffer `obj`: writable, the dtype of
     /// `dtype_of` (if given), and the length `len` asks for (if any).
-    fn root_recv(
+    pub(crate) fn root_recv(
         obj: Option<&Bound<'_, PyAny>>,
         dtype_of: Option<&Buf>,
         len: impl FnOnce(&Buf) -> Option<usize>,
@@ -527,7 +527,7 @@ pub(crate) fn root_send<'a, 'py>(
 }
 
 /// Copies a result vector into a receive buffer of the same length.
-fn copy_result<T: Element>(recv: &mut Buf, v: &[T]) -> Result<(), BindingError> {
+pub(crate) fn copy_result<T: Element>(recv: &mut Buf, v: &[T]) -> Result<(), BindingError> {
     recv.expect_len(v.len())?;
     recv.elems_mut::<T>().copy_from_slice(v);
     Ok(())

@@ -28,6 +28,10 @@ use crate::raw::{Gone, Slot};
 #[pyclass(module = "sperli", frozen)]
 pub struct Comm {
     pub(crate) slot: Arc<Slot>,
+    /// `None` for the rank's own communicator (the world, or a mailbox
+    /// task's), else the id of a sub-communicator of the same slot
+    /// (`Split`/`Dup`).
+    pub(crate) sub: Option<u32>,
     rank: u32,
     size: u32,
     incarnation: u32,
@@ -41,12 +45,38 @@ pub(crate) fn run<R: Send>(
     slot: &Slot,
     f: impl for<'a, 'b> FnOnce(&'b mut Rank<'a>) -> Result<R, Fail> + Send,
 ) -> PyResult<R> {
-    let out = py.detach(move || match slot.with(|r| f(r).map_err(|e| r.fail(e))) {
-        Ok(r) => r,
-        Err(gone) => Err(Fail::from(gone)),
+    run_on(py, slot, None, f)
+}
+
+/// [`run`] on communicator `sub` of the slot (`None`: its own; else a
+/// sub-communicator's id): the rank's collectives and ranks are that
+/// communicator's for the call ([`Rank::select`]).
+pub(crate) fn run_on<R: Send>(
+    py: Python<'_>,
+    slot: &Slot,
+    sub: Option<u32>,
+    f: impl for<'a, 'b> FnOnce(&'b mut Rank<'a>) -> Result<R, Fail> + Send,
+) -> PyResult<R> {
+    let out = py.detach(move || {
+        let ran = slot.with(|r| {
+            let out = match r.select(sub) {
+                Ok(()) => f(r).map_err(|e| r.fail(e)),
+                Err(e) => Err(Fail::from(e)),
+            };
+            let _ = r.select(None);
+            out
+        });
+        match ran {
+            Ok(r) => r,
+            Err(gone) => Err(Fail::from(gone)),
+        }
     });
     out.map_err(|f| f.into_pyerr(py))
 }
+
+/// `sperli.UNDEFINED` (mpi4py's `MPI.UNDEFINED`): a `Split` color that
+/// joins no communicator; what `Waitany` returns when no request is open.
+pub(crate) const UNDEFINED: i64 = -32766;
 
 /// `sperli.ERRORS_RETURN`: failures of the job step are raised.
 pub(crate) const ERRORS_RETURN: &str = "exception";
@@ -80,7 +110,7 @@ pub(crate) fn or_world<'py>(
 /// Converts a Python rank argument.
 pub(crate) fn rank_arg(arg: &'static str, v: i64) -> Result<u32, BindingError> {
     if v == crate::p2p::ANY_SOURCE {
-        return Err(BindingError::AnySource);
+        return Err(BindingError::AnySource { arg });
     }
     u32::try_from(v).map_err(|_| BindingError::Rank { arg, got: v })
 }
@@ -90,9 +120,21 @@ impl Comm {
     pub(crate) fn over(slot: Arc<Slot>, rank: u32, size: u32, incarnation: u32) -> Self {
         Self {
             slot,
+            sub: None,
             rank,
             size,
             incarnation,
+        }
+    }
+
+    /// Sub-communicator `id` of this communicator's slot.
+    fn child(&self, id: u32, rank: u32, size: u32) -> Comm {
+        Comm {
+            slot: self.slot.clone(),
+            sub: Some(id),
+            rank,
+            size,
+            incarnation: self.incarnation,
         }
     }
 
@@ -119,7 +161,7 @@ impl Comm {
         py: Python<'_>,
         f: impl for<'a, 'b> FnOnce(&'b mut Rank<'a>) -> Result<R, Fail> + Send,
     ) -> PyResult<R> {
-        run(py, &self.slot, f)
+        run_on(py, &self.slot, self.sub, f)
     }
 
     /// Joins the job on stdin (no GIL needed), errors handled by `mode`.
@@ -133,7 +175,7 @@ impl Comm {
         let ep = comm.into_link();
         let incarnation = keys.as_ref().map_or(0, JobKeys::incarnation);
         Ok((
-            Slot::owned(ep, |ep| Rank::new(ep, keys)),
+            Slot::owned(ep, |ep, shared| Rank::new(ep, shared, keys)),
             rank,
             size,
             incarnation,
@@ -220,19 +262,16 @@ impl Comm {
         self.call(py, |r| Ok(r.sequence()))
     }
 
-    /// Ends the job: ABORT (reason 2, application, with `errorcode`) to
-    /// every rank, then this process exits with `errorcode` (as
-    /// `MPI_Abort`). Never returns.
+    /// Ends the job: ABORT (reason 2, application, with `errorcode` and
+    /// `message`, cut to 1024 bytes) to every rank of the job (on any
+    /// communicator, as `MPI_Abort` may), then this process exits with
+    /// `errorcode`. Never returns. The Rust `Comm::abort`.
     #[pyo3(name = "Abort", signature = (errorcode = 1, message = None))]
     fn abort(&self, py: Python<'_>, errorcode: i32, message: Option<String>) -> PyResult<()> {
         let text = message.unwrap_or_else(|| format!("Abort({errorcode}) called"));
         let code = u32::try_from(errorcode).unwrap_or(0);
         let _ = self.call(py, |r| {
-            r.ep().abort(
-                AbortReason::Application,
-                code,
-                sperli_wire::abort::Abort::truncate_message(&text),
-            );
+            r.comm().abort(code, &text);
             Ok(())
         });
         py.import("os")?.call_method1("_exit", (errorcode,))?;
@@ -287,7 +326,60 @@ impl Comm {
         py.detach(move || slot.with(|_| ()).is_err())
     }
 
+    /// Splits this communicator (`MPI_Comm_split`; collective over its
+    /// ranks): the ranks with the same `color` (an int >= 0) form one new
+    /// communicator, ranked by `key` and then by their rank here; a rank
+    /// with `color=sperli.UNDEFINED` joins none and gets `None`. The new
+    /// communicator's collectives run over its members only; its
+    /// point-to-point ranks are its own ranks (no `ANY_SOURCE` receive on
+    /// it, as in the Rust API); it shares this rank's endpoint and lock.
+    ///
+    /// Needs HELLO feature bit 2 on every rank (protocol §15.1): without
+    /// it every rank raises `SperliError` (no H-code) before anything is
+    /// sent and the job goes on.
+    #[pyo3(name = "Split", signature = (color = 0, key = 0))]
+    fn split(&self, py: Python<'_>, color: i64, key: i32) -> PyResult<Option<Comm>> {
+        let color = match color {
+            UNDEFINED => None,
+            c => Some(u32::try_from(c).map_err(|_| BindingError::Color { got: c })?),
+        };
+        let made = self.call(py, |r| {
+            let sub = r.comm().split(color, key)?;
+            Ok(sub.map(|s| r.add_sub(s)))
+        })?;
+        Ok(made.map(|(id, rank, size)| self.child(id, rank, size)))
+    }
+
+    /// A new communicator with the same ranks whose collectives never mix
+    /// with this one's (`MPI_Comm_dup`; collective). Needs HELLO feature
+    /// bit 2, as `Split`.
+    #[pyo3(name = "Dup")]
+    fn dup(&self, py: Python<'_>) -> PyResult<Comm> {
+        let (id, rank, size) = self.call(py, |r| {
+            let sub = r.comm().dup()?;
+            Ok(r.add_sub(sub))
+        })?;
+        Ok(self.child(id, rank, size))
+    }
+
+    /// Frees a communicator made by `Split`/`Dup` (`MPI_Comm_free`): later
+    /// calls on it raise. Pending non-blocking calls on it run to their
+    /// end first. On `COMM_WORLD` nothing happens (use `Finalize`).
+    #[pyo3(name = "Free")]
+    fn free(&self, py: Python<'_>) -> PyResult<()> {
+        let Some(id) = self.sub else {
+            return Ok(());
+        };
+        run(py, &self.slot, move |r| {
+            r.free_sub(id);
+            Ok(())
+        })
+    }
+
     fn __repr__(&self) -> String {
-        format!("<sperli.Comm rank {} of {}>", self.rank, self.size)
+        match self.sub {
+            None => format!("<sperli.Comm rank {} of {}>", self.rank, self.size),
+            Some(id) => format!("<sperli.Comm {id} rank {} of {}>", self.rank, self.size),
+        }
     }
 }

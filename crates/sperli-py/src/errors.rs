@@ -87,8 +87,17 @@ pub(crate) enum BindingError {
     NotWhole { len: usize, dtype: Dtype },
     /// A rank argument that is negative or too large for a rank.
     Rank { arg: &'static str, got: i64 },
-    /// `ANY_SOURCE`: the Rust API has no receive from any source yet.
-    AnySource,
+    /// `ANY_SOURCE` where a call needs one rank (a destination, a root).
+    AnySource { arg: &'static str },
+    /// A `Split` color that is negative (other than `UNDEFINED`).
+    Color { got: i64 },
+    /// A call on a communicator that `Free` (or the end of its mailbox
+    /// task) dropped.
+    CommFreed,
+    /// A checkpointer on a communicator made by `Split`/`Dup`.
+    SubCheckpointer,
+    /// A mailbox server on a communicator made by `Split`/`Dup`.
+    SubServer,
     /// A tag that is negative (other than `ANY_TAG` where allowed) or too large.
     Tag { got: i64 },
     /// `IN_PLACE` where the call does not take it.
@@ -212,9 +221,16 @@ impl fmt::Display for BindingError {
                 dtype.name()
             ),
             Rank { arg, got } => write!(f, "{arg} {got} is not a rank"),
-            AnySource => write!(
+            AnySource { arg } => write!(f, "{arg} cannot be ANY_SOURCE (only a receive's source can): name the rank"),
+            Color { got } => write!(f, "color {got} is not 0..=4294967295 or UNDEFINED"),
+            CommFreed => write!(f, "the communicator was freed (Free)"),
+            SubCheckpointer => write!(
                 f,
-                "a receive from any source is not available yet: name the source rank"
+                "a checkpointer is made on COMM_WORLD, not on a communicator made by Split or Dup"
+            ),
+            SubServer => write!(
+                f,
+                "a MailboxServer serves on COMM_WORLD, not on a communicator made by Split or Dup"
             ),
             Tag { got } => write!(f, "tag {got} is not 0..=2147483647"),
             InPlace { arg } => write!(f, "{arg} cannot be IN_PLACE here"),
@@ -364,6 +380,9 @@ fn gone_text(g: Gone) -> &'static str {
         Gone::Finalized => "the communicator was finalized (its job step ended)",
         Gone::Served => "the communicator was handed to a MailboxServer",
         Gone::TaskOver => "a mailbox task's communicator was used after its task returned",
+        Gone::StillShared => {
+            "the endpoint was still shared when the communicator closed (a defect of the binding)"
+        }
     }
 }
 

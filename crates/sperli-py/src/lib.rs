@@ -16,10 +16,11 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`comm`] | `Comm`, joining the job, `Comm::call` (GIL released, errors mapped) |
-//! | [`p2p`] | `Send`, `Recv`, `Isend`, `Irecv`, `Sendrecv`, `Request`, `Status` |
+//! | [`comm`] | `Comm`, joining the job, `Split`, `Dup`, `Abort`, `Comm::call` (GIL released, errors mapped) |
+//! | [`p2p`] | `Send`, `Recv`, `Isend`, `Irecv`, `Sendrecv`, `Probe`, `Iprobe`, `Request`, `Status` |
 //! | [`collectives`] | `Barrier`, `Bcast`, `Reduce`, `Allreduce`, `Gather`, `Scatter`, `Allgather`, `Alltoall`, `Reduce_scatter_block` |
 //! | [`vcoll`] | `Gatherv`, `Scatterv`, `Allgatherv`, `Alltoallv` |
+//! | [`icoll`] | `Ibarrier`, `Ibcast`, `Ireduce`, `Iallreduce`, `Igather`, `Iscatter`, `Iallgather` |
 //! | [`objects`] | lowercase calls on picklable objects |
 //! | [`ckpt`], [`state`] | `Checkpointer` and its state encoding |
 //! | [`mailbox`] | `Mailbox`, `MailboxServer`, `Task`, `Reply` |
@@ -42,6 +43,7 @@ pub mod ckpt;
 pub mod collectives;
 pub mod comm;
 pub mod errors;
+pub mod icoll;
 pub mod mailbox;
 pub mod objects;
 pub mod ops;
@@ -70,6 +72,7 @@ fn _sperli(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ops::register(m)?;
     m.add("ANY_SOURCE", p2p::ANY_SOURCE)?;
     m.add("ANY_TAG", p2p::ANY_TAG)?;
+    m.add("UNDEFINED", comm::UNDEFINED)?;
     m.add("ERRORS_RETURN", comm::ERRORS_RETURN)?;
     m.add("ERRORS_ARE_FATAL", comm::ERRORS_ARE_FATAL)?;
     m.add(

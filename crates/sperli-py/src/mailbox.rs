@@ -518,6 +518,9 @@ impl MailboxServer {
     fn serve(&self, py: Python<'_>, comm: Option<Bound<'_, Comm>>) -> PyResult<()> {
         let comm = or_world(py, comm)?;
         let comm = comm.get();
+        if comm.sub.is_some() {
+            return Err(BindingError::SubServer.into());
+        }
         let open = comm.call(py, |r| Ok(r.open.len()))?;
         if open > 0 {
             return Err(BindingError::OpenRequests { count: open }.into());

@@ -30,7 +30,9 @@ use crate::buffer::{chunks, type_name};
 use crate::comm::{rank_arg, Comm};
 use crate::errors::{BindingError, Fail};
 use crate::ops::op_arg;
-use crate::p2p::{recv_tag, send_tag, Kind, Request, Status, ANY_SOURCE, ANY_TAG};
+use crate::p2p::{
+    recv_frame, recv_tag, send_tag, source_arg, Kind, Peer, Request, Status, ANY_SOURCE, ANY_TAG,
+};
 use crate::rank::{Coll, Open};
 
 /// `pickle.dumps(obj, HIGHEST_PROTOCOL)`.
@@ -279,11 +281,13 @@ impl Comm {
         let bytes = data.as_bytes();
         let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
         self.call(py, |r| {
+            let dest = r.job_rank_of("dest", dest)?;
             r.ep().send_large(dest, tag, bytes).map_err(Fail::from)
         })
     }
 
-    /// Receives an object from `source` with `tag` (`ANY_TAG`: any);
+    /// Receives an object from `source` with `tag` (`ANY_SOURCE`,
+    /// `ANY_TAG`, the defaults: any; `ANY_SOURCE` on `COMM_WORLD` only);
     /// fills `status` (its count is the pickle's length).
     #[pyo3(signature = (buf = None, source = ANY_SOURCE, tag = ANY_TAG, status = None))]
     fn recv(
@@ -295,31 +299,15 @@ impl Comm {
         status: Option<&Bound<'_, Status>>,
     ) -> PyResult<Py<PyAny>> {
         let _ = buf;
-        let (source, tag) = (rank_arg("source", source)?, recv_tag(tag)?);
+        let (source, tag) = (source_arg(source)?, recv_tag(tag)?);
         let (st, bytes) = self.call(py, |r| {
-            let (st, first) = match tag {
-                Some(t) => {
-                    let m = r.ep().recv(source, t)?;
-                    let len = m.len();
-                    (
-                        WireStatus {
-                            source,
-                            tag: t,
-                            len,
-                        },
-                        m,
-                    )
-                }
-                None => r.ep().recv_any_tag(source)?,
-            };
+            let (st, first) = recv_frame(r, source, tag)?;
             let whole = assemble(r.ep(), st, first)?;
-            Ok((
-                WireStatus {
-                    len: whole.len(),
-                    ..st
-                },
-                whole,
-            ))
+            let st = WireStatus {
+                len: whole.len(),
+                ..st
+            };
+            Ok((r.local_status(st), whole))
         })?;
         crate::p2p::fill(status, &st);
         unpickle(py, &bytes)
@@ -340,6 +328,7 @@ impl Comm {
         let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
         if 8 + bytes.len() > MAX_PAYLOAD as usize {
             self.call(py, |r| {
+                let dest = r.job_rank_of("dest", dest)?;
                 r.ep().send_large(dest, tag, bytes).map_err(Fail::from)
             })?;
             return Ok(Request::completed(self.slot.clone()));
@@ -348,8 +337,8 @@ impl Comm {
         frame.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
         frame.extend_from_slice(bytes);
         let frame = &frame;
-        self.start_request(py, Kind::Send, |ep| {
-            Ok(Open::Send(ep.isend(dest, tag, frame)?))
+        self.start_request(py, Kind::Send, Peer::Dest(dest), |ep, to| {
+            Ok(Open::Send(ep.isend(to.unwrap_or(dest), tag, frame)?))
         })
     }
 
@@ -363,9 +352,9 @@ impl Comm {
         tag: i64,
     ) -> PyResult<Request> {
         let _ = buf;
-        let (source, tag) = (rank_arg("source", source)?, recv_tag(tag)?);
-        self.start_request(py, Kind::RecvObj, |ep| {
-            Ok(Open::Recv(ep.irecv(source, tag)?))
+        let (source, tag) = (source_arg(source)?, recv_tag(tag)?);
+        self.start_request(py, Kind::RecvObj, Peer::Source(source), |ep, from| {
+            Ok(Open::Recv(ep.irecv_match(from, tag)?))
         })
     }
 

@@ -1,13 +1,16 @@
 //! Point-to-point on buffers (mpi4py's uppercase calls): `Send`, `Recv`,
-//! `Isend`, `Irecv`, `Sendrecv`, and what they return: `sperli.Request`
-//! (`Wait`, `Test`, `Waitall`, `Testall`; lowercase `wait`/`test` for the
-//! object forms of objects.rs) and `sperli.Status`.
+//! `Isend`, `Irecv`, `Sendrecv`, `Probe`, `Iprobe`, and what they return:
+//! `sperli.Request` (`Wait`, `Test`, `Waitall`, `Waitany`, `Testall`;
+//! lowercase `wait`/`test` for the object forms of objects.rs; also the
+//! requests of the non-blocking collectives, icoll.rs) and `sperli.Status`.
 //!
 //! One message is one DATA frame of at most 16777216 bytes (protocol
 //! §7.3): a buffer's bytes as they are in memory (little-endian). Messages
 //! from one rank with one tag arrive in order; a receive takes the first
-//! that matches (`ANY_TAG` matches every tag). A receive from any source
-//! is not in the Rust API yet: name the source.
+//! that matches (`ANY_TAG` matches every tag; `ANY_SOURCE` takes the first
+//! matching message to arrive from any rank, as MPI's, on the job's
+//! communicator only). On a communicator made by `Split`/`Dup` ranks are
+//! its ranks (translated to job ranks: [`Rank::job_rank_of`]).
 
 use std::sync::Arc;
 
@@ -17,12 +20,12 @@ use sperli_transport::Status as WireStatus;
 use sperli_wire::Error;
 
 use crate::buffer::Buf;
-use crate::comm::{rank_arg, run, Comm};
+use crate::comm::{rank_arg, run_on, Comm, UNDEFINED};
 use crate::errors::{BindingError, Fail};
-use crate::rank::Open;
+use crate::rank::{Open, Rank};
 use crate::raw::Slot;
 
-/// `sperli.ANY_SOURCE` (refused by every receive: not in the Rust API yet).
+/// `sperli.ANY_SOURCE`: a receive (or probe) that matches every source.
 pub(crate) const ANY_SOURCE: i64 = -1;
 /// `sperli.ANY_TAG`: a receive that matches every tag.
 pub(crate) const ANY_TAG: i64 = -1;
@@ -31,6 +34,36 @@ pub(crate) const ANY_TAG: i64 = -1;
 /// above with H1618).
 pub(crate) fn send_tag(tag: i64) -> Result<u32, BindingError> {
     u32::try_from(tag).map_err(|_| BindingError::Tag { got: tag })
+}
+
+/// A receive's source: `ANY_SOURCE` is `None`.
+pub(crate) fn source_arg(source: i64) -> Result<Option<u32>, BindingError> {
+    if source == ANY_SOURCE {
+        Ok(None)
+    } else {
+        rank_arg("source", source).map(Some)
+    }
+}
+
+/// Receives the first message (one frame) matching `source` and `tag`
+/// (`None`: any) on the running call's communicator; its status names the
+/// sender's job rank ([`Rank::local_status`] turns it into the
+/// communicator's).
+pub(crate) fn recv_frame(
+    r: &mut Rank<'_>,
+    source: Option<u32>,
+    tag: Option<u32>,
+) -> Result<(WireStatus, Vec<u8>), Fail> {
+    let src = r.source_to_job(source)?;
+    Ok(r.ep().recv_match(src, tag)?)
+}
+
+/// Who a request's peer is, in the communicator's ranks.
+pub(crate) enum Peer {
+    /// A send's destination.
+    Dest(u32),
+    /// A receive's source (`None`: any).
+    Source(Option<u32>),
 }
 
 /// A receive tag: `ANY_TAG` is `None`.
@@ -145,7 +178,8 @@ pub(crate) fn deliver(buf: &mut Buf, msg: &[u8]) -> Result<(), BindingError> {
 
 /// What a request is for.
 pub(crate) enum Kind {
-    /// `Isend`/`isend`.
+    /// Nothing to deliver: `Isend`/`isend`, or a non-blocking collective
+    /// without a receive buffer here.
     Send,
     /// `Irecv` into this buffer.
     RecvBuf(Buf),
@@ -159,6 +193,8 @@ pub(crate) enum Kind {
 #[pyclass(module = "sperli")]
 pub struct Request {
     slot: Arc<Slot>,
+    /// The communicator of the slot it belongs to (`Comm::sub`).
+    sub: Option<u32>,
     /// The open request's id; `None` once it completed.
     id: Option<u64>,
     kind: Kind,
@@ -168,9 +204,10 @@ pub struct Request {
 }
 
 impl Request {
-    pub(crate) fn new(slot: Arc<Slot>, id: u64, kind: Kind) -> Self {
+    pub(crate) fn new(slot: Arc<Slot>, sub: Option<u32>, id: u64, kind: Kind) -> Self {
         Self {
             slot,
+            sub,
             id: Some(id),
             kind,
             status: None,
@@ -183,6 +220,7 @@ impl Request {
     pub(crate) fn completed(slot: Arc<Slot>) -> Self {
         Self {
             slot,
+            sub: None,
             id: None,
             kind: Kind::Send,
             status: None,
@@ -196,10 +234,21 @@ impl Request {
             return Ok(true);
         };
         let kind = &mut self.kind;
-        let done = run(py, &self.slot, move |r| {
+        let done = run_on(py, &self.slot, self.sub, move |r| {
             let mut got = None;
             let ready = match r.open.get_mut(&id) {
                 None => return Err(BindingError::RequestGone.into()),
+                Some(Open::Coll(p)) => {
+                    let out = match kind {
+                        Kind::RecvBuf(b) => Some(b),
+                        _ => None,
+                    };
+                    let res = p.poll(block, out);
+                    if !matches!(res, Ok(false)) {
+                        r.open.remove(&id);
+                    }
+                    return Ok(res?.then(|| (None, Vec::new())));
+                }
                 Some(Open::Send(h)) => block || h.test()?,
                 Some(Open::Recv(_)) if block => true,
                 Some(Open::Recv(h)) => {
@@ -210,12 +259,13 @@ impl Request {
             if !ready {
                 return Ok(None);
             }
-            let received = match r.open.remove(&id).expect("looked up above") {
-                Open::Send(h) => {
+            let received = match r.open.remove(&id) {
+                None | Some(Open::Coll(_)) => return Err(BindingError::RequestGone.into()),
+                Some(Open::Send(h)) => {
                     h.wait()?;
                     None
                 }
-                Open::Recv(h) => match got {
+                Some(Open::Recv(h)) => match got {
                     Some(x) => Some(x),
                     None => Some(h.wait()?),
                 },
@@ -228,13 +278,17 @@ impl Request {
                     let res = deliver(buf, &m);
                     r.ep().recycle(m);
                     res?;
-                    Ok(Some((Some(st), Vec::new())))
+                    Ok(Some((Some(r.local_status(st)), Vec::new())))
                 }
                 Kind::RecvObj => {
                     let whole = crate::objects::assemble(r.ep(), st, m)?;
-                    Ok(Some((Some(st), whole)))
+                    let st = WireStatus {
+                        len: whole.len(),
+                        ..st
+                    };
+                    Ok(Some((Some(r.local_status(st)), whole)))
                 }
-                Kind::Send => Ok(Some((Some(st), Vec::new()))),
+                Kind::Send => Ok(Some((Some(r.local_status(st)), Vec::new()))),
             }
         })?;
         let Some((st, bytes)) = done else {
@@ -336,6 +390,42 @@ impl Request {
         Ok(out)
     }
 
+    /// Waits until one of `requests` is complete and returns its index
+    /// (the lowest of those complete at that moment), filling `status`
+    /// for a receive; `sperli.UNDEFINED` when none is still open. Requests
+    /// of any kind (sends, receives, non-blocking collectives) and of any
+    /// communicators: it tests them in turn (GIL released) with a short
+    /// back-off until one completes.
+    #[staticmethod]
+    #[pyo3(name = "Waitany", signature = (requests, status = None))]
+    fn waitany(
+        py: Python<'_>,
+        requests: Vec<Bound<'_, Request>>,
+        status: Option<&Bound<'_, Status>>,
+    ) -> PyResult<i64> {
+        let mut pause = std::time::Duration::from_micros(20);
+        loop {
+            let mut open = false;
+            for (i, r) in requests.iter().enumerate() {
+                let mut r = r.borrow_mut();
+                if r.id.is_none() {
+                    continue;
+                }
+                open = true;
+                if r.progress(py, false)? {
+                    r.fill(status);
+                    return Ok(i as i64);
+                }
+            }
+            if !open {
+                return Ok(UNDEFINED);
+            }
+            py.check_signals()?;
+            py.detach(|| std::thread::sleep(pause));
+            pause = (pause * 2).min(std::time::Duration::from_millis(1));
+        }
+    }
+
     /// Completes what can complete without waiting; whether all did.
     #[staticmethod]
     #[pyo3(name = "Testall")]
@@ -362,13 +452,23 @@ impl Comm {
         &self,
         py: Python<'_>,
         kind: Kind,
-        start: impl for<'a> FnOnce(&'a Endpoint) -> Result<Open<'a>, Error> + Send,
+        peer: Peer,
+        start: impl for<'a> FnOnce(&'a Endpoint, Option<u32>) -> Result<Open<'a>, Error> + Send,
     ) -> PyResult<Request> {
         let id = self.call(py, |r| {
-            let open = start(r.handles_ep()?)?;
+            let job = match peer {
+                Peer::Dest(d) => Some(r.job_rank_of("dest", d)?),
+                Peer::Source(s) => r.source_to_job(s)?,
+            };
+            let open = start(r.handles_ep()?, job)?;
             Ok(r.add_open(open))
         })?;
-        Ok(Request::new(self.slot.clone(), id, kind))
+        Ok(self.request(id, kind))
+    }
+
+    /// The Python request of open request `id` of this communicator.
+    pub(crate) fn request(&self, id: u64, kind: Kind) -> Request {
+        Request::new(self.slot.clone(), self.sub, id, kind)
     }
 }
 
@@ -388,12 +488,18 @@ impl Comm {
         let b = Buf::send(buf, "buf")?;
         let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
         let bytes = b.region.bytes();
-        self.call(py, |r| r.ep().send(dest, tag, bytes).map_err(Fail::from))
+        self.call(py, |r| {
+            let dest = r.job_rank_of("dest", dest)?;
+            r.ep().send(dest, tag, bytes).map_err(Fail::from)
+        })
     }
 
-    /// Receives the next message from rank `source` with `tag` (`ANY_TAG`:
-    /// any) into `buf`, which must be writable and at least as long;
-    /// fills `status` (source, tag, count in bytes).
+    /// Receives the next message from rank `source` with `tag` into `buf`,
+    /// which must be writable and at least as long; fills `status`
+    /// (source, tag, count in bytes). `ANY_SOURCE` (the default) takes the
+    /// first matching message to arrive from any rank, `ANY_TAG` (the
+    /// default) any tag; `ANY_SOURCE` only on `COMM_WORLD` (a message
+    /// carries no communicator).
     #[pyo3(name = "Recv", signature = (buf, source = ANY_SOURCE, tag = ANY_TAG, status = None))]
     fn recv_buf(
         &self,
@@ -404,24 +510,13 @@ impl Comm {
         status: Option<&Bound<'_, Status>>,
     ) -> PyResult<()> {
         let mut b = Buf::recv(buf, "buf")?;
-        let (source, tag) = (rank_arg("source", source)?, recv_tag(tag)?);
+        let (source, tag) = (source_arg(source)?, recv_tag(tag)?);
         let st = self.call(py, |r| {
-            let (st, m) = match tag {
-                Some(t) => {
-                    let m = r.ep().recv(source, t)?;
-                    let st = WireStatus {
-                        source,
-                        tag: t,
-                        len: m.len(),
-                    };
-                    (st, m)
-                }
-                None => r.ep().recv_any_tag(source)?,
-            };
+            let (st, m) = recv_frame(r, source, tag)?;
             let res = deliver(&mut b, &m);
             r.ep().recycle(m);
             res?;
-            Ok(st)
+            Ok(r.local_status(st))
         })?;
         fill(status, &st);
         Ok(())
@@ -441,13 +536,14 @@ impl Comm {
         let b = Buf::send(buf, "buf")?;
         let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
         let bytes = b.region.bytes();
-        self.start_request(py, Kind::Send, |ep| {
-            Ok(Open::Send(ep.isend(dest, tag, bytes)?))
+        self.start_request(py, Kind::Send, Peer::Dest(dest), |ep, to| {
+            Ok(Open::Send(ep.isend(to.unwrap_or(dest), tag, bytes)?))
         })
     }
 
-    /// Posts a receive from `source` with `tag` into `buf` (kept by the
-    /// request until it completes; do not touch it before).
+    /// Posts a receive from `source` with `tag` (`ANY_SOURCE`, `ANY_TAG`:
+    /// any, as `Recv`) into `buf` (kept by the request until it completes;
+    /// do not touch it before).
     #[pyo3(name = "Irecv", signature = (buf, source = ANY_SOURCE, tag = ANY_TAG))]
     fn irecv_buf(
         &self,
@@ -457,9 +553,9 @@ impl Comm {
         tag: i64,
     ) -> PyResult<Request> {
         let b = Buf::recv(buf, "buf")?;
-        let (source, tag) = (rank_arg("source", source)?, recv_tag(tag)?);
-        self.start_request(py, Kind::RecvBuf(b), |ep| {
-            Ok(Open::Recv(ep.irecv(source, tag)?))
+        let (source, tag) = (source_arg(source)?, recv_tag(tag)?);
+        self.start_request(py, Kind::RecvBuf(b), Peer::Source(source), |ep, from| {
+            Ok(Open::Recv(ep.irecv_match(from, tag)?))
         })
     }
 
@@ -492,9 +588,10 @@ impl Comm {
         };
         let mut d = Buf::recv(recvbuf, "recvbuf")?;
         let (dest, sendtag) = (rank_arg("dest", dest)?, send_tag(sendtag)?);
-        let (source, recvtag) = (rank_arg("source", source)?, recv_tag(recvtag)?);
+        let (source, recvtag) = (source_arg(source)?, recv_tag(recvtag)?);
         let st = self.call(py, |r| {
-            let h = r.ep().irecv(source, recvtag)?;
+            let (dest, source) = (r.job_rank_of("dest", dest)?, r.source_to_job(source)?);
+            let h = r.ep().irecv_match(source, recvtag)?;
             // The send slice is dead before the receive writes (the two
             // buffers may be one).
             r.ep().send(dest, sendtag, s.region.bytes())?;
@@ -502,9 +599,52 @@ impl Comm {
             let res = deliver(&mut d, &m);
             r.ep().recycle(m);
             res?;
-            Ok(st)
+            Ok(r.local_status(st))
         })?;
         fill(status, &st);
         Ok(())
+    }
+
+    /// Waits until a message matching `source` and `tag` (`ANY_SOURCE`,
+    /// `ANY_TAG`: any) has arrived and fills `status` with its source, tag
+    /// and count (bytes of its first frame), leaving it to be received.
+    /// Returns `True` (as mpi4py).
+    #[pyo3(name = "Probe", signature = (source = ANY_SOURCE, tag = ANY_TAG, status = None))]
+    fn probe_buf(
+        &self,
+        py: Python<'_>,
+        source: i64,
+        tag: i64,
+        status: Option<&Bound<'_, Status>>,
+    ) -> PyResult<bool> {
+        let (source, tag) = (source_arg(source)?, recv_tag(tag)?);
+        let st = self.call(py, |r| {
+            let src = r.source_to_job(source)?;
+            let st = r.ep().probe(src, tag)?;
+            Ok(r.local_status(st))
+        })?;
+        fill(status, &st);
+        Ok(true)
+    }
+
+    /// As `Probe` without waiting: whether such a message has arrived
+    /// (then `status` is filled).
+    #[pyo3(name = "Iprobe", signature = (source = ANY_SOURCE, tag = ANY_TAG, status = None))]
+    fn iprobe_buf(
+        &self,
+        py: Python<'_>,
+        source: i64,
+        tag: i64,
+        status: Option<&Bound<'_, Status>>,
+    ) -> PyResult<bool> {
+        let (source, tag) = (source_arg(source)?, recv_tag(tag)?);
+        let st = self.call(py, |r| {
+            let src = r.source_to_job(source)?;
+            Ok(r.ep().iprobe(src, tag)?.map(|st| r.local_status(st)))
+        })?;
+        if let Some(st) = &st {
+            fill(status, st);
+        }
+        Ok(st.is_some())
     }
 }

@@ -3,42 +3,119 @@
 //! the collectives ([`Rank::comm`]: a [`Comm`] over the endpoint, the
 //! [`Checkpointer`] that owns it once the program made one, or, in a
 //! mailbox task, the server's own communicator), the open requests of
-//! `Isend`/`Irecv`, and the job keys a checkpointer needs.
+//! `Isend`/`Irecv` and of the non-blocking collectives, the
+//! sub-communicators made by `Split`/`Dup` (keyed by their id, sharing the
+//! endpoint and the slot's lock), and the job keys a checkpointer needs.
+//!
+//! The collectives own a counted handle on the endpoint ([`Shared`]): a
+//! non-blocking collective runs on the communicator's progress thread,
+//! which needs an owned link. The open point-to-point requests borrow it.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use sperli_ckpt::{Checkpointer, JobKeys};
 use sperli_collective::vcoll::Blocks;
-use sperli_collective::{Comm, Element, Endpoint, Link, Reduction};
-use sperli_transport::{RecvHandle, SendHandle};
+use sperli_collective::{Comm, Element, Endpoint, Link, Reduction, Request as CollRequest};
+use sperli_transport::{RecvHandle, SendHandle, Status as WireStatus};
 use sperli_wire::abort::AbortReason;
+use sperli_wire::error::UsageError;
 use sperli_wire::Error;
 
+use crate::buffer::Buf;
 use crate::errors::{BindingError, Cause, Fail};
 use crate::raw::TaskComm;
 
 /// The collectives of an owned rank: a plain communicator, or the
 /// checkpointer that owns it.
-pub(crate) enum Collectives<'e> {
+pub(crate) enum Collectives {
     /// Before any checkpointer.
-    Plain(Comm<&'e Endpoint>),
+    Plain(Comm<Shared>),
     /// After `sperli.Checkpointer(comm)`.
-    Ckpt(Box<Checkpointer<&'e Endpoint>>),
+    Ckpt(Box<Checkpointer<Shared>>),
 }
 
-/// An open request of `Isend`/`Irecv` (and their object forms).
+/// The link of an owned rank's collectives: the endpoint, counted.
+pub(crate) type Shared = Arc<Endpoint>;
+
+/// An open request of `Isend`/`Irecv` (and their object forms), or of a
+/// non-blocking collective.
 pub(crate) enum Open<'e> {
     /// A started send.
     Send(SendHandle<'e>),
     /// A posted receive.
     Recv(RecvHandle<'e>),
+    /// A non-blocking collective issued (`Iallreduce`, ...).
+    Coll(Box<dyn Pending>),
+}
+
+/// A non-blocking collective in progress and what to do with its result
+/// ([`Issued`]); its request owns nothing of the rank.
+pub(crate) trait Pending: Send {
+    /// Completes the call if it is through (waits for it when `block`),
+    /// writing its result into `out`; `Ok(true)` once complete.
+    fn poll(&mut self, block: bool, out: Option<&mut Buf>) -> Result<bool, Fail>;
+}
+
+/// A Rust [`CollRequest`] with the step that delivers its result.
+pub(crate) struct Issued<R, F> {
+    req: Option<CollRequest<R>>,
+    deliver: Option<F>,
+}
+
+impl<R, F> Issued<R, F>
+where
+    R: Send + 'static,
+    F: FnOnce(R, Option<&mut Buf>) -> Result<(), Fail> + Send + 'static,
+{
+    /// `req`, whose result `deliver` writes into the request's buffer.
+    pub(crate) fn open(req: CollRequest<R>, deliver: F) -> Open<'static> {
+        Open::Coll(Box::new(Self {
+            req: Some(req),
+            deliver: Some(deliver),
+        }))
+    }
+}
+
+impl<R, F> Pending for Issued<R, F>
+where
+    R: Send,
+    F: FnOnce(R, Option<&mut Buf>) -> Result<(), Fail> + Send,
+{
+    fn poll(&mut self, block: bool, out: Option<&mut Buf>) -> Result<bool, Fail> {
+        let got = match self.req.take() {
+            None => return Ok(true),
+            Some(req) if block => req.wait()?,
+            Some(mut req) => match req.test()? {
+                Some(r) => r,
+                None => {
+                    self.req = Some(req);
+                    return Ok(false);
+                }
+            },
+        };
+        if let Some(d) = self.deliver.take() {
+            d(got, out)?;
+        }
+        Ok(true)
+    }
+}
+
+/// A communicator made by `Split`/`Dup`: over the world's shared
+/// endpoint, or over a mailbox server's communicator's.
+pub(crate) enum SubComm {
+    /// Made from an owned rank's collectives.
+    Shared(Comm<Shared>),
+    /// Made from a mailbox task's communicator.
+    Task(Comm<Endpoint>),
 }
 
 enum Kind<'e> {
     /// A communicator that owns its endpoint (the world).
     Owned {
         ep: &'e Endpoint,
-        coll: Collectives<'e>,
+        shared: Shared,
+        coll: Collectives,
     },
     /// A mailbox task's: the server's communicator, lent for the handler.
     Task(TaskComm),
@@ -50,17 +127,126 @@ pub(crate) struct Rank<'e> {
     /// Open requests by id.
     pub(crate) open: HashMap<u64, Open<'e>>,
     next_id: u64,
+    /// The communicators made by `Split`/`Dup`, by id.
+    subs: HashMap<u32, SubComm>,
+    /// The communicator of the running call: `None` for the rank's own,
+    /// else a key of `subs` ([`Rank::select`]).
+    selected: Option<u32>,
     /// The job keys from the job description (rank 0: with the secret
     /// key), or why there are none; only a checkpointer takes them.
     pub(crate) keys: Result<JobKeys, Cause>,
 }
 
 /// The collectives of one call: [`Rank::comm`].
-pub(crate) enum CommMut<'c, 'e> {
-    /// Over the rank's own `&Endpoint`.
-    Ref(&'c mut Comm<&'e Endpoint>),
-    /// A mailbox server's communicator.
+pub(crate) enum CommMut<'c> {
+    /// Over the rank's shared endpoint.
+    Ref(&'c mut Comm<Shared>),
+    /// A mailbox server's communicator (or one made from it).
     Task(&'c mut Comm<Endpoint>),
+}
+
+/// `$body` with `$c` the communicator of a [`CommMut`].
+macro_rules! both {
+    ($m:expr, $c:ident => $body:expr) => {
+        match $m {
+            CommMut::Ref($c) => $body,
+            CommMut::Task($c) => $body,
+        }
+    };
+}
+
+impl CommMut<'_> {
+    /// The number of ranks.
+    pub(crate) fn size(&self) -> u32 {
+        both!(self, c => c.size())
+    }
+
+    /// The job rank of this communicator's rank `r`.
+    pub(crate) fn job_rank(&self, r: u32) -> u32 {
+        both!(self, c => c.job_rank(r))
+    }
+
+    /// This communicator's rank of job rank `job`, if a member.
+    pub(crate) fn rank_of_job_rank(&self, job: u32) -> Option<u32> {
+        both!(self, c => c.rank_of_job_rank(job))
+    }
+
+    /// `Comm::abort`.
+    pub(crate) fn abort(&self, code: u32, message: &str) {
+        both!(self, c => c.abort(code, message))
+    }
+
+    /// `Comm::split`.
+    pub(crate) fn split(&self, color: Option<u32>, key: i32) -> Result<Option<SubComm>, Error> {
+        Ok(match self {
+            CommMut::Ref(c) => c.split(color, key)?.map(SubComm::Shared),
+            CommMut::Task(c) => c.split(color, key)?.map(SubComm::Task),
+        })
+    }
+
+    /// `Comm::dup`.
+    pub(crate) fn dup(&self) -> Result<SubComm, Error> {
+        Ok(match self {
+            CommMut::Ref(c) => SubComm::Shared(c.dup()?),
+            CommMut::Task(c) => SubComm::Task(c.dup()?),
+        })
+    }
+
+    /// `Comm::ibarrier`.
+    pub(crate) fn ibarrier(&self) -> Result<CollRequest<()>, Error> {
+        both!(self, c => c.ibarrier())
+    }
+
+    /// `Comm::ibcast`.
+    pub(crate) fn ibcast<T: Element>(
+        &self,
+        root: u32,
+        buf: Vec<T>,
+    ) -> Result<CollRequest<Vec<T>>, Error> {
+        both!(self, c => c.ibcast(root, buf))
+    }
+
+    /// `Comm::ireduce`.
+    pub(crate) fn ireduce<T: Element>(
+        &self,
+        root: u32,
+        data: &[T],
+        op: Reduction,
+    ) -> Result<CollRequest<Option<Vec<T>>>, Error> {
+        both!(self, c => c.ireduce(root, data, op))
+    }
+
+    /// `Comm::iallreduce`.
+    pub(crate) fn iallreduce<T: Element>(
+        &self,
+        data: &[T],
+        op: Reduction,
+    ) -> Result<CollRequest<Vec<T>>, Error> {
+        both!(self, c => c.iallreduce(data, op))
+    }
+
+    /// `Comm::igather`.
+    pub(crate) fn igather<T: Element>(
+        &self,
+        root: u32,
+        data: &[T],
+    ) -> Result<CollRequest<Option<Vec<T>>>, Error> {
+        both!(self, c => c.igather(root, data))
+    }
+
+    /// `Comm::iscatter`.
+    pub(crate) fn iscatter<T: Element>(
+        &self,
+        root: u32,
+        data: Option<&[T]>,
+    ) -> Result<CollRequest<Vec<T>>, Error> {
+        both!(self, c => c.iscatter(root, data))
+    }
+
+    /// `Comm::iallgather`.
+    pub(crate) fn iallgather<T: Element>(&self, data: &[T]) -> Result<CollRequest<Vec<T>>, Error> {
+        both!(self, c => c.iallgather(data))
+    }
 }
 
 /// Declares [`Coll`] with the Rust `Comm` calls the Python calls make,
@@ -94,7 +280,7 @@ macro_rules! coll {
             })*
         }
 
-        impl Coll for CommMut<'_, '_> {
+        impl Coll for CommMut<'_> {
             fn rank(&self) -> u32 {
                 match self {
                     CommMut::Ref(c) => c.rank(),
@@ -164,14 +350,17 @@ coll! {
 
 impl<'e> Rank<'e> {
     /// A rank over `ep` with no collective call made yet.
-    pub(crate) fn new(ep: &'e Endpoint, keys: Result<JobKeys, Cause>) -> Self {
+    pub(crate) fn new(ep: &'e Endpoint, shared: Shared, keys: Result<JobKeys, Cause>) -> Self {
         Self {
             kind: Kind::Owned {
                 ep,
-                coll: Collectives::Plain(Comm::new(ep)),
+                coll: Collectives::Plain(Comm::new(shared.clone())),
+                shared,
             },
             open: HashMap::new(),
             next_id: 0,
+            subs: HashMap::new(),
+            selected: None,
             keys,
         }
     }
@@ -182,6 +371,8 @@ impl<'e> Rank<'e> {
             kind: Kind::Task(comm),
             open: HashMap::new(),
             next_id: 0,
+            subs: HashMap::new(),
+            selected: None,
             keys: Err(Cause::Binding(BindingError::TaskCheckpointer)),
         }
     }
@@ -203,8 +394,91 @@ impl<'e> Rank<'e> {
         }
     }
 
-    /// The collectives.
-    pub(crate) fn comm(&mut self) -> CommMut<'_, 'e> {
+    /// Makes `sub` (`None`: the rank's own communicator) the one the
+    /// running call's collectives and ranks are of; H1618-free error when
+    /// it was freed.
+    pub(crate) fn select(&mut self, sub: Option<u32>) -> Result<(), BindingError> {
+        if let Some(id) = sub {
+            if !self.subs.contains_key(&id) {
+                return Err(BindingError::CommFreed);
+            }
+        }
+        self.selected = sub;
+        Ok(())
+    }
+
+    /// Whether the running call is on a sub-communicator.
+    pub(crate) fn on_sub(&self) -> bool {
+        self.selected.is_some()
+    }
+
+    /// Files `sub` (made by `Split`/`Dup`); returns its id, rank and size.
+    pub(crate) fn add_sub(&mut self, sub: SubComm) -> (u32, u32, u32) {
+        let (id, rank, size) = match &sub {
+            SubComm::Shared(c) => (c.id(), c.rank(), c.size()),
+            SubComm::Task(c) => (c.id(), c.rank(), c.size()),
+        };
+        self.subs.insert(id, sub);
+        (id, rank, size)
+    }
+
+    /// Drops sub-communicator `id` (`Free`).
+    pub(crate) fn free_sub(&mut self, id: u32) {
+        if self.selected == Some(id) {
+            self.selected = None;
+        }
+        self.subs.remove(&id);
+    }
+
+    /// The job rank of rank `r` of the running call's communicator: H1618
+    /// when it is not below the communicator's size (the world's ranks go
+    /// to the transport as they are, which checks them).
+    pub(crate) fn job_rank_of(&mut self, arg: &'static str, r: u32) -> Result<u32, BindingError> {
+        if !self.on_sub() {
+            return Ok(r);
+        }
+        let c = self.comm();
+        if r >= c.size() {
+            return Err(BindingError::Rank {
+                arg,
+                got: i64::from(r),
+            });
+        }
+        Ok(c.job_rank(r))
+    }
+
+    /// A receive's source (`None`: any) as a job rank; any source only on
+    /// the job's communicator (as the Rust API: a message carries no
+    /// communicator).
+    pub(crate) fn source_to_job(&mut self, s: Option<u32>) -> Result<Option<u32>, Fail> {
+        match s {
+            Some(r) => Ok(Some(self.job_rank_of("source", r)?)),
+            None if self.on_sub() => {
+                Err(Error::from(UsageError::AnySourceOnSubcommunicator).into())
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// `st` with its source as a rank of the running call's communicator.
+    pub(crate) fn local_status(&mut self, st: WireStatus) -> WireStatus {
+        if !self.on_sub() {
+            return st;
+        }
+        let source = self.comm().rank_of_job_rank(st.source).unwrap_or(st.source);
+        WireStatus { source, ..st }
+    }
+
+    /// The collectives of the running call's communicator.
+    pub(crate) fn comm(&mut self) -> CommMut<'_> {
+        if let Some(id) = self.selected {
+            match self.subs.get_mut(&id) {
+                Some(SubComm::Shared(c)) => return CommMut::Ref(c),
+                Some(SubComm::Task(c)) => return CommMut::Task(c),
+                // `select` checked it; `free_sub` unselects.
+                None => {}
+            }
+        }
         match &mut self.kind {
             Kind::Owned {
                 coll: Collectives::Plain(c),
@@ -219,7 +493,7 @@ impl<'e> Rank<'e> {
     }
 
     /// The checkpointer, if the program made one.
-    pub(crate) fn checkpointer(&mut self) -> Option<&mut Checkpointer<&'e Endpoint>> {
+    pub(crate) fn checkpointer(&mut self) -> Option<&mut Checkpointer<Shared>> {
         match &mut self.kind {
             Kind::Owned {
                 coll: Collectives::Ckpt(ck),
@@ -233,16 +507,20 @@ impl<'e> Rank<'e> {
     /// failure the rank keeps a communicator at the same sequence.
     pub(crate) fn install_checkpointer(
         &mut self,
-        make: impl FnOnce(Comm<&'e Endpoint>) -> Result<Checkpointer<&'e Endpoint>, Error>,
+        make: impl FnOnce(Comm<Shared>) -> Result<Checkpointer<Shared>, Error>,
     ) -> Result<(), Fail> {
-        let Kind::Owned { ep, coll } = &mut self.kind else {
+        if self.on_sub() {
+            return Err(BindingError::SubCheckpointer.into());
+        }
+        let Kind::Owned { shared, coll, .. } = &mut self.kind else {
             return Err(BindingError::TaskCheckpointer.into());
         };
-        let ep: &'e Endpoint = ep;
+        let ep = shared.clone();
         if matches!(coll, Collectives::Ckpt(_)) {
             return Ok(());
         }
-        let Collectives::Plain(comm) = std::mem::replace(coll, Collectives::Plain(Comm::new(ep)))
+        let Collectives::Plain(comm) =
+            std::mem::replace(coll, Collectives::Plain(Comm::new(ep.clone())))
         else {
             unreachable!("checked above");
         };
@@ -340,6 +618,30 @@ mod tests {
             (before, after, s, c.sequence())
         });
         assert_eq!(got, vec![(0, 5, 3, 6); 3]);
+    }
+
+    #[test]
+    fn an_issued_call_delivers_its_result_once_when_polled() {
+        let got = fake::run(3, |c| {
+            let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let s = seen.clone();
+            let req = c.iallreduce(&[c.rank() + 1], Reduction::Sum).unwrap();
+            let Open::Coll(mut p) = Issued::open(req, move |v: Vec<u32>, out| {
+                assert!(out.is_none());
+                s.lock().unwrap().extend(v);
+                Ok(())
+            }) else {
+                panic!("an issued call is Open::Coll");
+            };
+            while !p.poll(false, None).unwrap() {
+                std::thread::yield_now();
+            }
+            // Complete: later polls deliver nothing more.
+            assert!(p.poll(true, None).unwrap());
+            let v = seen.lock().unwrap().clone();
+            v
+        });
+        assert_eq!(got, vec![vec![6]; 3]);
     }
 
     #[test]

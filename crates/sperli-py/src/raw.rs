@@ -178,36 +178,40 @@ pub(crate) enum Gone {
     Served,
     /// The mailbox task this communicator belonged to has returned.
     TaskOver,
+    /// The endpoint was still shared when the slot closed (a clone of it
+    /// outlived the rank: a defect of this binding).
+    StillShared,
 }
 
-/// An endpoint on the heap, owned through a raw pointer: unlike a `Box`,
-/// moving it asserts nothing about the references the rank holds to it.
-struct Owner(NonNull<Endpoint>);
+/// The rank's endpoint, shared: the collectives own `Arc` clones of it
+/// (a non-blocking collective's progress thread needs an owned link) and
+/// the open requests borrow it through [`Owner::get`].
+struct Owner(Arc<Endpoint>);
 
 impl Owner {
     fn new(ep: Endpoint) -> Self {
-        Self(NonNull::from(Box::leak(Box::new(ep))))
+        Self(Arc::new(ep))
     }
 
     /// The endpoint, for the rank's references (they must not outlive
     /// `self`: see `Live`).
     fn get(&self) -> &'static Endpoint {
-        // SAFETY: allocated by `new` and freed only by `into_inner` or
-        // `drop`, after the rank that borrows it is gone.
-        unsafe { self.0.as_ref() }
+        // SAFETY: the `Arc` allocation lives at least as long as `self`
+        // (which holds a count) and never moves; the references are
+        // shared ones, as the `Arc` hands out, and live only in the rank,
+        // which is dropped before `self` (see `Live`).
+        unsafe { &*Arc::as_ptr(&self.0) }
     }
 
-    fn into_inner(self) -> Endpoint {
-        let me = std::mem::ManuallyDrop::new(self);
-        // SAFETY: the box leaked in `new`, taken back once (no `drop`).
-        *unsafe { Box::from_raw(me.0.as_ptr()) }
+    /// A counted handle on the endpoint, for the rank's collectives.
+    fn shared(&self) -> Arc<Endpoint> {
+        self.0.clone()
     }
-}
 
-impl Drop for Owner {
-    fn drop(&mut self) {
-        // SAFETY: the box leaked in `new`, taken back once.
-        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    /// The endpoint back, once the rank (with every clone) is gone; the
+    /// `Arc` if a clone is still alive.
+    fn into_inner(self) -> Result<Endpoint, Arc<Endpoint>> {
+        Arc::try_unwrap(self.0)
     }
 }
 
@@ -220,8 +224,8 @@ struct Live {
 }
 
 // SAFETY: `Endpoint` is `Send + Sync`; `Live` is not `Send` only because
-// of the raw pointers of `Owner` and `TaskComm`. `Owner` owns its
-// endpoint (as a `Box` would); a `TaskComm` points at the server's
+// of the raw pointer of `TaskComm` (and the `&'static Endpoint`s of the
+// rank, which point into `Owner`'s `Arc`, sent with it); a `TaskComm` points at the server's
 // communicator, which its owner does not use while the slot is open, and
 // is reached only under the slot's mutex, one thread at a time.
 unsafe impl Send for Live {}
@@ -239,7 +243,7 @@ impl Slot {
     /// A slot owning `ep`; `rank` builds the rank over it.
     pub(crate) fn owned(
         ep: Endpoint,
-        rank: impl FnOnce(&'static Endpoint) -> Rank<'static>,
+        rank: impl FnOnce(&'static Endpoint, Arc<Endpoint>) -> Rank<'static>,
     ) -> Self {
         let owner = Owner::new(ep);
         // The reference lives only inside `Live::rank`, which is dropped
@@ -248,7 +252,7 @@ impl Slot {
         let ep = owner.get();
         Self {
             state: Mutex::new(Ok(Live {
-                rank: rank(ep),
+                rank: rank(ep, owner.shared()),
                 owner: Some(owner),
             })),
             cancelled: Mutex::new(Vec::new()),
@@ -298,8 +302,15 @@ impl Slot {
         let live = std::mem::replace(&mut *guard, Err(why))?;
         let Live { mut rank, owner } = live;
         let seq = rank.sequence();
+        // Drops every clone of the endpoint's `Arc` (the collectives, the
+        // sub-communicators and their progress threads, which end once
+        // their issued calls are through).
         drop(rank);
-        Ok(owner.map(|ep| (ep.into_inner(), seq)))
+        match owner.map(Owner::into_inner) {
+            None => Ok(None),
+            Some(Ok(ep)) => Ok(Some((ep, seq))),
+            Some(Err(_still_shared)) => Err(Gone::StillShared),
+        }
     }
 
     /// Runs `f` with a slot whose collectives are `comm` itself (a

@@ -18,13 +18,16 @@ and use it as mpi4py::
 
 Uppercase calls (``Send``, ``Recv``, ``Isend``, ``Irecv``, ``Sendrecv``,
 ``Bcast``, ``Reduce``, ``Allreduce``, ``Gather``, ``Scatter``,
-``Allgather``, ``Alltoall``, ``Reduce_scatter_block``, ``Barrier``, and
+``Allgather``, ``Alltoall``, ``Reduce_scatter_block``, ``Barrier``,
+``Probe``, ``Iprobe``, the non-blocking ``Ibarrier``, ``Ibcast``,
+``Ireduce``, ``Iallreduce``, ``Igather``, ``Iscatter``, ``Iallgather``, and
 the v forms ``Gatherv``, ``Scatterv``, ``Allgatherv``, ``Alltoallv`` with
 ``[buf, counts(, displs)]`` as in mpi4py) take
 anything with the buffer protocol of one of the seven element types
 (``sperli.DTYPES``). Lowercase calls (``send``, ``recv``, ``isend``,
 ``irecv``, ``bcast``, ``gather``, ``scatter``, ``allgather``,
 ``allreduce``, ``reduce``, ``barrier``) take Python objects.
+``comm.Split(color, key)`` and ``comm.Dup()`` make communicators.
 
 Errors are ``sperli.SperliError`` with the H-code in ``.code``;
 ``sperli.JobError`` when this rank's job step is over (a lost peer, an
@@ -56,6 +59,7 @@ from ._sperli import (
     MIN,
     PROD,
     SUM,
+    UNDEFINED,
     ArgumentError,
     Checkpointer,
     Comm,
@@ -90,6 +94,7 @@ __all__ = [
     "MIN",
     "PROD",
     "SUM",
+    "UNDEFINED",
     "ArgumentError",
     "Checkpointer",
     "Comm",

@@ -8,9 +8,12 @@ from typing_extensions import Buffer
 __version__: Final[str]
 
 ANY_SOURCE: Final[int]
-"""Refused by every receive for now: name the source rank."""
+"""A receive or probe that matches every source (on COMM_WORLD only)."""
 ANY_TAG: Final[int]
 """A receive that matches every tag."""
+UNDEFINED: Final[int]
+"""A Split color that joins no communicator (Split returns None); what
+Request.Waitany returns when no request is open."""
 ERRORS_RETURN: Final[str]
 """Failures of the job step are raised as JobError (the default)."""
 ERRORS_ARE_FATAL: Final[str]
@@ -80,7 +83,9 @@ class Status:
         """Elements of `datatype` (a numpy dtype), or bytes without one."""
 
 class Request:
-    """A started Isend/Irecv/isend/irecv."""
+    """A started Isend/Irecv/isend/irecv, or a non-blocking collective
+    (Ibarrier, Iallreduce, ...: its receive buffer is written when Wait or
+    the Test that completes it returns)."""
 
     @property
     def done(self) -> bool: ...
@@ -91,6 +96,9 @@ class Request:
     def test(self, status: Optional[Status] = None) -> tuple[bool, Any]: ...
     @staticmethod
     def Waitall(requests: Sequence[Request], statuses: Optional[Sequence[Status]] = None) -> list[Any]: ...
+    @staticmethod
+    def Waitany(requests: Sequence[Request], status: Optional[Status] = None) -> int:
+        """The index of a request that completed (UNDEFINED: none open)."""
     @staticmethod
     def Testall(requests: Sequence[Request]) -> bool: ...
 
@@ -127,6 +135,14 @@ class Comm:
     def Abort(self, errorcode: int = 1, message: Optional[str] = None) -> None: ...
     def Finalize(self) -> None: ...
     def Is_finalized(self) -> bool: ...
+    # communicators (HELLO feature bit 2)
+    def Split(self, color: int = 0, key: int = 0) -> Optional[Comm]:
+        """The ranks of one color as a new communicator, ranked by key;
+        None for color=UNDEFINED."""
+    def Dup(self) -> Comm:
+        """A new communicator of the same ranks."""
+    def Free(self) -> None:
+        """Frees a communicator made by Split/Dup."""
     # point-to-point on buffers
     def Send(self, buf: _Buf, dest: int, tag: int = 0) -> None: ...
     def Recv(self, buf: _Buf, source: int = ..., tag: int = ..., status: Optional[Status] = None) -> None: ...
@@ -142,6 +158,10 @@ class Comm:
         recvtag: int = ...,
         status: Optional[Status] = None,
     ) -> None: ...
+    def Probe(self, source: int = ..., tag: int = ..., status: Optional[Status] = None) -> bool:
+        """Waits for a matching message and fills status; returns True."""
+    def Iprobe(self, source: int = ..., tag: int = ..., status: Optional[Status] = None) -> bool:
+        """Whether a matching message has arrived (status filled then)."""
     # collectives on buffers
     def Barrier(self) -> None: ...
     def Bcast(self, buf: _Buf, root: int = 0) -> None: ...
@@ -166,6 +186,15 @@ class Comm:
     def Alltoallv(self, sendbuf: _VBuf, recvbuf: _VBuf) -> None:
         """Block j of sendbuf = [buf, counts(, displs)] to rank j; block i
         of recvbuf from rank i."""
+    # non-blocking collectives: the send data is copied at the call, the
+    # receive buffer written at Wait
+    def Ibarrier(self) -> Request: ...
+    def Ibcast(self, buf: _Buf, root: int = 0) -> Request: ...
+    def Ireduce(self, sendbuf: _RecvBuf, recvbuf: Optional[_Buf] = None, op: Optional[Op] = None, root: int = 0) -> Request: ...
+    def Iallreduce(self, sendbuf: _RecvBuf, recvbuf: _Buf, op: Optional[Op] = None) -> Request: ...
+    def Igather(self, sendbuf: _RecvBuf, recvbuf: Optional[_Buf] = None, root: int = 0) -> Request: ...
+    def Iscatter(self, sendbuf: Optional[_Buf], recvbuf: _RecvBuf, root: int = 0) -> Request: ...
+    def Iallgather(self, sendbuf: _RecvBuf, recvbuf: _Buf) -> Request: ...
     # objects (pickled)
     def send(self, obj: Any, dest: int, tag: int = 0) -> None: ...
     def recv(self, buf: Any = None, source: int = ..., tag: int = ..., status: Optional[Status] = None) -> Any: ...
