@@ -15,11 +15,12 @@
 //!    a call runs (the GIL is released) no other thread touches its
 //!    buffers.
 //! 2. **The endpoint and what borrows it, kept together** ([`Slot`]): a
-//!    Python communicator must own its [`Endpoint`] *and* the collectives
-//!    ([`Comm`](sperli_collective::Comm)`<&Endpoint>`), the checkpointer
-//!    and the open `Isend`/`Irecv` handles that borrow it, and Python
-//!    objects cannot carry a lifetime. A [`Slot`] keeps the endpoint on
-//!    the heap (its address never moves) beside a [`Rank`] that borrows it
+//!    Python communicator must own its [`Endpoint`] *and* the open
+//!    `Isend`/`Irecv` handles that borrow it, and Python objects cannot
+//!    carry a lifetime. (The collectives, the checkpointer and the
+//!    sub-communicators own `Arc` clones of it: the non-blocking calls'
+//!    progress thread needs an owned link.) A [`Slot`] keeps the endpoint
+//!    in an `Arc` (its address never moves) beside a [`Rank`] that borrows it
 //!    as `'static`; the rank is dropped before the endpoint and never
 //!    leaves the slot, and code outside this module only sees it through
 //!    [`Slot::with`], for a lifetime that ends with the call, so no borrow

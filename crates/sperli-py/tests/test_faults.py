@@ -19,6 +19,15 @@ def test_a_rank_killed_mid_call_raises_on_every_survivor():
     assert took < 60, f"the job took {took:.0f} s"
 
 
+def test_a_rank_killed_mid_nonblocking_call_raises_at_wait():
+    p = run_job(3, "kill.py", "--nonblocking", flags=("--silence-ms", "2000"), timeout=90)
+    assert p.returncode == 128 + 9, describe(p)
+    raised = lines_of(p, "raised")
+    assert len(raised) == 2, describe(p)
+    for line in raised:
+        assert line.split()[2] in ("1612", "1613"), line
+
+
 def test_errors_are_fatal_ends_computing_ranks():
     t = time.monotonic()
     p = run_job(3, "kill.py", "--fatal", flags=("--silence-ms", "2000"), timeout=90)

@@ -21,3 +21,13 @@ def test_split_without_feature_bit_2_is_refused_and_the_job_goes_on():
     p = run_job(2, "no_communicators.py", env={"SPERLI_FEATURES": "3"})
     assert p.returncode == 0, describe(p)
     assert len(lines_of(p, "no communicators ok")) == 2, describe(p)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_a_root_check_of_a_nonblocking_call_ends_the_job(n):
+    p = run_job(n, "icalls_root.py")
+    assert p.returncode == 0, describe(p)
+    codes = {int(l.split()[-2]): l.split()[-1] for l in lines_of(p, "root check")}
+    assert sorted(codes) == list(range(n)) and codes[0] == "1618", describe(p)
+    # The others: the root's ABORT, or a peer that left after it first.
+    assert all(codes[q] in ("1612", "1613") for q in range(1, n)), describe(p)

@@ -3,6 +3,9 @@ an Allreduce, the others in a Recv from it): each survivor raises
 JobError (H1612 or H1613) within the silence limit, never hangs.
 Survivors print `raised <code> after <s> s` and exit 3.
 
+With `--nonblocking` the survivors wait in an Iallreduce's `Wait`
+instead.
+
 With `--fatal` (sperli.ERRORS_ARE_FATAL) the survivors compute (sleep
 30 s) instead: the transport ends their processes within the silence
 limit; `still computing` is never printed."""
@@ -17,6 +20,7 @@ import numpy as np
 import sperli
 
 fatal = "--fatal" in sys.argv
+nonblocking = "--nonblocking" in sys.argv
 comm = sperli.init(errors=sperli.ERRORS_ARE_FATAL if fatal else sperli.ERRORS_RETURN)
 r, n = comm.rank, comm.size
 victim = n - 1
@@ -30,7 +34,10 @@ if fatal:
     sys.exit(1)
 t = time.monotonic()
 try:
-    if r == 0:
+    if nonblocking:
+        y = np.empty(1 << 16)
+        comm.Iallreduce(np.ones(1 << 16), y).Wait()
+    elif r == 0:
         y = np.empty(1 << 16)
         comm.Allreduce(np.ones(1 << 16), y)
     else:
