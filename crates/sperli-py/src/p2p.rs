@@ -250,6 +250,7 @@ impl Request {
                     return Ok(res?.then(|| (None, Vec::new())));
                 }
                 Some(Open::Send(h)) => block || h.test()?,
+                Some(Open::Taken(_)) => true,
                 Some(Open::Recv(_)) if block => true,
                 Some(Open::Recv(h)) => {
                     got = h.test()?;
@@ -261,6 +262,7 @@ impl Request {
             }
             let received = match r.open.remove(&id) {
                 None | Some(Open::Coll(_)) => return Err(BindingError::RequestGone.into()),
+                Some(Open::Taken(m)) => Some(m),
                 Some(Open::Send(h)) => {
                     h.wait()?;
                     None
@@ -304,6 +306,75 @@ impl Request {
             self.kind = Kind::Send;
         }
         Ok(true)
+    }
+
+    /// Whether the request can complete without waiting (nothing is
+    /// delivered: [`Open::ready`]).
+    fn ready(&self, py: Python<'_>) -> PyResult<bool> {
+        let Some(id) = self.id else {
+            return Ok(true);
+        };
+        run_on(py, &self.slot, self.sub, move |r| {
+            match r.open.get_mut(&id) {
+                None => Err(BindingError::RequestGone.into()),
+                Some(o) => Ok(o.ready()?),
+            }
+        })
+    }
+
+    /// `Waitany`'s wait in the transport: when every open request of
+    /// `requests` is a posted receive of one slot and communicator, waits
+    /// for the first message (the request keeps it, [`Open::Taken`]) and
+    /// returns its index; `None` when they are not all such receives (or
+    /// none is open).
+    fn wait_any_recv(py: Python<'_>, requests: &[Bound<'_, Request>]) -> PyResult<Option<usize>> {
+        let open: Vec<(usize, u64)> = requests
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.borrow().id.map(|id| (i, id)))
+            .collect();
+        let Some(&(first, _)) = open.first() else {
+            return Ok(None);
+        };
+        let (slot, sub) = {
+            let f = requests[first].borrow();
+            (f.slot.clone(), f.sub)
+        };
+        let same = open.iter().all(|&(i, _)| {
+            let r = requests[i].borrow();
+            Arc::ptr_eq(&r.slot, &slot) && r.sub == sub
+        });
+        if !same {
+            return Ok(None);
+        }
+        let ids: Vec<u64> = open.iter().map(|&(_, id)| id).collect();
+        let got = run_on(py, &slot, sub, move |r| {
+            let ep = r.handles_ep()?;
+            let mut handles = Vec::with_capacity(ids.len());
+            for (id, o) in r.open.iter_mut() {
+                if let Some(k) = ids.iter().position(|x| x == id) {
+                    match o {
+                        Open::Recv(h) => handles.push((k, h)),
+                        // Another kind, or a message already taken: the
+                        // polling path completes it.
+                        _ => return Ok(None),
+                    }
+                }
+            }
+            if handles.len() != ids.len() {
+                return Err(BindingError::RequestGone.into());
+            }
+            handles.sort_by_key(|(k, _)| *k);
+            let mut hs: Vec<&mut sperli_transport::RecvHandle<'_>> =
+                handles.into_iter().map(|(_, h)| h).collect();
+            let Some((j, m)) = ep.wait_any(&mut hs)? else {
+                return Ok(None);
+            };
+            drop(hs);
+            r.open.insert(ids[j], Open::Taken(m));
+            Ok(Some(j))
+        })?;
+        Ok(got.map(|j| open[j].0))
     }
 
     fn fill(&self, status: Option<&Bound<'_, Status>>) {
@@ -392,10 +463,11 @@ impl Request {
 
     /// Waits until one of `requests` is complete and returns its index
     /// (the lowest of those complete at that moment), filling `status`
-    /// for a receive; `sperli.UNDEFINED` when none is still open. Requests
-    /// of any kind (sends, receives, non-blocking collectives) and of any
-    /// communicators: it tests them in turn (GIL released) with a short
-    /// back-off until one completes.
+    /// for a receive; `sperli.UNDEFINED` when none is still open. When the
+    /// open ones are all receives of one communicator it waits in the
+    /// transport's `wait_any`; requests of other kinds (sends,
+    /// non-blocking collectives) or of several communicators it tests in
+    /// turn (GIL released) with a short back-off until one completes.
     #[staticmethod]
     #[pyo3(name = "Waitany", signature = (requests, status = None))]
     fn waitany(
@@ -403,6 +475,12 @@ impl Request {
         requests: Vec<Bound<'_, Request>>,
         status: Option<&Bound<'_, Status>>,
     ) -> PyResult<i64> {
+        if let Some(i) = Self::wait_any_recv(py, &requests)? {
+            let mut r = requests[i].borrow_mut();
+            r.progress(py, true)?;
+            r.fill(status);
+            return Ok(i as i64);
+        }
         let mut pause = std::time::Duration::from_micros(20);
         loop {
             let mut open = false;
@@ -426,15 +504,28 @@ impl Request {
         }
     }
 
-    /// Completes what can complete without waiting; whether all did.
+    /// Whether every request can complete; if so completes them all
+    /// (filling `statuses[i]` if given) and returns `True`, else returns
+    /// `False` and completes none (MPI's `Testall`; a message that came
+    /// stays in its request for a later wait).
     #[staticmethod]
-    #[pyo3(name = "Testall")]
-    fn testall(py: Python<'_>, requests: Vec<Bound<'_, Request>>) -> PyResult<bool> {
-        let mut all = true;
+    #[pyo3(name = "Testall", signature = (requests, statuses = None))]
+    fn testall(
+        py: Python<'_>,
+        requests: Vec<Bound<'_, Request>>,
+        statuses: Option<Vec<Bound<'_, Status>>>,
+    ) -> PyResult<bool> {
         for r in &requests {
-            all &= r.borrow_mut().progress(py, false)?;
+            if !r.borrow().ready(py)? {
+                return Ok(false);
+            }
         }
-        Ok(all)
+        for (i, r) in requests.iter().enumerate() {
+            let mut r = r.borrow_mut();
+            r.progress(py, true)?;
+            r.fill(statuses.as_ref().and_then(|s| s.get(i)));
+        }
+        Ok(true)
     }
 
     /// Whether the request has completed.

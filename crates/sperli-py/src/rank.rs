@@ -47,6 +47,29 @@ pub(crate) enum Open<'e> {
     Recv(RecvHandle<'e>),
     /// A non-blocking collective issued (`Iallreduce`, ...).
     Coll(Box<dyn Pending>),
+    /// A posted receive whose message a wait or test over several
+    /// requests took (`Waitany`, `Testall`): its request completes with it.
+    Taken(sperli_transport::Message),
+}
+
+impl Open<'_> {
+    /// Whether the request can complete without waiting; a receive whose
+    /// message has come takes it (becoming [`Open::Taken`]), nothing is
+    /// delivered yet.
+    pub(crate) fn ready(&mut self) -> Result<bool, Error> {
+        match self {
+            Open::Send(h) => h.test(),
+            Open::Recv(h) => match h.test()? {
+                Some(m) => {
+                    *self = Open::Taken(m);
+                    Ok(true)
+                }
+                None => Ok(false),
+            },
+            Open::Coll(p) => Ok(p.is_done()),
+            Open::Taken(_) => Ok(true),
+        }
+    }
 }
 
 /// A non-blocking collective in progress and what to do with its result
@@ -55,6 +78,9 @@ pub(crate) trait Pending: Send {
     /// Completes the call if it is through (waits for it when `block`),
     /// writing its result into `out`; `Ok(true)` once complete.
     fn poll(&mut self, block: bool, out: Option<&mut Buf>) -> Result<bool, Fail>;
+
+    /// Whether the call is through (`poll` then completes it at once).
+    fn is_done(&self) -> bool;
 }
 
 /// A Rust [`CollRequest`] with the step that delivers its result.
@@ -98,6 +124,10 @@ where
             d(got, out)?;
         }
         Ok(true)
+    }
+
+    fn is_done(&self) -> bool {
+        self.req.as_ref().is_none_or(CollRequest::is_done)
     }
 }
 

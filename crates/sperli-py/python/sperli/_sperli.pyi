@@ -100,7 +100,8 @@ class Request:
     def Waitany(requests: Sequence[Request], status: Optional[Status] = None) -> int:
         """The index of a request that completed (UNDEFINED: none open)."""
     @staticmethod
-    def Testall(requests: Sequence[Request]) -> bool: ...
+    def Testall(requests: Sequence[Request], statuses: Optional[Sequence[Status]] = None) -> bool:
+        """True and every request completed, or False and none completed."""
 
 _Buf = Buffer
 _RecvBuf = Union[Buffer, InPlace]

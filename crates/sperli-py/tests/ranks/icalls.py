@@ -152,6 +152,34 @@ while len(done) < 2:
 check(sperli.Request.Waitany([rq, ib]) == sperli.UNDEFINED, "Waitany with nothing open")
 check(sperli.Request.Testall([rq, ib]), "Testall of completed requests")
 
+# Waitany over receives only (the transport's wait_any), in arrival order.
+ra, rb = np.empty(1, np.int64), np.empty(1, np.int64)
+reqs = [comm.Irecv(ra, source=prv, tag=40), comm.Irecv(rb, source=nxt, tag=41)]
+comm.Send(np.array([r], np.int64), dest=nxt, tag=40)
+comm.Send(np.array([r], np.int64), dest=prv, tag=41)
+got = {}
+for _ in range(2):
+    st = sperli.Status()
+    i = sperli.Request.Waitany(reqs, st)
+    got[i] = st.source
+check(got == {0: prv, 1: nxt} and ra[0] == prv and rb[0] == nxt, f"Waitany of receives {got}")
+
+# Testall completes all or none: a message that came stays in its request.
+comm.Send(np.array([r], np.int64), dest=nxt, tag=42)
+comm.Probe(source=prv, tag=42)  # it has arrived
+ta, tb = np.zeros(1, np.int64), np.zeros(1, np.int64)
+qa = comm.Irecv(ta, source=prv, tag=42)
+qb = comm.Irecv(tb, source=prv, tag=43)
+check(not sperli.Request.Testall([qa, qb]), "Testall before every message came")
+check(not qa.done and not qb.done, "Testall completed a request although not all could")
+comm.Barrier()  # every rank tested before the second message goes
+comm.Send(np.array([r + 100], np.int64), dest=nxt, tag=43)
+sts = [sperli.Status(), sperli.Status()]
+while not sperli.Request.Testall([qa, qb], sts):
+    pass
+check(qa.done and qb.done and ta[0] == prv and tb[0] == prv + 100, f"Testall {ta} {tb}")
+check([x.tag for x in sts] == [42, 43] and sts[1].source == prv, f"Testall statuses {sts}")
+
 # ---- communicators -----------------------------------------------------
 
 # Evens and odds, each ranked by descending job rank.
