@@ -557,6 +557,27 @@ impl Comm {
         Ok(self.request(id, kind))
     }
 
+    /// `Probe` (`wait`) or `Iprobe`: the status of a matching message, in
+    /// this communicator's ranks.
+    fn probe_on(
+        &self,
+        py: Python<'_>,
+        source: i64,
+        tag: i64,
+        wait: bool,
+    ) -> PyResult<Option<WireStatus>> {
+        let (source, tag) = (source_arg(source)?, recv_tag(tag)?);
+        self.call(py, |r| {
+            let src = r.source_to_job(source)?;
+            let st = if wait {
+                Some(r.ep().probe(src, tag)?)
+            } else {
+                r.ep().iprobe(src, tag)?
+            };
+            Ok(st.map(|st| r.local_status(st)))
+        })
+    }
+
     /// The Python request of open request `id` of this communicator.
     pub(crate) fn request(&self, id: u64, kind: Kind) -> Request {
         Request::new(self.slot.clone(), self.sub, id, kind)
@@ -708,13 +729,10 @@ impl Comm {
         tag: i64,
         status: Option<&Bound<'_, Status>>,
     ) -> PyResult<bool> {
-        let (source, tag) = (source_arg(source)?, recv_tag(tag)?);
-        let st = self.call(py, |r| {
-            let src = r.source_to_job(source)?;
-            let st = r.ep().probe(src, tag)?;
-            Ok(r.local_status(st))
-        })?;
-        fill(status, &st);
+        let st = self.probe_on(py, source, tag, true)?;
+        if let Some(st) = &st {
+            fill(status, st);
+        }
         Ok(true)
     }
 
@@ -728,11 +746,7 @@ impl Comm {
         tag: i64,
         status: Option<&Bound<'_, Status>>,
     ) -> PyResult<bool> {
-        let (source, tag) = (source_arg(source)?, recv_tag(tag)?);
-        let st = self.call(py, |r| {
-            let src = r.source_to_job(source)?;
-            Ok(r.ep().iprobe(src, tag)?.map(|st| r.local_status(st)))
-        })?;
+        let st = self.probe_on(py, source, tag, false)?;
         if let Some(st) = &st {
             fill(status, st);
         }
