@@ -185,7 +185,13 @@ mod tests {
             other => panic!("{other:?}"),
         }
         for (r, (first, later)) in out.iter().enumerate().take(2) {
-            assert!(first.is_ok(), "rank {r}");
+            // Rank 2's ABORT may come in before a slow rank has taken its
+            // own part of the broadcast: then that call fails with it
+            // (protocol §7.5), and so does the barrier.
+            let later = match first {
+                Ok(()) => later,
+                Err(_) => first,
+            };
             match later {
                 Err(Error::AbortedByPeer {
                     from, reason, code, ..

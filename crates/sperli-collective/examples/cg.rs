@@ -21,7 +21,7 @@ mod common;
 use std::process::ExitCode;
 
 use common::{arg, block, halo};
-use sperli_collective::{Comm, Endpoint, Error, Reduction};
+use sperli_collective::prelude::*;
 
 fn rhs(i: usize) -> f64 {
     1.0 + (i % 7) as f64
@@ -76,7 +76,7 @@ fn cg(
     Ok((x, it))
 }
 
-fn run(comm: &mut Comm<Endpoint>) -> Result<bool, Error> {
+fn run(comm: &Comm<Endpoint>) -> Result<bool, Error> {
     let (n, shift, tol) = (arg(1, 400usize), arg(2, 0.01f64), arg(3, 1e-10f64));
     let (rank, size) = (comm.rank() as usize, comm.size() as usize);
     if n < size {
@@ -88,23 +88,17 @@ fn run(comm: &mut Comm<Endpoint>) -> Result<bool, Error> {
     let diag = 2.0 + shift;
     let (first, len) = block(n, size, rank);
     let b: Vec<f64> = (first..first + len).map(rhs).collect();
-    let comm_cell = std::cell::RefCell::new(comm);
     let (x, iters) = cg(
         &b,
         tol,
         2 * n,
-        |local| {
-            comm_cell
-                .borrow_mut()
-                .allreduce_scalar(local, Reduction::Sum)
-        },
+        |local| comm.allreduce_scalar(local, Reduction::Sum),
         |p, out| {
-            let (left, right) = halo(&comm_cell.borrow(), p)?;
+            let (left, right) = halo(comm, p)?;
             matvec(p, left, right, diag, out);
             Ok(())
         },
     )?;
-    let comm = comm_cell.into_inner();
     let Some(all) = comm.gatherv(0, &x)? else {
         return Ok(true);
     };

@@ -23,7 +23,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use common::{arg, block, halo};
-use sperli_collective::{Comm, Endpoint, Error, Reduction};
+use sperli_collective::prelude::*;
 
 /// One Jacobi sweep of `u` (ghosts `left`, `right`) into `next`; returns
 /// the largest change.
@@ -53,7 +53,7 @@ fn serial(n: usize, steps: u64, tol: f64, h2f: f64) -> (Vec<f64>, u64) {
     (u, done)
 }
 
-fn run(comm: &mut Comm<Endpoint>) -> Result<bool, Error> {
+fn run(comm: &Comm<Endpoint>) -> Result<bool, Error> {
     let (n, steps, tol) = (arg(1, 50usize), arg(2, 20_000u64), arg(3, 1e-9f64));
     let (rank, size) = (comm.rank() as usize, comm.size() as usize);
     if n < size {

@@ -28,6 +28,132 @@
 //!   bit-identical to the star; small calls and v1 jobs keep the v1 star.
 //! - [`fake`]: an in-memory [`Link`] for N ranks in one process (tests).
 //!
+//! # A tour
+//!
+//! A rank program is started by `sperli run -n N -- PROGRAM`; it joins
+//! its job with [`Comm::from_stdin`] and ends it with a goodbye (BYE) to
+//! every peer. `use sperli_collective::prelude::*;` brings in what it
+//! needs. How each MPI, rsmpi and mpi4py call is spelled here:
+//! docs/collective-api.md.
+//!
+//! ## Point-to-point
+//!
+//! Typed sends and receives on the communicator, tagged as in MPI; a
+//! source or tag of `None` is MPI's `ANY_SOURCE` / `ANY_TAG`, and the
+//! [`Status`] says who sent what. Messages of any length go through the
+//! same calls (protocol §7.2).
+//!
+//! ```no_run
+//! use sperli_collective::prelude::*;
+//!
+//! let comm = Comm::from_stdin()?;
+//! let (rank, size) = (comm.rank(), comm.size());
+//! let right = (rank + 1) % size;
+//! let left = (rank + size - 1) % size;
+//! // A ring shift without deadlock: the receive is posted first.
+//! let (_st, from_left): (Status, Vec<f64>) =
+//!     comm.sendrecv(&[f64::from(rank)], right, 7, Some(left), Some(7))?;
+//! // A receive stays open across a collective (every call takes &self).
+//! let pending = comm.irecv::<u64>(None, Some(8))?; // any source
+//! comm.send(left, 8, &[u64::from(rank)])?;
+//! let total = comm.allreduce_scalar(from_left[0], Reduction::Sum)?;
+//! let (status, v) = pending.wait()?;
+//! assert_eq!(status.source, right);
+//! # let _ = (total, v);
+//! comm.into_link().finish()?;
+//! # Ok::<(), Error>(())
+//! ```
+//!
+//! ## Collectives
+//!
+//! Every rank calls the same collectives in the same order (protocol
+//! §8.1). Reductions fold in ascending rank order, left operand first,
+//! whatever the shape, so a float sum is the same bits in every run and
+//! on every rank. [`fake::run`] runs N ranks as threads of one process
+//! over an in-memory link, as the examples here do.
+//!
+//! ```
+//! use sperli_collective::prelude::*;
+//! let out = sperli_collective::fake::run(3, |c| {
+//!     let r = c.rank();
+//!     let mut cfg = if r == 0 { vec![1.5f64, 2.5] } else { Vec::new() };
+//!     c.bcast(0, &mut cfg).unwrap();
+//!     let sum = c.allreduce(&[f64::from(r), 1.0], Reduction::Sum).unwrap();
+//!     let rows = c.gatherv(0, &vec![r; r as usize + 1]).unwrap(); // blocks of 1, 2, 3
+//!     (cfg, sum, rows.map(|b| b.counts))
+//! });
+//! assert_eq!(out[2].0, vec![1.5, 2.5]);
+//! assert_eq!(out[1].1, vec![3.0, 3.0]);
+//! assert_eq!(out[0].2, Some(vec![1, 2, 3]));
+//! ```
+//!
+//! ## Non-blocking collectives
+//!
+//! `ibarrier`, `ibcast`, `ireduce`, `iallreduce`, `igather`, `iscatter`
+//! and `iallgather` return a [`Request`] at once and go on while the
+//! program computes ([`nonblocking`]); they send the frames of the
+//! blocking calls in issue order.
+//!
+//! ```
+//! use sperli_collective::prelude::*;
+//! let out = sperli_collective::fake::run(4, |c| {
+//!     let req = c.iallreduce(&[c.rank() as u64], Reduction::Sum).unwrap();
+//!     let local: u64 = (0..1000u64).sum(); // computation overlapped with the call
+//!     (req.wait().unwrap()[0], local)
+//! });
+//! assert!(out.iter().all(|&(s, _)| s == 6));
+//! ```
+//!
+//! ## Communicators
+//!
+//! [`Comm::split`] and [`Comm::dup`] (HELLO feature bit 2 on every rank,
+//! protocol §15) make communicators whose collectives run over their
+//! members only; without the bit `split` is refused with
+//! [`UsageError::NoCommunicators`](sperli_wire::error::UsageError::NoCommunicators)
+//! and the job goes on.
+//!
+//! ```
+//! use sperli_collective::prelude::*;
+//! let out = sperli_collective::fake::run(5, |c| {
+//!     let row = c.split(Some(c.rank() / 3), 0).unwrap().unwrap(); // ranks 0-2 and 3-4
+//!     (row.size(), row.allreduce_scalar(1u32, Reduction::Sum).unwrap())
+//! });
+//! assert_eq!(out[0], (3, 3));
+//! assert_eq!(out[4], (2, 2));
+//! ```
+//!
+//! ## Errors
+//!
+//! Every call returns [`Error`]; an error the protocol gives a code has
+//! it in [`Error::h_code`] (docs/error-codes.md). A mistake a rank can
+//! see alone (a bad root, lengths that do not fit) is refused before
+//! anything is sent and the job goes on; a job-ending error (a lost peer,
+//! an ABORT) fails every later call the same way. Under `sperli run` a
+//! job-ending error ends the process with exit status H-code − 1600
+//! unless the program asked for errors to be returned (the transport's
+//! `ErrorMode`). [`Comm::abort`] ends the job from the program, as
+//! `MPI_Abort` does.
+//!
+//! ```
+//! use sperli_collective::prelude::*;
+//! let out = sperli_collective::fake::run(2, |c| {
+//!     let bad = c.bcast(7, &mut vec![0u8]).unwrap_err(); // no rank 7
+//!     let ok = c.allreduce_scalar(1u32, Reduction::Sum); // the job goes on
+//!     (bad.h_code().map(|h| h.number()), ok.is_ok())
+//! });
+//! assert_eq!(out[0], (Some(1618), true));
+//! ```
+//!
+//! ## Checkpoints
+//!
+//! `sperli_ckpt::Checkpointer` (crate sperli-ckpt) wraps a `Comm`: a
+//! `checkpoint(&state)` is signed and copied to a buddy rank, and after a
+//! lost rank `sperli run --restart-max K` restarts the job, whose ranks
+//! `resume()` from the newest checkpoint every rank holds (protocol §9,
+//! §10). `sperli_ckpt::BcastState::bcast_state` broadcasts a struct of
+//! parameters in one call. A checkpoint with an open request (a receive,
+//! a send, a non-blocking collective) fails with H1624.
+//!
 //! # Threading rules
 //!
 //! - Every call of [`Comm`] takes `&self`, so requests that borrow the

@@ -1,6 +1,6 @@
 //! The collectives between real ranks: every rank is an
 //! [`Endpoint`] of a mutually authenticated TLS 1.3 mesh on 127.0.0.1,
-//! 127.0.0.2, ... (`JobPlan::localhost`, nothing outside 127.0.0.0/8), one
+//! 127.0.0.2, ... (`JobPlan::localhost_bound`, nothing outside 127.0.0.0/8), one
 //! thread per rank in this process.
 //!
 //! Every test runs under a watchdog ([`tls_test`]): it fails after 60 s
@@ -100,7 +100,7 @@ pub(crate) fn run_job_with<L: Link, T: Send + 'static>(
     wrap: impl Fn(Endpoint) -> L + Send + Sync + 'static,
     body: impl Fn(Comm<L>) -> T + Send + Sync + 'static,
 ) -> Vec<T> {
-    let plan = JobPlan::localhost(size).expect("plan a loopback job");
+    let plan = JobPlan::localhost_bound(size).expect("plan a loopback job");
     for h in &plan.hosts {
         let ip: Ipv4Addr = h.host.parse().expect("an IPv4 literal");
         assert!(ip.is_loopback(), "{ip} is outside 127.0.0.0/8");
@@ -111,7 +111,9 @@ pub(crate) fn run_job_with<L: Link, T: Send + 'static>(
         .map(|r| {
             let desc = plan.description(r);
             let (wrap, body) = (wrap.clone(), body.clone());
-            let settings = settings_of(r);
+            let mut settings = settings_of(r);
+            // The port stays bound from the plan to the rank's start.
+            settings.listener = plan.take_listener(r);
             thread::Builder::new()
                 .name(format!("tls-rank-{r}"))
                 .spawn(move || {
