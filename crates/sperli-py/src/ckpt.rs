@@ -205,6 +205,9 @@ impl Checkpointer {
         let dir =
             dir.or_else(|| std::env::var_os(sperli_ckpt::ENV_CHECKPOINT_DIR).map(PathBuf::from));
         comm.call(py, move |r| {
+            if r.on_sub() {
+                return Err(BindingError::SubCheckpointer.into());
+            }
             if r.checkpointer().is_some() {
                 return Ok(());
             }

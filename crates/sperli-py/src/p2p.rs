@@ -752,4 +752,29 @@ impl Comm {
         }
         Ok(st.is_some())
     }
+
+    /// `Probe` for the object calls (mpi4py's lowercase `probe`): waits
+    /// for a matching message and fills `status`; returns `True`.
+    #[pyo3(name = "probe", signature = (source = ANY_SOURCE, tag = ANY_TAG, status = None))]
+    fn probe_obj(
+        &self,
+        py: Python<'_>,
+        source: i64,
+        tag: i64,
+        status: Option<&Bound<'_, Status>>,
+    ) -> PyResult<bool> {
+        self.probe_buf(py, source, tag, status)
+    }
+
+    /// `Iprobe` for the object calls (mpi4py's lowercase `iprobe`).
+    #[pyo3(name = "iprobe", signature = (source = ANY_SOURCE, tag = ANY_TAG, status = None))]
+    fn iprobe_obj(
+        &self,
+        py: Python<'_>,
+        source: i64,
+        tag: i64,
+        status: Option<&Bound<'_, Status>>,
+    ) -> PyResult<bool> {
+        self.iprobe_buf(py, source, tag, status)
+    }
 }

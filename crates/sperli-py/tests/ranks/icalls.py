@@ -90,6 +90,16 @@ bigo = np.empty_like(big)
 comm.Iallreduce(big, bigo).Wait()
 check(bigo[0] == bigo[-1] == n * (n - 1) / 2, "Iallreduce of 17.6 MB")
 
+# An Ibcast receiver whose buffer is not the root's length: ArgumentError
+# at its Wait (the data dropped), and the job goes on.
+short = np.arange(3.0) if r == 0 else np.zeros(2)
+rq = comm.Ibcast(short, root=0)
+try:
+    rq.Wait()
+    check(r == 0, "an Ibcast into a buffer of another length")
+except sperli.ArgumentError as e:
+    check(r != 0 and e.code == 1618 and not e.job_ended and "has 2 elements" in str(e), repr(e))
+
 # A refused call raises ArgumentError before anything is issued.
 try:
     comm.Iallreduce(np.ones(3), np.empty(3, np.int32))
@@ -135,7 +145,10 @@ comm.Recv(bytearray(1), source=prv)
 # Objects from any source, an Irecv from any source, Waitany.
 comm.send({"from": r}, dest=0, tag=23)
 if r == 0:
+    st = sperli.Status()
+    check(comm.probe(tag=23, status=st) and st.tag == 23, f"probe {st}")
     got = sorted(comm.recv(source=sperli.ANY_SOURCE, tag=23)["from"] for _ in range(n))
+    check(not comm.iprobe(tag=23), "iprobe: nothing left")
     check(got == list(range(n)), f"recv from any source {got}")
 buf = np.empty(2, np.int32)
 rq = comm.Irecv(buf, source=sperli.ANY_SOURCE, tag=24)
@@ -207,6 +220,11 @@ try:
     raise AssertionError("ANY_SOURCE on a split")
 except sperli.SperliError as e:
     check("only available on the job's communicator" in str(e) and not e.job_ended, repr(e))
+try:
+    sperli.Checkpointer(sub, dir=".")
+    raise AssertionError("a checkpointer on a split")
+except sperli.ArgumentError as e:
+    check("COMM_WORLD" in str(e) and not e.job_ended, repr(e))
 sub.Free()
 try:
     sub.Barrier()
