@@ -8,7 +8,9 @@ mod common;
 
 use libfuzzer_sys::fuzz_target;
 use sperli_wire::header::{check, payload_length_rule, RawHeader, Verdict};
-use sperli_wire::limits::{HEADER_LEN, MAX_PAYLOAD, MAX_USER_TAG};
+use sperli_wire::limits::{
+    FEATURE_COMMUNICATORS, HEADER_LEN, MAX_COMMUNICATOR_ID, MAX_PAYLOAD, MAX_USER_TAG,
+};
 use sperli_wire::FrameType;
 
 fuzz_target!(|data: &[u8]| {
@@ -33,8 +35,14 @@ fuzz_target!(|data: &[u8]| {
                 h.length
             );
             assert!(h.frame_type.epoch_allowed(h.epoch));
+            // Check 12 (protocol §6.2), and protocol §15.2: with HELLO
+            // feature bit 2 a COLLECTIVE tag is the communicator id.
             if h.frame_type == FrameType::Data {
                 assert!(h.tag <= MAX_USER_TAG);
+            } else if h.frame_type == FrameType::Collective
+                && rx.features & FEATURE_COMMUNICATORS != 0
+            {
+                assert!(h.tag <= MAX_COMMUNICATOR_ID);
             } else {
                 assert_eq!(h.tag, 0);
             }
