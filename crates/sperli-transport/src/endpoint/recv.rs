@@ -10,7 +10,7 @@ use sperli_wire::Error;
 use std::borrow::{Borrow, BorrowMut};
 
 use super::Endpoint;
-use crate::proto::matching::{departed, Message, RecvId, Status};
+use crate::proto::matching::{departed, Matching, Message, RecvId, Status};
 
 /// A posted receive ([`Endpoint::irecv`], [`Endpoint::irecv_match`]).
 #[derive(Debug)]
@@ -134,32 +134,14 @@ impl Endpoint {
         source: Option<u32>,
         tag: Option<u32>,
     ) -> Result<RecvHandle<'_>, Error> {
-        self.check_source(source, tag)?;
-        let id = {
-            let mut st = self.shared.state();
-            st.count_recv(true);
-            st.post_joined(source, tag)
-        };
-        Ok(RecvHandle {
-            ep: self,
-            id,
-            closed: false,
-        })
+        self.post_handle(source, tag, Matching::post_joined)
     }
 
     /// As [`Endpoint::probe`] for the messages of [`Endpoint::recv_joined`]:
     /// waits until the whole message has arrived and reports its whole
     /// length.
     pub fn probe_joined(&self, source: Option<u32>, tag: Option<u32>) -> Result<Status, Error> {
-        self.check_source(source, tag)?;
-        self.wait(|| {
-            let st = self.shared.state();
-            if let Some(s) = st.probe_joined(source, tag) {
-                return Some(Ok(s));
-            }
-            let s = source?;
-            st.departed(s).then(|| Err(departed(s)))
-        })
+        self.wait_probe(source, tag, Matching::probe_joined)
     }
 
     /// As [`Endpoint::iprobe`] for the messages of [`Endpoint::recv_joined`]
@@ -187,11 +169,22 @@ impl Endpoint {
         source: Option<u32>,
         tag: Option<u32>,
     ) -> Result<RecvHandle<'_>, Error> {
+        self.post_handle(source, tag, Matching::post)
+    }
+
+    /// Posts a receive with `post` (single-frame or joined matching) and
+    /// returns its handle.
+    fn post_handle(
+        &self,
+        source: Option<u32>,
+        tag: Option<u32>,
+        post: fn(&mut Matching, Option<u32>, Option<u32>) -> RecvId,
+    ) -> Result<RecvHandle<'_>, Error> {
         self.check_source(source, tag)?;
         let id = {
             let mut st = self.shared.state();
             st.count_recv(true);
-            st.post(source, tag)
+            post(&mut st, source, tag)
         };
         Ok(RecvHandle {
             ep: self,
@@ -200,19 +193,30 @@ impl Endpoint {
         })
     }
 
-    /// Waits until a message matching `source` and `tag` (`None`: any) has
-    /// arrived and returns its [`Status`], leaving it to be received
-    /// (MPI's `probe`).
-    pub fn probe(&self, source: Option<u32>, tag: Option<u32>) -> Result<Status, Error> {
+    /// Waits until `probe` (single-frame or joined matching) finds a
+    /// message, or `source` has departed with nothing queued.
+    fn wait_probe(
+        &self,
+        source: Option<u32>,
+        tag: Option<u32>,
+        probe: fn(&Matching, Option<u32>, Option<u32>) -> Option<Status>,
+    ) -> Result<Status, Error> {
         self.check_source(source, tag)?;
         self.wait(|| {
             let st = self.shared.state();
-            if let Some(s) = st.probe(source, tag) {
+            if let Some(s) = probe(&st, source, tag) {
                 return Some(Ok(s));
             }
             let s = source?;
             st.departed(s).then(|| Err(departed(s)))
         })
+    }
+
+    /// Waits until a message matching `source` and `tag` (`None`: any) has
+    /// arrived and returns its [`Status`], leaving it to be received
+    /// (MPI's `probe`).
+    pub fn probe(&self, source: Option<u32>, tag: Option<u32>) -> Result<Status, Error> {
+        self.wait_probe(source, tag, Matching::probe)
     }
 
     /// The [`Status`] of a message matching `source` and `tag` that has
