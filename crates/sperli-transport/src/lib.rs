@@ -161,7 +161,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use endpoint::{Endpoint, RecvHandle, SendHandle, EAGER_LIMIT};
+pub use endpoint::{
+    Endpoint, EndpointRef, OwnedRecvHandle, OwnedSendHandle, PostedRecv, RecvHandle, SendHandle,
+    StartedSend, EAGER_LIMIT,
+};
 pub use proto::matching::{Message, Status};
 
 /// What happens when the job step fails (crate docs, "Errors").

@@ -28,8 +28,28 @@ mod frames;
 mod recv;
 mod send;
 
-pub use recv::RecvHandle;
-pub use send::SendHandle;
+pub use recv::{OwnedRecvHandle, PostedRecv, RecvHandle};
+pub use send::{OwnedSendHandle, SendHandle, StartedSend};
+
+/// How a request handle ([`StartedSend`], [`PostedRecv`]) holds its
+/// endpoint: borrowed (`&Endpoint`: [`SendHandle`], [`RecvHandle`], from
+/// [`Endpoint::isend`] and the other `i*` calls) or counted
+/// (`Arc<Endpoint>`: [`OwnedSendHandle`], [`OwnedRecvHandle`], from
+/// [`Endpoint::isend_owned`] and the other `*_owned` calls), for a handle
+/// that must not borrow, such as one kept in an object without a lifetime.
+/// Both forms behave the same; an owned handle keeps the endpoint alive
+/// until it is dropped. Sealed: implemented for these two only.
+pub trait EndpointRef: std::ops::Deref<Target = Endpoint> + sealed::Sealed {}
+
+impl EndpointRef for &Endpoint {}
+impl EndpointRef for Arc<Endpoint> {}
+
+mod sealed {
+    /// Keeps [`super::EndpointRef`] to the two forms this crate gives out.
+    pub trait Sealed {}
+    impl Sealed for &super::Endpoint {}
+    impl Sealed for std::sync::Arc<super::Endpoint> {}
+}
 
 /// Messages up to this size are sent eagerly: a blocking `send` returns
 /// once the message is queued. Bigger ones wait until written into TLS.

@@ -8,19 +8,53 @@ use sperli_wire::limits::MAX_USER_TAG;
 use sperli_wire::Error;
 
 use std::borrow::{Borrow, BorrowMut};
+use std::sync::Arc;
 
-use super::Endpoint;
+use super::{Endpoint, EndpointRef};
 use crate::proto::matching::{departed, Matching, Message, RecvId, Status};
 
-/// A posted receive ([`Endpoint::irecv`], [`Endpoint::irecv_match`]).
+/// A posted receive, holding its endpoint as `E` ([`EndpointRef`]): use
+/// the names [`RecvHandle`] (from [`Endpoint::irecv`],
+/// [`Endpoint::irecv_match`], [`Endpoint::irecv_joined`]) and
+/// [`OwnedRecvHandle`] (from their `*_owned` forms). Dropping it
+/// unfinished cancels the receive.
 #[derive(Debug)]
-pub struct RecvHandle<'a> {
-    ep: &'a Endpoint,
+pub struct PostedRecv<E: EndpointRef> {
+    ep: E,
     id: RecvId,
     closed: bool,
 }
 
-impl RecvHandle<'_> {
+/// A posted receive that borrows its endpoint ([`Endpoint::irecv`]).
+pub type RecvHandle<'a> = PostedRecv<&'a Endpoint>;
+
+/// A posted receive that holds a counted handle on its endpoint
+/// ([`Endpoint::irecv_owned`]), so it borrows nothing.
+pub type OwnedRecvHandle = PostedRecv<Arc<Endpoint>>;
+
+impl<E: EndpointRef> PostedRecv<E> {
+    /// Posts a receive on `ep` with `post` (single-frame or joined
+    /// matching): the one implementation of every `irecv*` call, borrowed
+    /// or owned.
+    fn post(
+        ep: E,
+        source: Option<u32>,
+        tag: Option<u32>,
+        post: fn(&mut Matching, Option<u32>, Option<u32>) -> RecvId,
+    ) -> Result<Self, Error> {
+        ep.check_source(source, tag)?;
+        let id = {
+            let mut st = ep.shared.state();
+            st.count_recv(true);
+            post(&mut st, source, tag)
+        };
+        Ok(Self {
+            ep,
+            id,
+            closed: false,
+        })
+    }
+
     fn close(&mut self) {
         if !self.closed {
             self.closed = true;
@@ -61,7 +95,7 @@ impl RecvHandle<'_> {
     }
 }
 
-impl Drop for RecvHandle<'_> {
+impl<E: EndpointRef> Drop for PostedRecv<E> {
     fn drop(&mut self) {
         // A dropped, unfinished receive is cancelled; a message it matched
         // but nobody took is lost with it.
@@ -134,7 +168,17 @@ impl Endpoint {
         source: Option<u32>,
         tag: Option<u32>,
     ) -> Result<RecvHandle<'_>, Error> {
-        self.post_handle(source, tag, Matching::post_joined)
+        PostedRecv::post(self, source, tag, Matching::post_joined)
+    }
+
+    /// As [`Endpoint::irecv_joined`], with an owned handle (see
+    /// [`Endpoint::isend_owned`]).
+    pub fn irecv_joined_owned(
+        self: &Arc<Self>,
+        source: Option<u32>,
+        tag: Option<u32>,
+    ) -> Result<OwnedRecvHandle, Error> {
+        PostedRecv::post(Arc::clone(self), source, tag, Matching::post_joined)
     }
 
     /// As [`Endpoint::probe`] for the messages of [`Endpoint::recv_joined`]:
@@ -162,6 +206,16 @@ impl Endpoint {
         self.irecv_match(Some(from), tag)
     }
 
+    /// As [`Endpoint::irecv`], with an owned handle (see
+    /// [`Endpoint::isend_owned`]).
+    pub fn irecv_owned(
+        self: &Arc<Self>,
+        from: u32,
+        tag: Option<u32>,
+    ) -> Result<OwnedRecvHandle, Error> {
+        self.irecv_match_owned(Some(from), tag)
+    }
+
     /// Posts a receive from `source` (`None`: any source) with `tag`
     /// (`None`: any tag); see [`Endpoint::recv_match`].
     pub fn irecv_match(
@@ -169,28 +223,17 @@ impl Endpoint {
         source: Option<u32>,
         tag: Option<u32>,
     ) -> Result<RecvHandle<'_>, Error> {
-        self.post_handle(source, tag, Matching::post)
+        PostedRecv::post(self, source, tag, Matching::post)
     }
 
-    /// Posts a receive with `post` (single-frame or joined matching) and
-    /// returns its handle.
-    fn post_handle(
-        &self,
+    /// As [`Endpoint::irecv_match`], with an owned handle (see
+    /// [`Endpoint::isend_owned`]).
+    pub fn irecv_match_owned(
+        self: &Arc<Self>,
         source: Option<u32>,
         tag: Option<u32>,
-        post: fn(&mut Matching, Option<u32>, Option<u32>) -> RecvId,
-    ) -> Result<RecvHandle<'_>, Error> {
-        self.check_source(source, tag)?;
-        let id = {
-            let mut st = self.shared.state();
-            st.count_recv(true);
-            post(&mut st, source, tag)
-        };
-        Ok(RecvHandle {
-            ep: self,
-            id,
-            closed: false,
-        })
+    ) -> Result<OwnedRecvHandle, Error> {
+        PostedRecv::post(Arc::clone(self), source, tag, Matching::post)
     }
 
     /// Waits until `probe` (single-frame or joined matching) finds a
@@ -235,7 +278,7 @@ impl Endpoint {
     ///
     /// `handles` may be the handles themselves or anything that holds one
     /// ([`BorrowMut`]), such as the typed requests of sperli-collective.
-    pub fn wait_any<'h, H: BorrowMut<RecvHandle<'h>>>(
+    pub fn wait_any<E: EndpointRef, H: BorrowMut<PostedRecv<E>>>(
         &self,
         handles: &mut [H],
     ) -> Result<Option<(usize, Message)>, Error> {
@@ -249,7 +292,7 @@ impl Endpoint {
 
     /// As [`Endpoint::wait_any`] without waiting: `Ok(None)` when none of
     /// `handles` has completed yet. Makes progress first.
-    pub fn test_any<'h, H: BorrowMut<RecvHandle<'h>>>(
+    pub fn test_any<E: EndpointRef, H: BorrowMut<PostedRecv<E>>>(
         &self,
         handles: &mut [H],
     ) -> Result<Option<(usize, Message)>, Error> {
@@ -265,7 +308,7 @@ impl Endpoint {
 
     /// Waits until every one of `handles` completed; their messages in
     /// handle order (`None` for a handle that was done already).
-    pub fn wait_all<'h, H: BorrowMut<RecvHandle<'h>>>(
+    pub fn wait_all<E: EndpointRef, H: BorrowMut<PostedRecv<E>>>(
         &self,
         handles: &mut [H],
     ) -> Result<Vec<Option<Message>>, Error> {
@@ -284,7 +327,7 @@ impl Endpoint {
 }
 
 /// The first of `handles` that completed, with its index and outcome.
-fn first_complete<'h, H: Borrow<RecvHandle<'h>>>(
+fn first_complete<E: EndpointRef, H: Borrow<PostedRecv<E>>>(
     ep: &Endpoint,
     handles: &[H],
 ) -> Option<(usize, Result<Message, Error>)> {

@@ -10,7 +10,7 @@ use sperli_wire::header::FrameHeader;
 use sperli_wire::limits::{MAX_PAYLOAD, MAX_USER_TAG};
 use sperli_wire::{Error, FrameType};
 
-use super::{Endpoint, EAGER_LIMIT};
+use super::{Endpoint, EndpointRef, EAGER_LIMIT};
 use crate::io::link::{Link, Refused, StreamJob};
 use crate::io::service::{self, Serviced};
 use crate::io::shared::Command;
@@ -46,16 +46,41 @@ impl Bytes<'_> {
     }
 }
 
-/// A started send ([`Endpoint::isend`]).
+/// A started send, holding its endpoint as `E` ([`EndpointRef`]): use
+/// the names [`SendHandle`] (from [`Endpoint::isend`]) and
+/// [`OwnedSendHandle`] (from [`Endpoint::isend_owned`]). Dropping it
+/// unfinished is allowed: the message still goes out, the handle just
+/// stops counting as open.
 #[derive(Debug)]
-pub struct SendHandle<'a> {
-    ep: &'a Endpoint,
+pub struct StartedSend<E: EndpointRef> {
+    ep: E,
     seq: u64,
     done: bool,
     closed: bool,
 }
 
-impl SendHandle<'_> {
+/// A started send that borrows its endpoint ([`Endpoint::isend`]).
+pub type SendHandle<'a> = StartedSend<&'a Endpoint>;
+
+/// A started send that holds a counted handle on its endpoint
+/// ([`Endpoint::isend_owned`]), so it borrows nothing.
+pub type OwnedSendHandle = StartedSend<Arc<Endpoint>>;
+
+impl<E: EndpointRef> StartedSend<E> {
+    /// Starts a DATA send on `ep` (the one implementation of
+    /// [`Endpoint::isend`] and [`Endpoint::isend_owned`]).
+    fn start(ep: E, to: u32, tag: u32, data: &[u8]) -> Result<Self, Error> {
+        let seq = ep.seq();
+        let local = ep.start_send(to, tag, Bytes::Borrowed(data), seq)?;
+        ep.shared.state().count_send(true);
+        Ok(Self {
+            ep,
+            seq,
+            done: local,
+            closed: false,
+        })
+    }
+
     fn close(&mut self) {
         if !self.closed {
             self.closed = true;
@@ -93,7 +118,7 @@ impl SendHandle<'_> {
     }
 }
 
-impl Drop for SendHandle<'_> {
+impl<E: EndpointRef> Drop for StartedSend<E> {
     fn drop(&mut self) {
         self.close();
     }
@@ -376,14 +401,45 @@ impl Endpoint {
     /// TLS. The message is copied (or, when nothing is queued ahead of it,
     /// encrypted) before this returns, so `data` is free again at once.
     pub fn isend(&self, to: u32, tag: u32, data: &[u8]) -> Result<SendHandle<'_>, Error> {
-        let seq = self.seq();
-        let local = self.start_send(to, tag, Bytes::Borrowed(data), seq)?;
-        self.shared.state().count_send(true);
-        Ok(SendHandle {
-            ep: self,
-            seq,
-            done: local,
-            closed: false,
-        })
+        StartedSend::start(self, to, tag, data)
+    }
+
+    /// As [`Endpoint::isend`], with a handle that holds a clone of the
+    /// `Arc` instead of a borrow (keep it in a struct without a lifetime,
+    /// move it to another thread); it behaves the same.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use sperli_tls::job_plan::JobPlan;
+    /// use sperli_transport::{Endpoint, ErrorMode, OwnedRecvHandle, Settings};
+    ///
+    /// let plan = JobPlan::localhost(2).unwrap();
+    /// let settings = Settings { errors: ErrorMode::Return, ..Settings::default() };
+    /// let ranks: Vec<_> = (0..2)
+    ///     .map(|r| {
+    ///         let (desc, s) = (plan.description(r), settings.clone());
+    ///         std::thread::spawn(move || {
+    ///             let ep = Arc::new(Endpoint::start(&desc, s).unwrap());
+    ///             if ep.rank() == 0 {
+    ///                 let h = ep.isend_owned(1, 7, b"hello").unwrap();
+    ///                 h.wait().unwrap();
+    ///                 return Vec::new();
+    ///             }
+    ///             // The handle borrows nothing: it can go where `ep` cannot.
+    ///             let h: OwnedRecvHandle = ep.irecv_owned(0, Some(7)).unwrap();
+    ///             std::thread::spawn(move || h.wait()).join().unwrap().unwrap().1
+    ///         })
+    ///     })
+    ///     .collect();
+    /// let got: Vec<Vec<u8>> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
+    /// assert_eq!(got[1], b"hello");
+    /// ```
+    pub fn isend_owned(
+        self: &Arc<Self>,
+        to: u32,
+        tag: u32,
+        data: &[u8],
+    ) -> Result<OwnedSendHandle, Error> {
+        StartedSend::start(Arc::clone(self), to, tag, data)
     }
 }

@@ -8,6 +8,7 @@ mod hostile;
 mod leaving;
 mod matching;
 mod mesh;
+mod owned_handles;
 mod procs;
 mod reliability;
 mod vectors;
