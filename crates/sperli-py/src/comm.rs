@@ -43,7 +43,7 @@ pub struct Comm {
 pub(crate) fn run<R: Send>(
     py: Python<'_>,
     slot: &Slot,
-    f: impl for<'a, 'b> FnOnce(&'b mut Rank<'a>) -> Result<R, Fail> + Send,
+    f: impl FnOnce(&mut Rank) -> Result<R, Fail> + Send,
 ) -> PyResult<R> {
     run_on(py, slot, None, f)
 }
@@ -55,7 +55,7 @@ pub(crate) fn run_on<R: Send>(
     py: Python<'_>,
     slot: &Slot,
     sub: Option<u32>,
-    f: impl for<'a, 'b> FnOnce(&'b mut Rank<'a>) -> Result<R, Fail> + Send,
+    f: impl FnOnce(&mut Rank) -> Result<R, Fail> + Send,
 ) -> PyResult<R> {
     let out = py.detach(move || {
         let ran = slot.with(|r| {
@@ -159,7 +159,7 @@ impl Comm {
     pub(crate) fn call<R: Send>(
         &self,
         py: Python<'_>,
-        f: impl for<'a, 'b> FnOnce(&'b mut Rank<'a>) -> Result<R, Fail> + Send,
+        f: impl FnOnce(&mut Rank) -> Result<R, Fail> + Send,
     ) -> PyResult<R> {
         run_on(py, &self.slot, self.sub, f)
     }
@@ -175,7 +175,7 @@ impl Comm {
         let ep = comm.into_link();
         let incarnation = keys.as_ref().map_or(0, JobKeys::incarnation);
         Ok((
-            Slot::owned(ep, |ep, shared| Rank::new(ep, shared, keys)),
+            Slot::owned(ep, |shared| Rank::new(shared, keys)),
             rank,
             size,
             incarnation,

@@ -75,10 +75,7 @@ impl Comm {
         py: Python<'_>,
         recv: Option<Buf>,
         refused: Option<(AbortReason, BindingError)>,
-        start: impl for<'a, 'b> FnOnce(
-                &'b mut crate::rank::Rank<'a>,
-                Option<&Buf>,
-            ) -> Result<crate::rank::Open<'static>, Fail>
+        start: impl FnOnce(&mut crate::rank::Rank, Option<&Buf>) -> Result<crate::rank::Open, Fail>
             + Send,
     ) -> PyResult<Request> {
         let recv_ref = recv.as_ref();

@@ -338,7 +338,11 @@ impl Comm {
         frame.extend_from_slice(bytes);
         let frame = &frame;
         self.start_request(py, Kind::Send, Peer::Dest(dest), |ep, to| {
-            Ok(Open::Send(ep.isend(to.unwrap_or(dest), tag, frame)?))
+            Ok(Open::Send(ep.isend_owned(
+                to.unwrap_or(dest),
+                tag,
+                frame,
+            )?))
         })
     }
 
@@ -354,7 +358,7 @@ impl Comm {
         let _ = buf;
         let (source, tag) = (source_arg(source)?, recv_tag(tag)?);
         self.start_request(py, Kind::RecvObj, Peer::Source(source), |ep, from| {
-            Ok(Open::Recv(ep.irecv_match(from, tag)?))
+            Ok(Open::Recv(ep.irecv_match_owned(from, tag)?))
         })
     }
 

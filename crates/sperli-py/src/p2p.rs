@@ -50,7 +50,7 @@ pub(crate) fn source_arg(source: i64) -> Result<Option<u32>, BindingError> {
 /// sender's job rank ([`Rank::local_status`] turns it into the
 /// communicator's).
 pub(crate) fn recv_frame(
-    r: &mut Rank<'_>,
+    r: &mut Rank,
     source: Option<u32>,
     tag: Option<u32>,
 ) -> Result<(WireStatus, Vec<u8>), Fail> {
@@ -349,7 +349,7 @@ impl Request {
         }
         let ids: Vec<u64> = open.iter().map(|&(_, id)| id).collect();
         let got = run_on(py, &slot, sub, move |r| {
-            let ep = r.handles_ep()?;
+            let ep = r.handles_ep()?.clone();
             let mut handles = Vec::with_capacity(ids.len());
             for (id, o) in r.open.iter_mut() {
                 if let Some(k) = ids.iter().position(|x| x == id) {
@@ -365,7 +365,7 @@ impl Request {
                 return Err(BindingError::RequestGone.into());
             }
             handles.sort_by_key(|(k, _)| *k);
-            let mut hs: Vec<&mut sperli_transport::RecvHandle<'_>> =
+            let mut hs: Vec<&mut sperli_transport::OwnedRecvHandle> =
                 handles.into_iter().map(|(_, h)| h).collect();
             let Some((j, m)) = ep.wait_any(&mut hs)? else {
                 return Ok(None);
@@ -544,7 +544,7 @@ impl Comm {
         py: Python<'_>,
         kind: Kind,
         peer: Peer,
-        start: impl for<'a> FnOnce(&'a Endpoint, Option<u32>) -> Result<Open<'a>, Error> + Send,
+        start: impl FnOnce(&Arc<Endpoint>, Option<u32>) -> Result<Open, Error> + Send,
     ) -> PyResult<Request> {
         let id = self.call(py, |r| {
             let job = match peer {
@@ -649,7 +649,11 @@ impl Comm {
         let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
         let bytes = b.region.bytes();
         self.start_request(py, Kind::Send, Peer::Dest(dest), |ep, to| {
-            Ok(Open::Send(ep.isend(to.unwrap_or(dest), tag, bytes)?))
+            Ok(Open::Send(ep.isend_owned(
+                to.unwrap_or(dest),
+                tag,
+                bytes,
+            )?))
         })
     }
 
@@ -667,7 +671,7 @@ impl Comm {
         let b = Buf::recv(buf, "buf")?;
         let (source, tag) = (source_arg(source)?, recv_tag(tag)?);
         self.start_request(py, Kind::RecvBuf(b), Peer::Source(source), |ep, from| {
-            Ok(Open::Recv(ep.irecv_match(from, tag)?))
+            Ok(Open::Recv(ep.irecv_match_owned(from, tag)?))
         })
     }
 

@@ -7,9 +7,11 @@
 //! sub-communicators made by `Split`/`Dup` (keyed by their id, sharing the
 //! endpoint and the slot's lock), and the job keys a checkpointer needs.
 //!
-//! The collectives own a counted handle on the endpoint ([`Shared`]): a
-//! non-blocking collective runs on the communicator's progress thread,
-//! which needs an owned link. The open point-to-point requests borrow it.
+//! Everything here holds a counted handle on the endpoint ([`Shared`]),
+//! none borrows it: a non-blocking collective runs on the communicator's
+//! progress thread, which needs an owned link, and the open
+//! point-to-point requests are the transport's owned handles, so a rank
+//! can live in a Python object, which carries no lifetime.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,7 +19,7 @@ use std::sync::Arc;
 use sperli_ckpt::{Checkpointer, JobKeys};
 use sperli_collective::vcoll::Blocks;
 use sperli_collective::{Comm, Element, Endpoint, Link, Reduction, Request as CollRequest};
-use sperli_transport::{RecvHandle, SendHandle, Status as WireStatus};
+use sperli_transport::{OwnedRecvHandle, OwnedSendHandle, Status as WireStatus};
 use sperli_wire::abort::AbortReason;
 use sperli_wire::error::UsageError;
 use sperli_wire::Error;
@@ -40,11 +42,11 @@ pub(crate) type Shared = Arc<Endpoint>;
 
 /// An open request of `Isend`/`Irecv` (and their object forms), or of a
 /// non-blocking collective.
-pub(crate) enum Open<'e> {
+pub(crate) enum Open {
     /// A started send.
-    Send(SendHandle<'e>),
+    Send(OwnedSendHandle),
     /// A posted receive.
-    Recv(RecvHandle<'e>),
+    Recv(OwnedRecvHandle),
     /// A non-blocking collective issued (`Iallreduce`, ...).
     Coll(Box<dyn Pending>),
     /// A posted receive whose message a wait or test over several
@@ -52,7 +54,7 @@ pub(crate) enum Open<'e> {
     Taken(sperli_transport::Message),
 }
 
-impl Open<'_> {
+impl Open {
     /// Whether the request can complete without waiting; a receive whose
     /// message has come takes it (becoming [`Open::Taken`]), nothing is
     /// delivered yet.
@@ -95,7 +97,7 @@ where
     F: FnOnce(R, Option<&mut Buf>) -> Result<(), Fail> + Send + 'static,
 {
     /// `req`, whose result `deliver` writes into the request's buffer.
-    pub(crate) fn open(req: CollRequest<R>, deliver: F) -> Open<'static> {
+    pub(crate) fn open(req: CollRequest<R>, deliver: F) -> Open {
         Open::Coll(Box::new(Self {
             req: Some(req),
             deliver: Some(deliver),
@@ -140,22 +142,18 @@ pub(crate) enum SubComm {
     Task(Comm<Endpoint>),
 }
 
-enum Kind<'e> {
+enum Kind {
     /// A communicator that owns its endpoint (the world).
-    Owned {
-        ep: &'e Endpoint,
-        shared: Shared,
-        coll: Collectives,
-    },
+    Owned { shared: Shared, coll: Collectives },
     /// A mailbox task's: the server's communicator, lent for the handler.
     Task(TaskComm),
 }
 
 /// One rank's state behind a Python communicator (see the module docs).
-pub(crate) struct Rank<'e> {
-    kind: Kind<'e>,
+pub(crate) struct Rank {
+    kind: Kind,
     /// Open requests by id.
-    pub(crate) open: HashMap<u64, Open<'e>>,
+    pub(crate) open: HashMap<u64, Open>,
     next_id: u64,
     /// The communicators made by `Split`/`Dup`, by id.
     subs: HashMap<u32, SubComm>,
@@ -378,12 +376,11 @@ coll! {
     fn alltoallv<T>(&mut self, data: &[T], counts: &[usize]) -> Result<Blocks<T>, Error>;
 }
 
-impl<'e> Rank<'e> {
-    /// A rank over `ep` with no collective call made yet.
-    pub(crate) fn new(ep: &'e Endpoint, shared: Shared, keys: Result<JobKeys, Cause>) -> Self {
+impl Rank {
+    /// A rank over `shared` with no collective call made yet.
+    pub(crate) fn new(shared: Shared, keys: Result<JobKeys, Cause>) -> Self {
         Self {
             kind: Kind::Owned {
-                ep,
                 coll: Collectives::Plain(Comm::new(shared.clone())),
                 shared,
             },
@@ -410,16 +407,16 @@ impl<'e> Rank<'e> {
     /// The endpoint, for calls that finish before they return.
     pub(crate) fn ep(&self) -> &Endpoint {
         match &self.kind {
-            Kind::Owned { ep, .. } => ep,
+            Kind::Owned { shared, .. } => shared,
             Kind::Task(t) => t.get().link(),
         }
     }
 
     /// The endpoint for a request that stays open after its call
     /// (`Isend`/`Irecv`): not in a mailbox task.
-    pub(crate) fn handles_ep(&self) -> Result<&'e Endpoint, BindingError> {
+    pub(crate) fn handles_ep(&self) -> Result<&Shared, BindingError> {
         match &self.kind {
-            Kind::Owned { ep, .. } => Ok(ep),
+            Kind::Owned { shared, .. } => Ok(shared),
             Kind::Task(_) => Err(BindingError::TaskRequests),
         }
     }
@@ -587,7 +584,7 @@ impl<'e> Rank<'e> {
     }
 
     /// Files an open request; returns its id.
-    pub(crate) fn add_open(&mut self, o: Open<'e>) -> u64 {
+    pub(crate) fn add_open(&mut self, o: Open) -> u64 {
         self.next_id += 1;
         self.open.insert(self.next_id, o);
         self.next_id

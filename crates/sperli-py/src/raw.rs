@@ -1,5 +1,5 @@
 //! The crate's only `unsafe` code: two things neither PyO3's safe API nor
-//! the transport's can say.
+//! the mailbox server's can say.
 //!
 //! 1. **A Python buffer as a Rust slice** ([`Region`], [`pair`]): the
 //!    buffer calls hand numpy memory to the collectives without a copy.
@@ -14,21 +14,17 @@
 //!    overlapping memory. The rest is MPI's contract, as in mpi4py: while
 //!    a call runs (the GIL is released) no other thread touches its
 //!    buffers.
-//! 2. **The endpoint and what borrows it, kept together** ([`Slot`]): a
-//!    Python communicator must own its [`Endpoint`] *and* the open
-//!    `Isend`/`Irecv` handles that borrow it, and Python objects cannot
-//!    carry a lifetime. (The collectives, the checkpointer and the
-//!    sub-communicators own `Arc` clones of it: the non-blocking calls'
-//!    progress thread needs an owned link.) A [`Slot`] keeps the endpoint
-//!    in an `Arc` (its address never moves) beside a [`Rank`] that borrows it
-//!    as `'static`; the rank is dropped before the endpoint and never
-//!    leaves the slot, and code outside this module only sees it through
-//!    [`Slot::with`], for a lifetime that ends with the call, so no borrow
-//!    of the endpoint can outlive it. A mailbox task's slot lends the
-//!    server's own communicator instead ([`Slot::scoped`], [`TaskComm`])
-//!    and is closed before the handler returns. Every use goes through
-//!    the slot's mutex, one thread at a time (the collectives need
-//!    exclusive access).
+//! 2. **A mailbox server's communicator lent to a task** ([`TaskComm`]):
+//!    the server lends `&mut Comm<Endpoint>` for one handler call, and a
+//!    Python communicator cannot carry that borrow's lifetime; the task's
+//!    slot ([`Slot::scoped`]) keeps its pointer and is closed before the
+//!    handler returns (also when it unwinds). Every use goes through the
+//!    slot's mutex, one thread at a time.
+//!
+//! A [`Slot`] is otherwise safe code: an owned communicator's rank holds
+//! the endpoint as an `Arc` (its collectives, sub-communicators and open
+//! requests, the transport's owned handles, all hold clones), and
+//! [`Slot::close`] takes the endpoint back once the rank is dropped.
 
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -168,7 +164,7 @@ pub(crate) fn pair<'a, S: Element, R: Element>(
     Ok((s, r))
 }
 
-// ---- 2. the endpoint and its borrowers ---------------------------------
+// ---- 2. the slots -------------------------------------------------------
 
 /// Why a slot no longer runs calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,52 +180,13 @@ pub(crate) enum Gone {
     StillShared,
 }
 
-/// The rank's endpoint, shared: the collectives own `Arc` clones of it
-/// (a non-blocking collective's progress thread needs an owned link) and
-/// the open requests borrow it through [`Owner::get`].
-struct Owner(Arc<Endpoint>);
-
-impl Owner {
-    fn new(ep: Endpoint) -> Self {
-        Self(Arc::new(ep))
-    }
-
-    /// The endpoint, for the rank's references (they must not outlive
-    /// `self`: see `Live`).
-    fn get(&self) -> &'static Endpoint {
-        // SAFETY: the `Arc` allocation lives at least as long as `self`
-        // (which holds a count) and never moves; the references are
-        // shared ones, as the `Arc` hands out, and live only in the rank,
-        // which is dropped before `self` (see `Live`).
-        unsafe { &*Arc::as_ptr(&self.0) }
-    }
-
-    /// A counted handle on the endpoint, for the rank's collectives.
-    fn shared(&self) -> Arc<Endpoint> {
-        self.0.clone()
-    }
-
-    /// The endpoint back, once the rank (with every clone) is gone; the
-    /// `Arc` if a clone is still alive.
-    fn into_inner(self) -> Result<Endpoint, Arc<Endpoint>> {
-        Arc::try_unwrap(self.0)
-    }
-}
-
 struct Live {
-    // Dropped first (declaration order): it borrows `owner`'s endpoint.
-    rank: Rank<'static>,
-    // `None` for a task's communicator, whose endpoint the mailbox
-    // server owns (see `Slot::scoped`).
-    owner: Option<Owner>,
+    rank: Rank,
+    /// The endpoint, for `close` to take back once the rank (and with it
+    /// every clone) is dropped; `None` for a task's communicator, whose
+    /// endpoint the mailbox server owns (see `Slot::scoped`).
+    owner: Option<Arc<Endpoint>>,
 }
-
-// SAFETY: `Endpoint` is `Send + Sync`; `Live` is not `Send` only because
-// of the raw pointer of `TaskComm` (and the `&'static Endpoint`s of the
-// rank, which point into `Owner`'s `Arc`, sent with it); a `TaskComm` points at the server's
-// communicator, which its owner does not use while the slot is open, and
-// is reached only under the slot's mutex, one thread at a time.
-unsafe impl Send for Live {}
 
 /// One communicator's endpoint, collectives, checkpointer and open
 /// requests (module docs, part 2).
@@ -241,41 +198,25 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
-    /// A slot owning `ep`; `rank` builds the rank over it.
-    pub(crate) fn owned(
-        ep: Endpoint,
-        rank: impl FnOnce(&'static Endpoint, Arc<Endpoint>) -> Rank<'static>,
-    ) -> Self {
-        let owner = Owner::new(ep);
-        // The reference lives only inside `Live::rank`, which is dropped
-        // before `Live::owner` and never leaves the slot (`with` lends it
-        // for the call only, `close` drops it in place).
-        let ep = owner.get();
+    /// A slot owning `ep`; `rank` builds the rank over a counted handle
+    /// on it.
+    pub(crate) fn owned(ep: Endpoint, rank: impl FnOnce(Arc<Endpoint>) -> Rank) -> Self {
+        let owner = Arc::new(ep);
         Self {
             state: Mutex::new(Ok(Live {
-                rank: rank(ep, owner.shared()),
+                rank: rank(owner.clone()),
                 owner: Some(owner),
             })),
             cancelled: Mutex::new(Vec::new()),
         }
     }
 
-    /// Runs `f` on the rank, holding the slot's lock. `f` is generic over
-    /// the lifetimes, so nothing it leaves in the rank or returns can
-    /// borrow more than the rank's own endpoint.
-    pub(crate) fn with<R>(
-        &self,
-        f: impl for<'a, 'b> FnOnce(&'b mut Rank<'a>) -> R,
-    ) -> Result<R, Gone> {
+    /// Runs `f` on the rank, holding the slot's lock.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Rank) -> R) -> Result<R, Gone> {
         let mut guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let live = guard.as_mut().map_err(|g| *g)?;
         live.rank.drop_cancelled(&self.cancelled);
-        // SAFETY: only shortens lifetimes (same type otherwise). Whatever
-        // `f` stores in the rank lives at least `'a` for every `'a`, so it
-        // is `'static` or derived from the rank's own endpoint, which the
-        // slot keeps alive as long as the rank.
-        let rank: &mut Rank<'_> = unsafe { shorten(&mut live.rank) };
-        Ok(f(rank))
+        Ok(f(&mut live.rank))
     }
 
     /// Drops open request `id` now, or at the next call if one runs.
@@ -307,7 +248,7 @@ impl Slot {
         // sub-communicators and their progress threads, which end once
         // their issued calls are through).
         drop(rank);
-        match owner.map(Owner::into_inner) {
+        match owner.map(Arc::try_unwrap) {
             None => Ok(None),
             Some(Ok(ep)) => Ok(Some((ep, seq))),
             Some(Err(_still_shared)) => Err(Gone::StillShared),
@@ -347,6 +288,12 @@ impl Slot {
 /// out exactly the access a `&'slot mut Comm` would.
 pub(crate) struct TaskComm(NonNull<Comm<Endpoint>>);
 
+// SAFETY: `Comm<Endpoint>` is `Send`; a `TaskComm` is not only because
+// of its pointer, which it uses as a `&mut Comm` lent to the slot (type
+// docs): reached only under the slot's mutex, one thread at a time, while
+// its owner does not use it.
+unsafe impl Send for TaskComm {}
+
 impl TaskComm {
     /// The communicator.
     pub(crate) fn get(&self) -> &Comm<Endpoint> {
@@ -360,13 +307,4 @@ impl TaskComm {
         // SAFETY: see the type's docs; exclusive through `&mut self`.
         unsafe { self.0.as_mut() }
     }
-}
-
-/// Shortens the lifetimes of a rank borrow.
-///
-/// # Safety
-/// The caller keeps the rank's endpoint alive for as long as the rank.
-unsafe fn shorten<'a>(r: &'a mut Rank<'static>) -> &'a mut Rank<'a> {
-    // SAFETY: `Rank<'static>` and `Rank<'a>` differ only in a lifetime.
-    unsafe { std::mem::transmute::<&'a mut Rank<'static>, &'a mut Rank<'a>>(r) }
 }

@@ -173,7 +173,7 @@ impl VBuf {
 /// Puts a v-call's result into `v`; counts that differ from what the
 /// ranks sent are a check only this rank makes: it ends the job (H1618,
 /// ABORT reason 3).
-fn place_or_end<T: Element>(r: &mut Rank<'_>, v: &mut VBuf, b: &Blocks<T>) -> Result<(), Fail> {
+fn place_or_end<T: Element>(r: &mut Rank, v: &mut VBuf, b: &Blocks<T>) -> Result<(), Fail> {
     v.place(&b.data, &b.counts)
         .map_err(|e| r.end_job(AbortReason::CollectiveMismatch, e))
 }
