@@ -1285,7 +1285,7 @@ impl<L: Link> Comm<L> {
 
 #[cfg(test)]
 mod buffer_tests {
-    //! Issue 8.4: the collectives take their payload buffers from the link
+    //! The collectives take their payload buffers from the link
     //! and give every received payload back.
 
     use std::sync::atomic::{AtomicUsize, Ordering};
