@@ -518,6 +518,20 @@ impl<L: Link> Comm<L> {
         self.expect_len(from, got - got % width, got)
     }
 
+    /// A bcast root's data is longer than one call carries: only the root
+    /// knows, so the job ends (protocol §8.4, decided there: the others
+    /// cannot know the length).
+    pub(crate) fn root_data_too_long<X>(&self, len: usize) -> Result<X, Error> {
+        self.fail_job(
+            AbortReason::CollectiveMismatch,
+            ArgumentError::TooLong {
+                len,
+                max: MAX_COLLECTIVE_DATA,
+            }
+            .into(),
+        )
+    }
+
     pub(crate) fn check_root(&self, root: u32) -> Result<(), Error> {
         if root < self.size {
             Ok(())

@@ -77,15 +77,7 @@ impl<L: Link> Comm<L> {
         if self.rank == root {
             let len = root_data.byte_len();
             if len > MAX_COLLECTIVE_DATA {
-                // Protocol §8.4 (decided there): the others cannot know the length.
-                return self.fail_job(
-                    AbortReason::CollectiveMismatch,
-                    ArgumentError::TooLong {
-                        len,
-                        max: MAX_COLLECTIVE_DATA,
-                    }
-                    .into(),
-                );
+                return self.root_data_too_long(len);
             }
             if self.size == 1 {
                 return Ok(None);
