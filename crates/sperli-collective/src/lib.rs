@@ -195,6 +195,7 @@
 #![warn(missing_docs)]
 
 mod abort;
+mod collectives;
 mod comm;
 mod communicators;
 mod element;
@@ -205,6 +206,7 @@ mod link;
 pub mod nonblocking;
 mod p2p;
 pub mod pipeline;
+mod star;
 mod state;
 pub mod vcoll;
 

@@ -36,6 +36,8 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 use sperli_tls::composite_sig::SecretKey;
 use sperli_tls::job_plan::{JobPlan, PlanError};
 use sperli_wire::job_description::HostEntry;
@@ -88,6 +90,13 @@ pub enum KeyFileError {
         /// `-n`.
         asked: u32,
     },
+    /// Another launcher run holds the file's lock: it runs this job now.
+    InUse {
+        /// The file.
+        path: PathBuf,
+        /// Its lock file.
+        lock: PathBuf,
+    },
     /// The incarnation counter is used up.
     Exhausted {
         /// The file.
@@ -132,6 +141,12 @@ impl fmt::Display for KeyFileError {
                 f,
                 "the job of the key file {} has {job} ranks; -n {asked} cannot resume it (a resume needs the same size)",
                 path.display()
+            ),
+            KeyFileError::InUse { path, lock } => write!(
+                f,
+                "another `sperli run` uses the key file {} now (it holds {}): one job runs one incarnation at a time (refusing to start)",
+                path.display(),
+                lock.display()
             ),
             KeyFileError::Exhausted { path } => write!(
                 f,
@@ -416,25 +431,74 @@ impl KeyFile {
     }
 }
 
+/// Takes the exclusive lock of the key file at `path` without waiting:
+/// an empty file `.NAME.lock` beside it (mode 0600; the directory is
+/// created mode 0700 if it is missing), locked with `flock`. The key file
+/// itself cannot carry the lock, as every record replaces it by a rename.
+/// The lock file holds nothing and may stay; only its lock counts.
+pub fn lock(path: &Path) -> Result<Flock<File>, KeyFileError> {
+    let io = |op: &'static str| {
+        move |e: std::io::Error| KeyFileError::Io {
+            path: path.to_path_buf(),
+            op,
+            kind: e.kind(),
+        }
+    };
+    let name = path.file_name().ok_or(KeyFileError::NotAFile {
+        path: path.to_path_buf(),
+    })?;
+    let dir = path.parent().unwrap_or(Path::new(""));
+    if !dir.as_os_str().is_empty() && !dir.exists() {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io("create the directory of"))?;
+    }
+    let lock = dir.join(format!(".{}.lock", name.to_string_lossy()));
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&lock)
+        .map_err(io("create the lock of"))?;
+    match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+        Ok(held) => Ok(held),
+        Err((_, Errno::EWOULDBLOCK)) => Err(KeyFileError::InUse {
+            path: path.to_path_buf(),
+            lock,
+        }),
+        Err((_, e)) => Err(io("lock")(std::io::Error::from(e))),
+    }
+}
+
 /// Where a launcher run gets its job from: a new job each run, or the key
 /// file's job (see the module docs).
 #[derive(Debug)]
 pub struct JobIdentity {
     file: Option<PathBuf>,
+    /// The key file's lock, held for the whole launcher run (released by
+    /// the OS when the launcher exits, however it exits).
+    _lock: Option<Flock<File>>,
     key: Option<KeyFile>,
     first: u32,
 }
 
 impl JobIdentity {
-    /// A run with `--job-key FILE` (or without: `None`). The file is read
-    /// and checked now; it is created by [`JobIdentity::plan`].
+    /// A run with `--job-key FILE` (or without: `None`). The file's lock
+    /// is taken first ([`lock`]: a second run with the same file is
+    /// refused with [`KeyFileError::InUse`]), then the file is read and
+    /// checked; it is created by [`JobIdentity::plan`].
     pub fn open(file: Option<&Path>) -> Result<Self, KeyFileError> {
+        let lock = file.map(lock).transpose()?;
         let key = match file {
             Some(p) => KeyFile::load(p)?,
             None => None,
         };
         Ok(Self {
             file: file.map(Path::to_path_buf),
+            _lock: lock,
             key,
             first: 1,
         })
@@ -541,6 +605,27 @@ mod tests {
     }
 
     #[test]
+    fn a_second_run_with_the_same_key_file_is_refused_while_the_first_holds_it() {
+        let root = scratch("lock");
+        let path = root.join("sub").join("job.key");
+        let first = JobIdentity::open(Some(&path)).unwrap();
+        assert!(root.join("sub").join(".job.key.lock").exists());
+        match JobIdentity::open(Some(&path)) {
+            Err(KeyFileError::InUse { path: p, lock }) => {
+                assert_eq!(p, path);
+                assert_eq!(lock, root.join("sub").join(".job.key.lock"));
+            }
+            other => panic!("expected InUse, got {other:?}"),
+        }
+        // Another key file in the same directory is not affected.
+        let other = JobIdentity::open(Some(&root.join("sub").join("other.key"))).unwrap();
+        drop(first);
+        let again = JobIdentity::open(Some(&path)).unwrap();
+        drop((again, other));
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
     fn a_created_file_is_private_in_a_private_directory_and_reads_back() {
         let root = scratch("create");
         let path = root.join("deep/dir/job.key");
@@ -636,6 +721,8 @@ mod tests {
         first.next_incarnation(&mut plan, hosts()).unwrap();
         assert_eq!(first.restarts(plan.incarnation), 1);
         assert_eq!(KeyFile::load(&path).unwrap().unwrap().incarnation(), 2);
+        // The first launcher run ends (its lock goes with it).
+        drop(first);
         let mut later = JobIdentity::open(Some(&path)).unwrap();
         let again = later.plan(hosts(), life).unwrap();
         assert_eq!(again.job_id, plan.job_id);
@@ -645,6 +732,7 @@ mod tests {
             again.description(0).job_public_key,
             plan.description(0).job_public_key
         );
+        drop(later);
         let mut other_size = JobIdentity::open(Some(&path)).unwrap();
         let e = other_size
             .plan(sperli_tls::job_plan::local_hosts(3).unwrap(), life)

@@ -1,6 +1,6 @@
 //! # sperli-launch
 //!
-//! The `sperli` launcher (issues 6 and 17): host lists, refused hosts,
+//! The `sperli` launcher (docs/launcher.md): host lists, refused hosts,
 //! placement, spawning ranks (locally, through a remote shell or as Slurm
 //! job steps), streaming their output with a `[rank]` prefix, the root
 //! cause of a failure, exit status, restarts, and no process of a job

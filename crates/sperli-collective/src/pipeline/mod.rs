@@ -11,9 +11,9 @@
 //!   chunk length and fanout this implementation chooses;
 //! - this file: taking a frame and every check a receiver makes (protocol
 //!   §14.4), the result sinks;
-//! - [`chain`]: reduce, allreduce and reduce_scatter, a chain 0 → … → n-1
+//! - `chain`: reduce, allreduce and reduce_scatter, a chain 0 → … → n-1
 //!   then the result on (bit-identical to the star: protocol §14.6);
-//! - [`relay`]: bcast along a chain or tree, allgather along a ring.
+//! - `relay`: bcast along a chain or tree, allgather along a ring.
 //!
 //! Everything goes through [`Link`]: `send_collective_vec` hands a
 //! received chunk on without a copy, `recv_collective` takes the next frame

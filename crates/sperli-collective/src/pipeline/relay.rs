@@ -2,9 +2,8 @@
 //! §14.3): FINAL chunks that every rank hands on as it takes them. Nothing
 //! is computed; the bytes arrive as the owner sent them.
 
-use sperli_wire::abort::AbortReason;
 use sperli_wire::collective::{Operation, Phase};
-use sperli_wire::error::{ArgumentError, MismatchError};
+use sperli_wire::error::MismatchError;
 use sperli_wire::limits::MAX_COLLECTIVE_DATA;
 use sperli_wire::pipeline::ChunkStream;
 use sperli_wire::Error;
@@ -57,15 +56,7 @@ impl<L: Link> Comm<L> {
         };
         if me == root {
             if !large && len > MAX_COLLECTIVE_DATA {
-                // Protocol §8.4: the others cannot know the length.
-                return self.fail_job(
-                    AbortReason::CollectiveMismatch,
-                    ArgumentError::TooLong {
-                        len,
-                        max: MAX_COLLECTIVE_DATA,
-                    }
-                    .into(),
-                );
+                return self.root_data_too_long(len);
             }
             if n == 1 {
                 return Ok(());

@@ -1,7 +1,7 @@
 //! Pipelined collectives (HELLO feature bit 1, protocol §14) over the
 //! in-memory fake link: results bit-identical to the v1 star for every
 //! element type and allowed reduction at 1, 2, 3, 5 and 8 ranks and every
-//! size of the issue (0, 1 element, the chunk edges, 16 MiB + 1 element,
+//! edge size (0, 1 element, the chunk edges, 16 MiB + 1 element,
 //! 64 MiB), ranks entering late, a job with a v1-only rank, hostile frames,
 //! a relay lost mid-call.
 

@@ -819,7 +819,7 @@ fn assert_job_aborted(e: &Error, from: u32, reason: AbortReason, h: u32, third: 
     }
 }
 
-/// Issue 5 point 5: after the job failed every further call on this rank,
+/// After the job failed every further call on this rank,
 /// collective or point-to-point, fails at once; the collective ones with
 /// the error that ended the job here.
 fn everything_fails_promptly(c: &mut Comm<Rogue>) {

@@ -1,0 +1,302 @@
+//! The six v1 collectives at byte level: the star of protocol §8 around
+//! the root (barrier and allreduce: rank 0), which every call of a job
+//! without feature bit 1, and every small call of one with it, runs
+//! (protocol §14.5).
+//!
+//! Payload buffers come from the link (`Link::take_buffer`, a pool on the
+//! real transport) and received ones go back (`Link::recycle`) once read,
+//! so steady traffic of large calls reuses buffers that are already
+//! faulted in. Results are returned as the payload buffer
+//! (data at `[16..]`); the caller reads it and recycles it.
+
+use sperli_wire::abort::AbortReason;
+use sperli_wire::collective::{Operation, Phase};
+use sperli_wire::element::{ElementType, Reduction};
+use sperli_wire::error::ArgumentError;
+use sperli_wire::limits::MAX_COLLECTIVE_DATA;
+use sperli_wire::reduce::{check_args, combine_into};
+use sperli_wire::Error;
+
+use crate::comm::{Call, Comm, Src};
+use crate::link::Link;
+
+const H: usize = sperli_wire::limits::COLLECTIVE_HEADER_LEN;
+
+impl<L: Link> Comm<L> {
+    /// barrier: empty phase 0 to rank 0, then empty phase 1 from rank 0.
+    pub(crate) fn barrier_core(&self) -> Result<(), Error> {
+        let seq = self.begin()?;
+        if self.size == 1 {
+            return Ok(());
+        }
+        let call = Call {
+            op: Operation::Barrier,
+            element_type: 0,
+            reduction: 0,
+            root: 0,
+            seq,
+            len: 0,
+        };
+        if self.rank == 0 {
+            for r in 1..self.size {
+                let p = self.recv_coll(&call, Phase::ToRoot, r)?;
+                self.expect_len(r, 0, p.len() - H)?;
+            }
+            let p = call.header(Phase::FromRoot);
+            for r in 1..self.size {
+                self.send_coll(r, &p)?;
+            }
+        } else {
+            self.send_coll(0, &call.header(Phase::ToRoot))?;
+            let p = self.recv_coll(&call, Phase::FromRoot, 0)?;
+            self.expect_len(0, 0, p.len() - H)?;
+        }
+        Ok(())
+    }
+
+    /// bcast. At the root returns `None` (its data is the result); at
+    /// other ranks the received payload (data at `[16..]`), checked to be
+    /// whole `width`-byte elements and, if `expect` is given, that long.
+    pub(crate) fn bcast_core<D: Src + ?Sized>(
+        &self,
+        root: u32,
+        root_data: &D,
+        width: usize,
+        expect: Option<usize>,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let seq = self.begin()?;
+        self.check_root(root)?;
+        let call = Call {
+            op: Operation::Bcast,
+            element_type: 0,
+            reduction: 0,
+            root,
+            seq,
+            len: root_data.byte_len(),
+        };
+        if self.rank == root {
+            let len = root_data.byte_len();
+            if len > MAX_COLLECTIVE_DATA {
+                return self.root_data_too_long(len);
+            }
+            if self.size == 1 {
+                return Ok(None);
+            }
+            let p = self.payload(&call, Phase::FromRoot, root_data, 0..len);
+            self.send_all((0..self.size).filter(|&r| r != root), p)?;
+            Ok(None)
+        } else {
+            let p = self.recv_coll(&call, Phase::FromRoot, root)?;
+            let got = p.len() - H;
+            match expect {
+                Some(n) => self.expect_len(root, n, got)?,
+                None => self.expect_whole(root, width, got)?,
+            }
+            Ok(Some(p))
+        }
+    }
+
+    /// Argument checks of reduce/allreduce (protocol §8.4), H1618.
+    pub(crate) fn reduce_args(
+        &self,
+        root: u32,
+        len: usize,
+        element_type: u8,
+        reduction: u8,
+    ) -> Result<(ElementType, Reduction), Error> {
+        self.check_root(root)?;
+        let t = ElementType::from_code(element_type)?;
+        let r = Reduction::from_code(reduction)?;
+        check_args(len, t, r)?;
+        if len > MAX_COLLECTIVE_DATA {
+            return Err(ArgumentError::TooLong {
+                len,
+                max: MAX_COLLECTIVE_DATA,
+            }
+            .into());
+        }
+        Ok((t, r))
+    }
+
+    /// reduce (`allreduce == false`) or allreduce. Returns the payload
+    /// buffer holding the result at `[16..]` where the rank has a result
+    /// (the root; every rank for allreduce), else `None`. The root folds in
+    /// place into the first operand's buffer (rank 0's payload, or its own
+    /// data), then recycles every other received buffer.
+    pub(crate) fn reduce_core<D: Src + ?Sized>(
+        &self,
+        allreduce: bool,
+        root: u32,
+        data: &D,
+        element_type: u8,
+        reduction: u8,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let seq = self.begin()?;
+        let root = if allreduce { 0 } else { root };
+        let len = data.byte_len();
+        let (t, red) = self.reduce_args(root, len, element_type, reduction)?;
+        let call = Call {
+            op: if allreduce {
+                Operation::Allreduce
+            } else {
+                Operation::Reduce
+            },
+            element_type,
+            reduction,
+            root,
+            seq,
+            len,
+        };
+        if self.size == 1 {
+            return Ok(Some(self.payload(&call, Phase::FromRoot, data, 0..len)));
+        }
+        if self.rank != root {
+            let p = self.payload(&call, Phase::ToRoot, data, 0..len);
+            self.send_vec(root, p)?;
+            if !allreduce {
+                return Ok(None);
+            }
+            let p = self.recv_coll(&call, Phase::FromRoot, root)?;
+            self.expect_len(root, len, p.len() - H)?;
+            return Ok(Some(p));
+        }
+        // The root: fold in ascending rank order, left operand = lower ranks.
+        let mut acc: Option<Vec<u8>> = None;
+        for r in 0..self.size {
+            let contribution = if r == root {
+                if acc.is_none() {
+                    acc = Some(self.payload(&call, Phase::FromRoot, data, 0..len));
+                    continue;
+                }
+                self.bytes(data, 0..len)
+            } else {
+                let p = self.recv_coll(&call, Phase::ToRoot, r)?;
+                if p.len() - H != len {
+                    // Protocol §8.4: the lengths are data of a call: H1618.
+                    let e = ArgumentError::LengthMismatch {
+                        left: len,
+                        right: p.len() - H,
+                    };
+                    return self.fail_job(AbortReason::CollectiveMismatch, e.into());
+                }
+                if acc.is_none() {
+                    acc = Some(p);
+                    continue;
+                }
+                p
+            };
+            let off = if r == root { 0 } else { H };
+            let a = acc.as_mut().expect("set above");
+            if let Err(e) = combine_into(&mut a[H..], &contribution[off..], t, red) {
+                return self.fail_job(AbortReason::CollectiveMismatch, e.into());
+            }
+            self.recycle(contribution);
+        }
+        let mut acc = acc.expect("size >= 1");
+        acc[..H].copy_from_slice(&call.header(Phase::FromRoot));
+        if allreduce {
+            let to: Vec<u32> = (1..self.size).collect();
+            self.send_each(&to, &acc)?;
+        }
+        Ok(Some(acc))
+    }
+
+    /// gather: calls `sink` at the root with every block in rank order.
+    pub(crate) fn gather_core<D: Src + ?Sized>(
+        &self,
+        root: u32,
+        data: &D,
+        mut sink: impl FnMut(&[u8]),
+    ) -> Result<bool, Error> {
+        let seq = self.begin()?;
+        self.check_root(root)?;
+        let len = data.byte_len();
+        if len > MAX_COLLECTIVE_DATA {
+            return Err(ArgumentError::TooLong {
+                len,
+                max: MAX_COLLECTIVE_DATA,
+            }
+            .into());
+        }
+        let call = Call {
+            op: Operation::Gather,
+            element_type: 0,
+            reduction: 0,
+            root,
+            seq,
+            len: data.byte_len(),
+        };
+        if self.rank != root {
+            let p = self.payload(&call, Phase::ToRoot, data, 0..len);
+            self.send_vec(root, p)?;
+            return Ok(false);
+        }
+        for r in 0..self.size {
+            if r == root {
+                let own = self.bytes(data, 0..len);
+                sink(&own);
+                self.recycle(own);
+            } else {
+                let p = self.recv_coll(&call, Phase::ToRoot, r)?;
+                // Protocol §8.4: gather blocks of different lengths: H1617.
+                self.expect_len(r, len, p.len() - H)?;
+                sink(&p[H..]);
+                self.recycle(p);
+            }
+        }
+        Ok(true)
+    }
+
+    /// scatter: the root's `data` is `size` blocks of `width`-byte
+    /// elements; returns this rank's block (at the root a copy, elsewhere
+    /// the payload's `[16..]` — see the `usize` offset returned).
+    pub(crate) fn scatter_core<D: Src + ?Sized>(
+        &self,
+        root: u32,
+        data: &D,
+        width: usize,
+        expect: Option<usize>,
+    ) -> Result<(Vec<u8>, usize), Error> {
+        let seq = self.begin()?;
+        self.check_root(root)?;
+        let call = Call {
+            op: Operation::Scatter,
+            element_type: 0,
+            reduction: 0,
+            root,
+            seq,
+            len: 0,
+        };
+        let size = self.size as usize;
+        if self.rank == root {
+            let len = data.byte_len();
+            let elems = len / width;
+            let block = (elems / size) * width;
+            if len % width != 0 || elems % size != 0 || block > MAX_COLLECTIVE_DATA {
+                return self.fail_job(
+                    AbortReason::InvalidScatter,
+                    ArgumentError::ScatterBlocks {
+                        len,
+                        size: self.size,
+                    }
+                    .into(),
+                );
+            }
+            for r in (0..self.size).filter(|&r| r != root) {
+                let i = r as usize;
+                let p = self.payload(&call, Phase::FromRoot, data, i * block..(i + 1) * block);
+                self.send_vec(r, p)?;
+            }
+            let i = root as usize;
+            Ok((self.bytes(data, i * block..(i + 1) * block), 0))
+        } else {
+            let p = self.recv_coll(&call, Phase::FromRoot, root)?;
+            let got = p.len() - H;
+            match expect {
+                Some(n) => self.expect_len(root, n, got)?,
+                None => self.expect_whole(root, width, got)?,
+            }
+            Ok((p, H))
+        }
+    }
+}
