@@ -16,6 +16,10 @@
 //! `SPERLI_LOCAL_SIZE` (and `RANK`, `WORLD_SIZE`, `LOCAL_RANK`,
 //! `LOCAL_WORLD_SIZE`) in its environment.
 
+// The argument types' doc comments are clap's `--help` text, written for a
+// terminal (`[N]`, `DIR/rank-<r>`), not rustdoc markup.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
+
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -37,6 +37,10 @@
 //! its Rust handle in [`rank::Open`] and returns a `p2p::Request`; add its
 //! line to `python/sperli/_sperli.pyi` and a test under `tests/`.
 #![warn(missing_docs)]
+// The modules are private (the Python API is the interface); their docs
+// are for maintainers (`cargo doc --document-private-items`) and link the
+// private items they describe.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod buffer;
 pub mod ckpt;
