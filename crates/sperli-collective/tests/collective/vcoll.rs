@@ -317,7 +317,9 @@ fn a_scatterv_block_longer_than_announced_is_h1617_at_the_receiver() {
         })) => {}
         other => panic!("{other:?}"),
     }
-    assert!(out[1].0.is_ok());
+    // Rank 1's block is right, so its scatterv succeeds, unless rank 2's
+    // ABORT comes in before it has taken the block (protocol §7.5):
+    // `assert_job_ended` allows both.
     for r in [0, 1] {
         let (first, later) = &out[r];
         assert_job_ended(first, later, 2, AbortReason::CollectiveMismatch, 1617);
