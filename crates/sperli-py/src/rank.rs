@@ -26,7 +26,6 @@ use sperli_wire::Error;
 
 use crate::buffer::Buf;
 use crate::errors::{BindingError, Cause, Fail};
-use crate::raw::TaskComm;
 
 /// The collectives of an owned rank: a plain communicator, or the
 /// checkpointer that owns it.
@@ -145,8 +144,9 @@ pub(crate) enum SubComm {
 enum Kind {
     /// A communicator that owns its endpoint (the world).
     Owned { shared: Shared, coll: Collectives },
-    /// A mailbox task's: the server's communicator, lent for the handler.
-    Task(TaskComm),
+    /// A mailbox task's: the server's communicator, moved in for the
+    /// handler call and back out when its slot closes.
+    Task(Comm<Endpoint>),
 }
 
 /// One rank's state behind a Python communicator (see the module docs).
@@ -393,7 +393,7 @@ impl Rank {
     }
 
     /// A mailbox task's rank: the collectives are the server's.
-    pub(crate) fn task(comm: TaskComm) -> Self {
+    pub(crate) fn task(comm: Comm<Endpoint>) -> Self {
         Self {
             kind: Kind::Task(comm),
             open: HashMap::new(),
@@ -404,11 +404,20 @@ impl Rank {
         }
     }
 
+    /// A mailbox task's communicator back (the rest of the rank, its
+    /// sub-communicators included, is dropped); `None` for an owned rank.
+    pub(crate) fn into_task_comm(self) -> Option<Comm<Endpoint>> {
+        match self.kind {
+            Kind::Task(c) => Some(c),
+            Kind::Owned { .. } => None,
+        }
+    }
+
     /// The endpoint, for calls that finish before they return.
     pub(crate) fn ep(&self) -> &Endpoint {
         match &self.kind {
             Kind::Owned { shared, .. } => shared,
-            Kind::Task(t) => t.get().link(),
+            Kind::Task(c) => c.link(),
         }
     }
 
@@ -515,7 +524,7 @@ impl Rank {
                 coll: Collectives::Ckpt(ck),
                 ..
             } => CommMut::Ref(ck.comm()),
-            Kind::Task(t) => CommMut::Task(t.get_mut()),
+            Kind::Task(c) => CommMut::Task(c),
         }
     }
 

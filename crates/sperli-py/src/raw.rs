@@ -1,32 +1,28 @@
-//! The crate's only `unsafe` code: two things neither PyO3's safe API nor
-//! the mailbox server's can say.
+//! The crate's only `unsafe` code: a Python buffer as a Rust slice
+//! ([`Region`], [`pair`]), memory that Python hands over and neither
+//! PyO3's safe API nor the collectives' can describe. The buffer calls hand
+//! numpy memory to the collectives without a copy. A [`Region`] holds the
+//! buffer export (which keeps the memory alive and, for `bytearray` and
+//! numpy, its size fixed), is built only for a C-contiguous buffer, and
+//! gives out `&[T]` / `&mut [T]` only for the seven element types (plain
+//! numbers: every bit pattern is a value), for a whole number of aligned
+//! elements, and `&mut` only for a writable buffer, through `&mut self`.
+//! Two regions may be views of the same memory (`Allreduce(a, a)`): a call
+//! that holds a send slice and a receive slice at once takes them from
+//! [`pair`], which refuses overlapping memory. The rest is MPI's contract,
+//! as in mpi4py: while a call runs (the GIL is released) no other thread
+//! touches its buffers.
 //!
-//! 1. **A Python buffer as a Rust slice** ([`Region`], [`pair`]): the
-//!    buffer calls hand numpy memory to the collectives without a copy.
-//!    A [`Region`] holds the buffer export (which keeps the memory alive
-//!    and, for `bytearray` and numpy, its size fixed), is built only for a
-//!    C-contiguous buffer, and gives out `&[T]` / `&mut [T]` only for the
-//!    seven element types (plain numbers: every bit pattern is a value),
-//!    for a whole number of aligned elements, and `&mut` only for a
-//!    writable buffer, through `&mut self`. Two regions may be views of
-//!    the same memory (`Allreduce(a, a)`): a call that holds a send slice
-//!    and a receive slice at once takes them from [`pair`], which refuses
-//!    overlapping memory. The rest is MPI's contract, as in mpi4py: while
-//!    a call runs (the GIL is released) no other thread touches its
-//!    buffers.
-//! 2. **A mailbox server's communicator lent to a task** ([`TaskComm`]):
-//!    the server lends `&mut Comm<Endpoint>` for one handler call, and a
-//!    Python communicator cannot carry that borrow's lifetime; the task's
-//!    slot ([`Slot::scoped`]) keeps its pointer and is closed before the
-//!    handler returns (also when it unwinds). Every use goes through the
-//!    slot's mutex, one thread at a time.
-//!
-//! A [`Slot`] is otherwise safe code: an owned communicator's rank holds
+//! The slots ([`Slot`]) are safe code. An owned communicator's rank holds
 //! the endpoint as an `Arc` (its collectives, sub-communicators and open
 //! requests, the transport's owned handles, all hold clones), and
-//! [`Slot::close`] takes the endpoint back once the rank is dropped.
+//! [`Slot::close`] takes the endpoint back once the rank is dropped. A
+//! mailbox task's slot ([`Slot::scoped`]) owns the server's communicator
+//! for the handler call: it moves in when the call starts and back to the
+//! server when the slot closes (with `replace_with`, which aborts the
+//! process should the handler's code panic in between, as the server could
+//! not go on without its communicator).
 
-use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::buffer::PyUntypedBuffer;
@@ -195,6 +191,10 @@ pub(crate) struct Slot {
     /// Requests dropped while a call held the lock: removed from the rank
     /// at the next call (a drop never waits for a call with the GIL held).
     cancelled: Mutex<Vec<u64>>,
+    /// A task slot's communicator once the slot is closed (by
+    /// `Finalize`, `serve` or the end of the handler), until
+    /// [`Slot::scoped`] hands it back to the mailbox server.
+    task_comm: Mutex<Option<Comm<Endpoint>>>,
 }
 
 impl Slot {
@@ -208,6 +208,7 @@ impl Slot {
                 owner: Some(owner),
             })),
             cancelled: Mutex::new(Vec::new()),
+            task_comm: Mutex::new(None),
         }
     }
 
@@ -237,74 +238,58 @@ impl Slot {
 
     /// Ends the slot with `why`: drops the rank (open requests are
     /// cancelled) and returns the owned endpoint with the collective
-    /// sequence reached, or `None` for a task's communicator. Later calls
-    /// fail with `why`; a slot already gone returns its reason.
+    /// sequence reached, or `None` for a task's communicator (kept for
+    /// [`Slot::scoped`], which gives it back to the mailbox server). Later
+    /// calls fail with `why`; a slot already gone returns its reason.
     pub(crate) fn close(&self, why: Gone) -> Result<Option<(Endpoint, u64)>, Gone> {
         let mut guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let live = std::mem::replace(&mut *guard, Err(why))?;
         let Live { mut rank, owner } = live;
+        let Some(owner) = owner else {
+            *self
+                .task_comm
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = rank.into_task_comm();
+            return Ok(None);
+        };
         let seq = rank.sequence();
         // Drops every clone of the endpoint's `Arc` (the collectives, the
         // sub-communicators and their progress threads, which end once
         // their issued calls are through).
         drop(rank);
-        match owner.map(Arc::try_unwrap) {
-            None => Ok(None),
-            Some(Ok(ep)) => Ok(Some((ep, seq))),
-            Some(Err(_still_shared)) => Err(Gone::StillShared),
+        match Arc::try_unwrap(owner) {
+            Ok(ep) => Ok(Some((ep, seq))),
+            Err(_still_shared) => Err(Gone::StillShared),
         }
     }
 
-    /// Runs `f` with a slot whose collectives are `comm` itself (a
-    /// mailbox task's communicator: the server's); afterwards (also when
-    /// `f` unwinds) the slot is closed with [`Gone::TaskOver`], so nothing
-    /// of it reaches `comm` once this returns.
+    /// Runs `f` with a slot that owns `comm` (a mailbox task's
+    /// communicator: the server's) for the call; afterwards the slot is
+    /// closed with [`Gone::TaskOver`] and `comm` is the server's again, so
+    /// a Python communicator kept past the handler only raises.
     pub(crate) fn scoped<R>(comm: &mut Comm<Endpoint>, f: impl FnOnce(&Arc<Slot>) -> R) -> R {
-        struct CloseOnDrop<'s>(&'s Slot);
-        impl Drop for CloseOnDrop<'_> {
-            fn drop(&mut self) {
-                let _ = self.0.close(Gone::TaskOver);
+        replace_with::replace_with_or_abort_and_return(comm, |comm| {
+            let slot = Arc::new(Slot {
+                state: Mutex::new(Ok(Live {
+                    rank: Rank::task(comm),
+                    owner: None,
+                })),
+                cancelled: Mutex::new(Vec::new()),
+                task_comm: Mutex::new(None),
+            });
+            let out = f(&slot);
+            let _ = slot.close(Gone::TaskOver);
+            let back = slot
+                .task_comm
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            match back {
+                Some(comm) => (out, comm),
+                // A task slot's communicator is in its rank until the
+                // first `close`, which puts it here; nothing else takes it.
+                None => unreachable!("a closed task slot keeps its communicator"),
             }
-        }
-        let slot = Arc::new(Slot {
-            state: Mutex::new(Ok(Live {
-                rank: Rank::task(TaskComm(NonNull::from(comm))),
-                owner: None,
-            })),
-            cancelled: Mutex::new(Vec::new()),
-        });
-        let guard = CloseOnDrop(&slot);
-        let out = f(&slot);
-        drop(guard);
-        out
-    }
-}
-
-/// A mailbox server's communicator lent to a task's slot
-/// ([`Slot::scoped`], the only place one is made): the pointer of a
-/// `&mut Comm<Endpoint>` that its owner does not use until the slot is
-/// closed. It lives in a [`Rank`], which is reached only under the slot's
-/// lock and through Rust borrows of the rank, so `get` and `get_mut` hand
-/// out exactly the access a `&'slot mut Comm` would.
-pub(crate) struct TaskComm(NonNull<Comm<Endpoint>>);
-
-// SAFETY: `Comm<Endpoint>` is `Send`; a `TaskComm` is not only because
-// of its pointer, which it uses as a `&mut Comm` lent to the slot (type
-// docs): reached only under the slot's mutex, one thread at a time, while
-// its owner does not use it.
-unsafe impl Send for TaskComm {}
-
-impl TaskComm {
-    /// The communicator.
-    pub(crate) fn get(&self) -> &Comm<Endpoint> {
-        // SAFETY: see the type's docs: valid and not used by its owner
-        // while the slot is open; shared access through `&self`.
-        unsafe { self.0.as_ref() }
-    }
-
-    /// The communicator, for a call.
-    pub(crate) fn get_mut(&mut self) -> &mut Comm<Endpoint> {
-        // SAFETY: see the type's docs; exclusive through `&mut self`.
-        unsafe { self.0.as_mut() }
+        })
     }
 }

@@ -39,6 +39,10 @@ def test_python_client_and_python_handlers():
         with pytest.raises(sperli.SperliError) as e:
             mb.submit("no-such-handler", b"")
         assert e.value.code == 1642 and e.value.replies[0].error_type == "unknown-handler"
+        # Finalize on a task's communicator closes only that view; the
+        # server's communicator goes on (the next tasks' collectives).
+        early = mb.submit("close_early", b"")
+        assert [int.from_bytes(r.data, "little") for r in early] == [2, 2], early
         ring = mb.submit("ring", b"")
         assert [int.from_bytes(r.data, "little") for r in ring] == [1, 0]
         # Many tasks in a row: each one's collectives continue the server's.

@@ -56,6 +56,21 @@ def stale(task):
     return b"not closed"
 
 
+@server.task("close_early")
+def close_early(task):
+    # A sub-communicator of the task's, then Finalize on the task's own
+    # communicator inside the handler: the server keeps its communicator.
+    sub = task.comm.Dup()
+    n = sub.allreduce(1)
+    task.comm.Finalize()
+    try:
+        task.comm.barrier()
+        return b"still open"
+    except sperli.SperliError:
+        pass
+    return n.to_bytes(8, "little")
+
+
 @server.task("ring")
 def ring(task):
     # Blocking point-to-point works in a task; a request that outlives
