@@ -8,6 +8,7 @@
 //! | `reduce_scatter` | reduce to 0, then scatter from 0 (2 calls); with feature bit 1 from 256 KiB: one pipelined call (protocol §14.3) |
 //! | `alltoall` | `size` scatters, the k-th rooted at rank k with rank k's data |
 //! | `allreduce_scalar` / `reduce_scalar` / `bcast_scalar` | one call on a 1-element array |
+//! | `scan` / `exscan` (in `scan.rs`) | gather to 0 of a descriptor and the data, then scatter from 0 of the prefixes (2 calls) |
 //!
 //! A composite refused with H1618 by a check every rank makes alone still
 //! counts all its parts, so sequence numbers stay aligned.
@@ -28,7 +29,7 @@ use sperli_wire::collective::Operation;
 impl<L: Link> Comm<L> {
     /// Counts `calls` v1 calls that were not made and refuses with H1618
     /// (or the job's failure, if it already failed).
-    fn refuse<X>(&self, calls: u64, e: ArgumentError) -> Result<X, Error> {
+    pub(crate) fn refuse<X>(&self, calls: u64, e: ArgumentError) -> Result<X, Error> {
         self.skip_calls(calls - 1);
         self.begin()?;
         Err(e.into())

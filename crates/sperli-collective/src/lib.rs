@@ -206,6 +206,7 @@ mod link;
 pub mod nonblocking;
 mod p2p;
 pub mod pipeline;
+mod scan;
 mod star;
 mod state;
 pub mod vcoll;

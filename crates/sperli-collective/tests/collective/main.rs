@@ -5,7 +5,8 @@
 //! - [`tls`]: the same collectives between real ranks, each an `Endpoint`
 //!   of a TLS 1.3 mesh on 127.0.0.0/8, every test under a
 //!   watchdog so it can never hang;
-//! - [`vcoll`]: the v-collectives on both (protocol §8.9).
+//! - [`vcoll`]: the v-collectives on both (protocol §8.9);
+//! - [`scan`]: scan and exscan (protocol §8.9).
 
 mod api;
 mod common;
@@ -13,5 +14,6 @@ mod communicators;
 mod fake;
 mod pipelined_fake;
 mod pipelined_tls;
+mod scan;
 mod tls;
 mod vcoll;

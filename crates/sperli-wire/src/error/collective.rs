@@ -8,12 +8,14 @@ use crate::frame_type::FrameType;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum MismatchError {
-    /// A collective-header field differs from the call.
+    /// A collective-header field differs from the call, or a field of the
+    /// descriptor of a scan or exscan (protocol §8.9).
     #[error("from rank {from}: {field} is {got}, the call has {expected}")]
     Header {
         /// The sender.
         from: u32,
-        /// The field (operation, element_type, reduction, phase, root, sequence).
+        /// The field (operation, element_type, reduction, phase, root,
+        /// sequence; for a scan descriptor also `scan kind`, `reserved`).
         field: &'static str,
         /// The call's value.
         expected: u64,
