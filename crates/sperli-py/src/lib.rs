@@ -20,6 +20,7 @@
 //! | [`p2p`] | `Send`, `Recv`, `Isend`, `Irecv`, `Sendrecv`, `Probe`, `Iprobe`, `Request`, `Status` |
 //! | [`collectives`] | `Barrier`, `Bcast`, `Reduce`, `Allreduce`, `Gather`, `Scatter`, `Allgather`, `Alltoall`, `Reduce_scatter_block` |
 //! | [`vcoll`] | `Gatherv`, `Scatterv`, `Allgatherv`, `Alltoallv` |
+//! | [`scan`] | `Scan`, `Exscan`, `scan`, `exscan` |
 //! | [`icoll`] | `Ibarrier`, `Ibcast`, `Ireduce`, `Iallreduce`, `Igather`, `Iscatter`, `Iallgather` |
 //! | [`objects`] | lowercase calls on picklable objects |
 //! | [`ckpt`], [`state`] | `Checkpointer` and its state encoding |
@@ -55,6 +56,7 @@ pub mod p2p;
 pub mod rank;
 #[allow(unsafe_code)]
 mod raw;
+pub mod scan;
 pub mod state;
 pub mod vcoll;
 

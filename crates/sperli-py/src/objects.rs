@@ -172,13 +172,15 @@ fn take_blocks(out: &mut [Vec<u8>], lens: &[u64], all: &[u8], block: usize) {
 
 /// A number the lowercase reductions take.
 #[derive(Clone, Copy)]
-enum Number {
+pub(crate) enum Number {
     Bool(bool),
     Int(i64),
     Float(f64),
 }
 
-fn number(obj: &Bound<'_, PyAny>) -> Option<Number> {
+/// `obj` as a [`Number`], if it is a bool, an int that fits int64 or a
+/// float.
+pub(crate) fn number(obj: &Bound<'_, PyAny>) -> Option<Number> {
     if obj.is_instance_of::<PyBool>() {
         obj.extract::<bool>().ok().map(Number::Bool)
     } else if obj.is_instance_of::<PyInt>() {

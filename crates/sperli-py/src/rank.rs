@@ -374,6 +374,10 @@ coll! {
     fn allgatherv<T>(&mut self, data: &[T]) -> Result<Blocks<T>, Error>;
     /// `Comm::alltoallv`.
     fn alltoallv<T>(&mut self, data: &[T], counts: &[usize]) -> Result<Blocks<T>, Error>;
+    /// `Comm::scan`.
+    fn scan<T>(&mut self, data: &[T], op: Reduction) -> Result<Vec<T>, Error>;
+    /// `Comm::exscan`.
+    fn exscan<T>(&mut self, data: &[T], op: Reduction) -> Result<Option<Vec<T>>, Error>;
 }
 
 impl Rank {

@@ -173,6 +173,10 @@ class Comm:
     def Allgather(self, sendbuf: _RecvBuf, recvbuf: _Buf) -> None: ...
     def Alltoall(self, sendbuf: _Buf, recvbuf: _Buf) -> None: ...
     def Reduce_scatter_block(self, sendbuf: _Buf, recvbuf: _Buf, op: Optional[Op] = None) -> None: ...
+    def Scan(self, sendbuf: _RecvBuf, recvbuf: _Buf, op: Optional[Op] = None) -> None:
+        """Rank i's recvbuf: the fold of ranks 0..=i (IN_PLACE: the data is in recvbuf)."""
+    def Exscan(self, sendbuf: _RecvBuf, recvbuf: _Buf, op: Optional[Op] = None) -> None:
+        """Rank i's recvbuf: the fold of ranks 0..i; rank 0's is left as it is."""
     def Gatherv(self, sendbuf: _RecvBuf, recvbuf: Optional[_VBuf] = None, root: int = 0) -> None:
         """Every rank's sendbuf (any length) into block i of the root's
         recvbuf = [buf, counts(, displs)]; counts that differ from what a
@@ -212,6 +216,9 @@ class Comm:
     def allreduce(self, sendobj: Any, op: Optional[Op] = None) -> Any:
         """An int (int64), float, bool, numpy scalar or array."""
     def reduce(self, sendobj: Any, op: Optional[Op] = None, root: int = 0) -> Any: ...
+    def scan(self, sendobj: Union[bool, int, float], op: Optional[Op] = None) -> Union[bool, int, float]: ...
+    def exscan(self, sendobj: Union[bool, int, float], op: Optional[Op] = None) -> Optional[Union[bool, int, float]]:
+        """None at rank 0."""
 
 State = Any
 """bytes, numpy arrays, str, int, float, bool, None, and tuples, lists

@@ -188,6 +188,18 @@ rs = np.arange(2 * n, dtype=np.int64)
 rso = np.empty(2, dtype=np.int64)
 comm.Reduce_scatter_block(rs, rso, op=sperli.SUM)
 check((rso == n * np.arange(2 * r, 2 * r + 2)).all(), "Reduce_scatter_block")
+# Prefix reductions: rank r gets the fold of ranks 0..=r (Scan), 0..r (Exscan).
+sc = np.empty(3, dtype=np.float64)
+comm.Scan(np.array([r + 0.5, -r, 1.0]), sc, op=sperli.SUM)
+check((sc == [sum(q + 0.5 for q in range(r + 1)), -sum(range(r + 1)), r + 1]).all(), "Scan")
+ex = np.full(2, -7, dtype=np.int32)
+comm.Exscan(np.array([r + 1, 1 << r], dtype=np.int32), ex, op=sperli.MAX)
+check((ex == ([-7, -7] if r == 0 else [r, 1 << (r - 1)])).all(), "Exscan")
+ip = np.array([r + 1], dtype=np.int64)
+comm.Scan(sperli.IN_PLACE, ip, op=sperli.PROD)
+check(ip[0] == np.prod(np.arange(1, r + 2)), "Scan IN_PLACE")
+check(comm.scan(r + 1) == (r + 1) * (r + 2) // 2, "scan int")
+check(comm.exscan(r == 1, op=sperli.LOR) == (None if r == 0 else r > 1), "exscan bool")
 
 # ---- collectives on objects ---------------------------------------------------
 
