@@ -448,29 +448,20 @@ fn scale_run(n: u32, silence_ms: &str) -> (u128, u128, u64, u64, usize) {
     let hosts: Vec<String> = (1..=n).map(|i| format!("127.0.0.{i}")).collect();
     let hosts = hosts.join(",");
     let root = scratch(&format!("scale-{n}"));
-    let start = unix_ms();
-    let out = retry(|| {
-        let _ = std::fs::remove_dir_all(&root);
-        launch(
-            &[
-                "run",
-                "-n",
-                &n.to_string(),
-                "-H",
-                &hosts,
-                "--silence-ms",
-                silence_ms,
-                "--timeout",
-                "240",
-                "--keep-checkpoints",
-                "--checkpoint-dir",
-                root.to_str().unwrap(),
-            ],
-            &["scale"],
-            &[],
-            Duration::from_secs(300),
-        )
-    });
+    let mut start = unix_ms();
+    let mut out = scale_launch(n, &hosts, silence_ms, &root);
+    if !out.status.success() && set_up_silence(&out) {
+        // Known weakness on this 2-core machine: 64 debug ranks (2016 TLS
+        // handshakes) can starve one rank's threads for the whole silence
+        // limit during set-up. Said in the test log, and tried once more;
+        // a second failure fails the test.
+        println!(
+            "{n} ranks: a rank was silent during set-up; once more:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        start = unix_ms();
+        out = scale_launch(n, &hosts, silence_ms, &root);
+    }
     let wall = unix_ms() - start;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -505,6 +496,38 @@ fn scale_run(n: u32, silence_ms: &str) -> (u128, u128, u64, u64, usize) {
         hwm.iter().sum::<u64>() / u64::from(n),
         *fds.iter().max().unwrap(),
     )
+}
+
+/// One launch of the scale job (see [`scale_run`]).
+fn scale_launch(n: u32, hosts: &str, silence_ms: &str, root: &std::path::Path) -> Output {
+    retry(|| {
+        let _ = std::fs::remove_dir_all(root);
+        launch(
+            &[
+                "run",
+                "-n",
+                &n.to_string(),
+                "-H",
+                hosts,
+                "--silence-ms",
+                silence_ms,
+                "--timeout",
+                "240",
+                "--keep-checkpoints",
+                "--checkpoint-dir",
+                root.to_str().unwrap(),
+            ],
+            &["scale"],
+            &[],
+            Duration::from_secs(300),
+        )
+    })
+}
+
+/// Whether the job failed in set-up because a rank looked silent.
+fn set_up_silence(out: &Output) -> bool {
+    let e = String::from_utf8_lossy(&out.stderr);
+    e.contains("cannot join the job") && e.contains("silent for")
 }
 
 /// 8, 16, 32 and 64 ranks (one loopback address each) start, run an
