@@ -1,6 +1,8 @@
 //! `cargo xtask test`: the project's one test command (README, `.ci/run`).
 //!
-//! Runs, in order: `cargo test --workspace`, the `#[ignore]`d tests where
+//! Runs, in order: the house checks (`cargo fmt --all --check`, `cargo
+//! clippy --workspace --all-targets -- -D warnings`, `cargo doc --workspace
+//! --no-deps` with rustdoc's warnings denied), `cargo test --workspace`, the `#[ignore]`d tests where
 //! asked (below), `cargo xtask vectors --check`, the independent Python
 //! checker on `docs/sperli-vectors.txt` and the checker's own tests, then
 //! the Python package (crates/sperli-py): a virtual environment in
@@ -76,6 +78,37 @@ fn python_steps(root: &Path, cargo: &str, steps: &mut Vec<(String, Command)>) {
     ));
 }
 
+/// The house checks, first because they are the quickest to fail: the
+/// formatting, clippy with every warning an error, and the documentation
+/// with rustdoc's warnings (broken links among them) denied.
+fn house_steps(root: &Path, cargo: &str, steps: &mut Vec<(String, Command)>) {
+    let mut c = Command::new(cargo);
+    c.args(["fmt", "--all", "--check"]).current_dir(root);
+    steps.push(("cargo fmt --all --check".into(), c));
+    let mut c = Command::new(cargo);
+    c.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ])
+    .current_dir(root);
+    steps.push((
+        "cargo clippy --workspace --all-targets -- -D warnings".into(),
+        c,
+    ));
+    let mut c = Command::new(cargo);
+    c.args(["doc", "--workspace", "--no-deps"])
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .current_dir(root);
+    steps.push((
+        "cargo doc --workspace --no-deps (warnings denied)".into(),
+        c,
+    ));
+}
+
 /// Runs every step; returns the exit code.
 pub fn run(args: &[String]) -> i32 {
     let root = crate::workspace_root();
@@ -97,6 +130,7 @@ pub fn run(args: &[String]) -> i32 {
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut steps: Vec<(String, Command)> = Vec::new();
+    house_steps(&root, &cargo, &mut steps);
     let mut c = Command::new(&cargo);
     c.args(["test", "--workspace"]).current_dir(&root);
     steps.push(("cargo test --workspace".into(), c));
