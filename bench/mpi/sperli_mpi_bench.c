@@ -1,5 +1,5 @@
 /*
- * sperli_mpi_bench: the OpenMPI baseline of `cargo xtask bench` (issue 8).
+ * sperli_mpi_bench: the OpenMPI baseline of `cargo xtask bench`.
  * The same operations, sizes, iteration counts and accounting as the SPERLI
  * rank program (crates/sperli-bench/src/rank.rs), over MPI.
  *
@@ -140,8 +140,8 @@ static void coll(int me, int size) {
     free(big);
 }
 
-/* The twin of `sperli-bench rank pipe` (crates/sperli-bench/src/pipelined.rs,
- * issue 13): allreduce (f64 sum) and bcast (root 0) of 8 B .. 64 MiB per
+/* The twin of `sperli-bench rank pipe` (crates/sperli-bench/src/pipelined.rs):
+ * allreduce (f64 sum) and bcast (root 0) of 8 B .. 64 MiB per
  * rank, one MPI call each, the same counts; `RESULT mpi_allreduce|mpi_bcast`. */
 static long pipe_count(long size) {
     if (size <= 1024) return iters(300, 40);
