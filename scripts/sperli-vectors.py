@@ -4,13 +4,15 @@
 Usage: python3 scripts/sperli-vectors.py docs/sperli-vectors.txt
 
 This is a second implementation of the SPERLI v1 codecs, written from
-/work/shared/spec/sperli-v1-layouts.md and the format header of the vectors
-file (xtask/src/vectors_header.txt); the pipelined collectives of HELLO
-feature bit 1 (the `features=` receivers and the `collective-stream` kind)
-are written from section 14 of docs/sperli-protocol.md alone, the
-communicators of feature bit 2 (communicator ids in COLLECTIVE tags, the
-`communicator-split` and `communicator-take` kinds) from its section 15
-alone.  It never calls the Rust code.
+docs/sperli-protocol.md (the frame and its checks: sections 6 and 7; the
+job description: section 4; reductions: section 8.3; collective headers:
+sections 7.3 and 8.4; rank and COMMIT files: sections 9.2 and 9.3) and the
+format header of the vectors file (xtask/src/vectors_header.txt); the
+pipelined collectives of HELLO feature bit 1 (the `features=` receivers
+and the `collective-stream` kind) from its section 14, the communicators
+of feature bit 2 (communicator ids in COLLECTIVE tags, the
+`communicator-split` and `communicator-take` kinds) from its section 15.
+It never calls the Rust code.
 
 Every entry is checked on its own: the verdict is recomputed from the bytes,
 the stated fields are compared with what the bytes decode to, the bytes are
@@ -29,7 +31,7 @@ import struct
 import sys
 
 # ---------------------------------------------------------------------------
-# Constants from the layouts
+# Constants (docs/sperli-protocol.md, section 1.3)
 # ---------------------------------------------------------------------------
 
 MAX_PAYLOAD = 16777216
@@ -974,7 +976,7 @@ IPV4_PART_RE = re.compile(r"(0|[1-9][0-9]{0,2})\Z")
 
 
 def host_valid(h):
-    """h: str. DNS name (lowercase) or dotted IPv4 per layouts section 10."""
+    """h: str. DNS name (lowercase) or dotted IPv4 per docs/sperli-protocol.md, section 4.3."""
     if not 1 <= len(h) <= 253:
         return False
     if all(c in "0123456789." for c in h):
@@ -1223,7 +1225,7 @@ def check_token_kind(entry, spec, with_sig):
 
 
 # ---------------------------------------------------------------------------
-# Reductions (layouts section 5)
+# Reductions (docs/sperli-protocol.md, section 8.3)
 # ---------------------------------------------------------------------------
 
 def reduction_allowed(tname, red):

@@ -167,7 +167,11 @@ impl CollectiveHeader {
     /// job that did not negotiate it does not decode (H1610). With bit 1
     /// (protocol §14.2): operation 1..=8 and phase 0..=4, where operations 7
     /// and 8 take only phases 2..=4, barrier, gather and scatter only 0..=1,
-    /// and phase 3 (PARTIAL) only the reducing operations 3, 4 and 8.
+    /// and phase 3 (PARTIAL) only the reducing operations 3, 4 and 8. The
+    /// rules are judged in the order operation, phase, element_type,
+    /// reduction; `root` and `sequence` decode whatever their value (the
+    /// call that takes the frame judges them: H1617, protocol §8.4 "What
+    /// decodes").
     pub fn read_with(r: &mut Reader<'_>, features: u64) -> Result<Self, DecodeError> {
         let pipelined = features & FEATURE_PIPELINED != 0;
         let max_op = if pipelined { 8 } else { 6 };

@@ -66,8 +66,8 @@ impl SplitRecord {
 /// Why a split's exchange gives no communicator.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SplitError {
-    /// The exchange is not `size` records of 24 bytes (H1610 in a frame;
-    /// a truncated exchange).
+    /// The exchange is not `size` records of 24 bytes, judged before any
+    /// record (protocol §15.3): H1617, ABORT reason 3 (check `length`).
     Truncated(DecodeError),
     /// A record breaks its rule: H1617, ABORT reason 3.
     Exchange(MismatchError),
@@ -118,6 +118,16 @@ pub fn next_id(highest: u64) -> Result<u32, ArgumentError> {
 /// assert_eq!(split(&x, 4, 3).unwrap(), Split { id: 3, members: None, rank: None });
 /// ```
 pub fn split(exchange: &[u8], size: u32, me: u32) -> Result<Split, SplitError> {
+    // Protocol §15.3: the exchange's length is judged before any record, so
+    // a short or long exchange is `length` whatever its records hold.
+    let want = SPLIT_RECORD_LEN as u64 * u64::from(size);
+    if exchange.len() as u64 != want {
+        return Err(SplitError::Truncated(DecodeError::Mismatch {
+            field: "split exchange length",
+            expected: want,
+            got: exchange.len() as u64,
+        }));
+    }
     let mut r = Reader::new(exchange);
     let records = (0..size)
         .map(|from| SplitRecord::decode(&mut r, from))
@@ -272,6 +282,23 @@ mod tests {
         let mut long = x.clone();
         long.push(0);
         assert!(matches!(split(&long, 1, 0), Err(SplitError::Truncated(_))));
+    }
+
+    #[test]
+    fn the_length_is_judged_before_any_record() {
+        // Record 0 breaks its rule (color 2^32), and the exchange is one
+        // record short of size 2, or one byte long: `length` either way.
+        let mut x = exchange(&[SplitRecord {
+            color: Some(1),
+            key: 0,
+            highest: 0,
+        }]);
+        x[4] = 1;
+        assert!(matches!(split(&x, 2, 0), Err(SplitError::Truncated(_))));
+        x.push(0);
+        assert!(matches!(split(&x, 1, 0), Err(SplitError::Truncated(_))));
+        x.pop();
+        assert!(matches!(split(&x, 1, 0), Err(SplitError::Exchange(_))));
     }
 
     #[test]

@@ -194,6 +194,31 @@ fn splits() -> Vec<Entry> {
         &good[..47],
         "reject H1617 length",
     ));
+    let mut long = good.clone();
+    long.push(0);
+    v.push(split_bytes(
+        "split-exchange-long",
+        2,
+        0,
+        &long,
+        "reject H1617 length",
+    ));
+    // Protocol §15.3: the length is judged before any record.
+    v.push(split_bytes(
+        "split-exchange-short-with-a-bad-record",
+        2,
+        0,
+        &color[..47],
+        "reject H1617 length",
+    ));
+    color.push(0);
+    v.push(split_bytes(
+        "split-exchange-long-with-a-bad-record",
+        2,
+        0,
+        &color,
+        "reject H1617 length",
+    ));
     v
 }
 

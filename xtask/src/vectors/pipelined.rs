@@ -277,6 +277,12 @@ fn chunk(h: CollectiveHeader, offset: u64, total: u64, len: usize) -> Vec<u8> {
     p
 }
 
+/// `p` with byte `at` set to `value` (a header field made to differ).
+fn with_byte(mut p: Vec<u8>, at: usize, value: u8) -> Vec<u8> {
+    p[at] = value;
+    p
+}
+
 fn star(h: CollectiveHeader, len: usize) -> Vec<u8> {
     let mut p = h.to_bytes().to_vec();
     p.extend(std::iter::repeat_n(0x42, len));
@@ -388,11 +394,7 @@ fn frames() -> Vec<Entry> {
             "reject-open-on-gather",
             open(header(O::Gather, P::Open, 0), 8, 1),
         ),
-        ("reject-operation-9", {
-            let mut p = partial;
-            p[0] = 9;
-            p
-        }),
+        ("reject-operation-9", with_byte(partial, 0, 9)),
     ];
     for (name, p) in rejects {
         let e = frame(name, 1, 0, Some(BOTH), &p);
@@ -421,6 +423,89 @@ fn frames() -> Vec<Entry> {
             let e = frame(&name, 2, 1, Some(f), &p);
             assert_eq!(e.get("verdict"), Some("reject H1610 payload"), "{name}");
             v.push(e);
+        }
+    }
+    v.extend(pairs());
+    // Protocol §8.4 "What decodes": root and sequence decode whatever
+    // their value; the call judges them (H1617).
+    let mut seq0 = star(header(O::Allreduce, P::ToRoot, 0), 8);
+    seq0[8..16].fill(0);
+    for (name, p) in [
+        (
+            "frame-collective-root-not-below-size",
+            star(header(O::Bcast, P::FromRoot, 4095), 8),
+        ),
+        (
+            "frame-collective-barrier-root-1",
+            star(header(O::Barrier, P::ToRoot, 1), 0),
+        ),
+        ("frame-collective-sequence-0", seq0),
+    ] {
+        for (suffix, f) in [("", None), ("-with-bit-1", Some(BOTH))] {
+            let name = format!("{name}{suffix}");
+            let e = frame(&name, 1, 0, f, &p);
+            assert_eq!(e.get("verdict"), Some("accept"), "{name}");
+            v.push(e);
+        }
+    }
+    v
+}
+
+/// Whether the pair (operation, phase) decodes in a job with or without
+/// feature bit 1: the tables of protocol §14.2 ("Every phase × operation
+/// pair"), written out as the document states them.
+fn pair_decodes(bit1: bool, op: u8, phase: u8) -> bool {
+    match (bit1, op, phase) {
+        (_, 0 | 9.., _) => false,
+        (false, 7 | 8, _) => false,
+        (false, _, 0 | 1) => true,
+        (false, _, _) => false,
+        (true, 1 | 5 | 6, p) => p <= 1,
+        (true, 2, p) => matches!(p, 0 | 1 | 2 | 4),
+        (true, 3 | 4, p) => p <= 4,
+        (true, 7, p) => matches!(p, 2 | 4),
+        (true, 8, p) => (2..=4).contains(&p),
+    }
+}
+
+/// A COLLECTIVE frame of every phase × operation pair (operations 0..=9,
+/// phases 0..=5), with and without feature bit 1 (protocol §14.2): a body
+/// that is valid for the phase, so the pair alone decides.
+fn pairs() -> Vec<Entry> {
+    let mut v = Vec::new();
+    for (fname, features) in [("1", FEATURE_V1_CORE), ("3", BOTH)] {
+        for op in 0u8..=9 {
+            for ph in 0u8..=5 {
+                if (op == 0 || op == 9 || ph == 5) && !(op == 4 || ph == 0) {
+                    // The out-of-range values once each: on allreduce or
+                    // with phase 0.
+                    continue;
+                }
+                let o = Operation::from_code(op).unwrap_or(Operation::Allreduce);
+                let mut h = header(o, Phase::ToRoot, 0);
+                let mut p = match ph {
+                    2 => {
+                        h.phase = Phase::Open;
+                        open(h, 8, 1)
+                    }
+                    3 | 4 => {
+                        h.phase = Phase::from_code(ph).expect("3 and 4 are phases");
+                        chunk(h, 0, 8, 8)
+                    }
+                    _ => star(h, 8),
+                };
+                p[0] = op;
+                p[3] = ph;
+                let name = format!("frame-collective-operation-{op}-phase-{ph}-features-{fname}");
+                let e = frame(&name, 1, 0, Some(features), &p);
+                let want = if pair_decodes(features & FEATURE_PIPELINED != 0, op, ph) {
+                    "accept"
+                } else {
+                    "reject H1610 payload"
+                };
+                assert_eq!(e.get("verdict"), Some(want), "{name}");
+                v.push(e);
+            }
         }
     }
     v
@@ -787,6 +872,169 @@ fn streams() -> Vec<Entry> {
         &[star(header(O::Gather, P::ToRoot, 0), 8)],
         "reject H1617 shape",
     ));
+    // Check 2 for every row of its table (protocol §14.4), and what a
+    // frame of another sequence is instead.
+    let open_of = |op| open(header(op, P::Open, 0), 400_000, 1);
+    for (name, op, phase, frame, verdict) in [
+        (
+            "stream-reduce-frame-where-reduce-open-is-due",
+            O::Reduce,
+            P::Open,
+            star(header(O::Reduce, P::ToRoot, 0), 8),
+            "reject H1618 shape",
+        ),
+        (
+            "stream-reduce-open-where-star-frame-is-due",
+            O::Reduce,
+            P::ToRoot,
+            open_of(O::Reduce),
+            "reject H1618 shape",
+        ),
+        (
+            "stream-reduce-scatter-open-where-reduce-frame-is-due",
+            O::Reduce,
+            P::ToRoot,
+            open_of(O::ReduceScatter),
+            "reject H1618 shape",
+        ),
+        (
+            "stream-allgather-open-where-gather-frame-is-due",
+            O::Gather,
+            P::ToRoot,
+            open_of(O::Allgather),
+            "reject H1617 shape",
+        ),
+        (
+            "stream-shape-whatever-the-element-type",
+            O::ReduceScatter,
+            P::Open,
+            with_byte(star(header(O::Reduce, P::ToRoot, 0), 8), 1, 5),
+            "reject H1618 shape",
+        ),
+        (
+            "stream-star-frame-of-the-next-call-where-open-is-due",
+            O::Allreduce,
+            P::Open,
+            with_byte(star(ar(P::ToRoot), 8), 8, 8),
+            "reject H1617 phase",
+        ),
+        (
+            "stream-reduce-frame-of-the-next-call-where-reduce-scatter-open-is-due",
+            O::ReduceScatter,
+            P::Open,
+            with_byte(star(header(O::Reduce, P::ToRoot, 0), 8), 8, 8),
+            "reject H1617 operation",
+        ),
+        (
+            "stream-open-of-the-next-call-where-star-frame-is-due",
+            O::Allreduce,
+            P::ToRoot,
+            with_byte(open_of(O::Allreduce), 8, 8),
+            "reject H1617 phase",
+        ),
+    ] {
+        v.push(collect(name, op, 40, phase, &[frame], verdict));
+    }
+    // Check 4 at a bcast receiver: the fanout before the total.
+    v.push(b(
+        "stream-bcast-open-fanout-and-total-both-wrong",
+        Some(999),
+        P::Open,
+        &[open(bc(P::Open), 1000, 4)],
+        "reject H1617 fanout",
+    ));
+    // Protocol §8.4: a pair that decodes but that no call of its
+    // operation sends, a root or a sequence that does not fit: the call
+    // judges them (H1617), with and without bit 1.
+    let mut seq0 = star(ar(P::ToRoot), 8);
+    seq0[8..16].fill(0);
+    for (fname, features) in [("", FEATURE_V1_CORE), ("-with-bit-1", BOTH)] {
+        for (name, op, length, phase, root, frame, verdict) in [
+            (
+                "stream-v1-star-frame",
+                O::Allreduce,
+                Some(8),
+                P::ToRoot,
+                0,
+                star(ar(P::ToRoot), 8),
+                "accept",
+            ),
+            (
+                "stream-bcast-phase-0-is-never-due",
+                O::Bcast,
+                None,
+                P::FromRoot,
+                1,
+                star(header(O::Bcast, P::ToRoot, 1), 8),
+                "reject H1617 phase",
+            ),
+            (
+                "stream-reduce-phase-1-is-never-due",
+                O::Reduce,
+                Some(8),
+                P::ToRoot,
+                0,
+                star(header(O::Reduce, P::FromRoot, 0), 8),
+                "reject H1617 phase",
+            ),
+            (
+                "stream-gather-phase-1-is-never-due",
+                O::Gather,
+                Some(8),
+                P::ToRoot,
+                0,
+                star(header(O::Gather, P::FromRoot, 0), 8),
+                "reject H1617 phase",
+            ),
+            (
+                "stream-scatter-phase-0-is-never-due",
+                O::Scatter,
+                None,
+                P::FromRoot,
+                1,
+                star(header(O::Scatter, P::ToRoot, 1), 8),
+                "reject H1617 phase",
+            ),
+            (
+                "stream-root-not-below-size",
+                O::Bcast,
+                None,
+                P::FromRoot,
+                1,
+                star(header(O::Bcast, P::FromRoot, 4095), 8),
+                "reject H1617 root",
+            ),
+            (
+                "stream-barrier-root-1",
+                O::Barrier,
+                Some(0),
+                P::ToRoot,
+                0,
+                star(header(O::Barrier, P::ToRoot, 1), 0),
+                "reject H1617 root",
+            ),
+            (
+                "stream-sequence-0",
+                O::Allreduce,
+                Some(8),
+                P::ToRoot,
+                0,
+                seq0.clone(),
+                "reject H1617 sequence",
+            ),
+        ] {
+            v.push(stream(
+                &format!("{name}{fname}"),
+                features,
+                op,
+                length,
+                phase,
+                root,
+                &[frame],
+                verdict,
+            ));
+        }
+    }
     let mut res = open(ar(P::Open), 40, 1);
     res[28] = 1;
     let mut long = open(ar(P::Open), 40, 1);
