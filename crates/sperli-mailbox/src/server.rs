@@ -618,3 +618,38 @@ fn check_request(
         ranges,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn taken(opcode: u32, target: u32, target_rank: u32) -> lane::Taken {
+        lane::Taken {
+            sequence: 1,
+            opcode,
+            target,
+            target_rank,
+            handler: 7,
+            payload_count: 1,
+            request_len: 0,
+        }
+    }
+
+    #[test]
+    fn refusals_say_what_is_wrong() {
+        let msg = |t: lane::Taken| check_request(&t, &[], 4, false).unwrap_err();
+        assert_eq!(
+            msg(taken(1, 9, 0)),
+            "target 9 is none of GROUP (1), RANK (2), PER_RANK (3)"
+        );
+        assert_eq!(
+            msg(taken(1, 1, 2)),
+            "a GROUP request has target rank 0 (only RANK names a rank), got 2"
+        );
+        assert_eq!(
+            msg(taken(9, 1, 0)),
+            "opcode 9 is none of TASK (1), CONTROL (2), PING (3), SHUTDOWN (4)"
+        );
+        assert!(check_request(&taken(1, 2, 3), &[], 4, false).is_ok());
+    }
+}

@@ -433,3 +433,28 @@ fn the_demo_client_checks_every_answer_of_a_warm_job() {
     assert!(stdout.contains("200 tasks checked"), "{stdout}");
     assert!(stdout.contains("every answer correct"), "{stdout}");
 }
+
+#[test]
+fn the_example_servers_help_lists_every_handler_and_its_formats() {
+    let out = Command::new(server()).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for h in [
+        "TASK sum",
+        "TASK poly",
+        "TASK echo",
+        "TASK digest",
+        "TASK fail",
+        "TASK sleep",
+        "TASK pid",
+        "TASK big",
+        "TASK panic",
+        "CONTROL hello",
+    ] {
+        assert!(help.contains(h), "{h} missing from:\n{help}");
+    }
+    assert!(
+        help.contains("payload:") && help.contains("reply:"),
+        "{help}"
+    );
+}
