@@ -33,10 +33,68 @@ pub struct MailboxArgs {
 }
 
 /// The mailbox of a running job; removes the mailbox and its manifest
-/// when dropped.
+/// when dropped, and, through its cleaner, when the launcher dies
+/// without dropping it (SIGKILL, a crash).
 #[derive(Debug)]
 pub struct MailboxJob {
     name: String,
+    cleaner: Option<Cleaner>,
+}
+
+/// The cleaner's script: `$1` the mailbox, `$2` the manifest, `$3` the
+/// launcher's pid. It waits on its stdin, a pipe only the launcher
+/// writes: `end` (the launcher removed the files itself) ends it; end of
+/// file (the launcher died) removes both files, unless the manifest names
+/// another launcher by then (a new job took the stale name).
+const CLEANER: &str = r#"trap '' INT TERM HUP
+IFS= read -r l
+[ "$l" = end ] && exit 0
+grep -qx "launcher_pid $3" "$2" 2>/dev/null || exit 0
+rm -f "$1" "$2"
+"#;
+
+/// A small `sh` in a process group of its own that outlives the
+/// launcher and removes the mailbox and manifest when the launcher dies
+/// however it dies (docs/mailbox.md §1.1); the job's watchdog does the
+/// same for the ranks (docs/launcher.md, "Process groups").
+#[derive(Debug)]
+struct Cleaner {
+    child: std::process::Child,
+    pipe: Option<std::process::ChildStdin>,
+}
+
+impl Cleaner {
+    /// Starts it; `None` when `sh` cannot be started (the files are then
+    /// removed only by a launcher that ends normally, or by the client
+    /// that started it).
+    fn start(name: &str) -> Option<Self> {
+        use std::os::unix::process::CommandExt;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(CLEANER)
+            .arg("sperli-mailbox-cleaner")
+            .arg(files::mailbox_path(name))
+            .arg(files::manifest_path(name))
+            .arg(std::process::id().to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .ok()?;
+        let pipe = child.stdin.take();
+        Some(Self { child, pipe })
+    }
+
+    /// The launcher removed the files itself: the cleaner ends without
+    /// touching them.
+    fn end(mut self) {
+        if let Some(mut p) = self.pipe.take() {
+            let _ = p.write_all(b"end\n");
+        }
+        let _ = self.child.wait();
+    }
 }
 
 /// The signal number the stdin watch reports as the launcher's interrupt
@@ -74,10 +132,14 @@ impl MailboxJob {
             r => r,
         };
         drop(created.map_err(|e| format!("--mailbox {name}: {e}"))?);
-        let job = MailboxJob { name: name.clone() };
+        let mut job = MailboxJob {
+            name: name.clone(),
+            cleaner: None,
+        };
         Manifest::new(name, ranks)
             .write()
             .map_err(|e| format!("--mailbox {name}: {e}"))?;
+        job.cleaner = Cleaner::start(name);
         if args.exit_on_stdin_eof {
             let flag = interrupt.clone();
             std::thread::spawn(move || {
@@ -100,6 +162,9 @@ impl MailboxJob {
 impl Drop for MailboxJob {
     fn drop(&mut self) {
         files::remove(&self.name);
+        if let Some(c) = self.cleaner.take() {
+            c.end();
+        }
     }
 }
 

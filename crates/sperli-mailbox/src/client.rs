@@ -254,7 +254,12 @@ impl Mailbox {
     }
 
     /// Waits until rank 0 has published READY (after every rank joined and
-    /// the readiness allgather), at most `timeout`.
+    /// the readiness allgather), at most `timeout` (H1644). At once and at
+    /// every [`CLIENT_TICK`] it looks at the launcher: a launcher this
+    /// client started that exited ends the wait with
+    /// [`MailboxError::LauncherEnded`]; for an attached client, a
+    /// manifest's launcher that is gone makes the group TERMINAL
+    /// (reason 5, H1643; docs/mailbox.md §3.4).
     pub fn wait_ready(&mut self, timeout: Duration) -> Result<(), MailboxError> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -277,10 +282,14 @@ impl Mailbox {
                     .into())
                 }
             }
+            // Every tick looks at the launcher (docs/mailbox.md §3.4): the
+            // child this client started, or the manifest's launcher_pid.
             if let Some(job) = &mut self.job {
                 if let Some(status) = job.exit_status() {
                     return Err(MailboxError::LauncherEnded { status });
                 }
+            } else {
+                self.check_launcher()?;
             }
             let now = Instant::now();
             if now >= deadline {

@@ -83,7 +83,7 @@ impl Envelope {
     }
 }
 
-/// One rank's status in the gather (docs/mailbox.md §5.3): status (0 ok,
+/// One rank's status in the gather (docs/mailbox.md §5.2, step 5): status (0 ok,
 /// 1 error, 2 not a target), then the lengths of its error type, error
 /// message and reply (u32 each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -119,6 +119,25 @@ pub enum ManifestError {
     /// Not UTF-8.
     #[error("not UTF-8 text")]
     NotUtf8,
+    /// The last line does not end with `\n` (or the file is empty).
+    #[error("the last line does not end with a newline")]
+    FinalNewline,
+    /// A `\r` anywhere (lines end with `\n` alone).
+    #[error("a carriage return (lines end with \\n alone)")]
+    CarriageReturn,
+    /// Longer than [`crate::files::MAX_MANIFEST`] bytes.
+    #[error(
+        "{len} bytes, a manifest has at most {} bytes",
+        crate::files::MAX_MANIFEST
+    )]
+    TooLong {
+        /// Its length.
+        len: u64,
+    },
+    /// The file itself is refused: a symbolic link, not a regular file,
+    /// another user's, or open to group or others.
+    #[error("{0}")]
+    File(FileProblem),
 }
 
 /// Every error of the mailbox (docs/mailbox.md §8).
@@ -170,6 +189,17 @@ pub enum MailboxError {
         /// Why.
         reason: TerminalReason,
         /// The error record rank 0 left, if it could.
+        detail: Option<RankError>,
+    },
+    /// This rank stopped serving without having seen the group TERMINAL
+    /// (H1643): a rank other than 0 (it never maps the mailbox) whose
+    /// collective failed, that got rank 0's ABORT or whose start-up check
+    /// failed; or rank 0 whose group was CLOSED already. Rank 0 marks the
+    /// group TERMINAL when it still can.
+    Stopped {
+        /// Why.
+        reason: TerminalReason,
+        /// The error record of the rank it blames.
         detail: Option<RankError>,
     },
     /// The group is not serving requests (H1643): CLOSED, or not READY yet.
@@ -240,7 +270,7 @@ impl MailboxError {
             | Exists { .. } => Some(MailboxCode::H1640),
             Request(_) => Some(MailboxCode::H1641),
             TaskFailed(_) => Some(MailboxCode::H1642),
-            Terminal { .. } | NotServing { .. } => Some(MailboxCode::H1643),
+            Terminal { .. } | Stopped { .. } | NotServing { .. } => Some(MailboxCode::H1643),
             Timeout { .. } => Some(MailboxCode::H1644),
             Records(_) | Busy { .. } => Some(MailboxCode::H1645),
             Collective(_) | Launch { .. } | LauncherEnded { .. } | Io { .. } | NoMailboxEnv => None,
@@ -283,6 +313,13 @@ impl fmt::Display for MailboxError {
             TaskFailed(r) => write!(f, "task {} failed: {}", r.sequence, describe_failures(r)),
             Terminal { reason, detail } => {
                 write!(f, "mailbox group is TERMINAL: {reason}")?;
+                match detail {
+                    Some(d) => write!(f, " ({d})"),
+                    None => Ok(()),
+                }
+            }
+            Stopped { reason, detail } => {
+                write!(f, "this rank stopped serving the mailbox: {reason}")?;
                 match detail {
                     Some(d) => write!(f, " ({d})"),
                     None => Ok(()),

@@ -1,4 +1,4 @@
-//! One request across the group (docs/mailbox.md §5.2-§5.4), in the same
+//! One request across the group (docs/mailbox.md §5.2, §5.3), in the same
 //! collective order on every rank: the envelope (bcast from 0), the
 //! payloads (bcast for GROUP; tagged DATA from rank 0 to the rank that
 //! needs it for RANK and PER_RANK), the handler on each executing rank,
@@ -32,7 +32,7 @@ pub const REPLY_TOO_LARGE: &str = "reply-too-large";
 pub(crate) enum Broken {
     /// A collective or a DATA exchange failed.
     Comm(sperli_wire::Error),
-    /// A rank's status or body breaks docs/mailbox.md §5.3.
+    /// A rank's status or body breaks docs/mailbox.md §5.2, step 5.
     Peer { rank: u32, what: &'static str },
 }
 
@@ -302,7 +302,7 @@ fn decode_statuses(all: &[u8]) -> Result<Vec<Status>, Broken> {
         .map(|(r, b)| {
             Status::decode(b).ok_or(Broken::Peer {
                 rank: r as u32,
-                what: "its status block breaks docs/mailbox.md §5.3",
+                what: "its status block breaks docs/mailbox.md §5.2, step 5",
             })
         })
         .collect()

@@ -36,6 +36,31 @@ pub fn check_name(name: &str) -> Result<(), NameError> {
     Ok(())
 }
 
+/// The checks every mailbox file and manifest gets after an `O_NOFOLLOW`
+/// open (docs/mailbox.md §1.2, §2.3): a regular file, owned by this user,
+/// mode without group or other bits. The first failure, if any.
+fn owner_only(meta: &std::fs::Metadata) -> Option<FileProblem> {
+    if !meta.file_type().is_file() {
+        Some(FileProblem::NotRegular)
+    } else if meta.uid() != euid() {
+        Some(FileProblem::Owner {
+            expected: euid(),
+            got: meta.uid(),
+        })
+    } else if meta.mode() & 0o077 != 0 {
+        Some(FileProblem::Mode {
+            got: meta.mode() & 0o7777,
+        })
+    } else {
+        None
+    }
+}
+
+/// Whether an open error is the `ELOOP` of `O_NOFOLLOW` on a symbolic link.
+fn is_symlink_refusal(e: &std::io::Error) -> bool {
+    e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
+}
+
 fn euid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
@@ -130,12 +155,10 @@ impl MailboxFile {
             .open(&path)
             .map_err(|e| match e.kind() {
                 std::io::ErrorKind::NotFound => MailboxError::NotFound { path: path.clone() },
-                _ if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
-                    MailboxError::File {
-                        path: path.clone(),
-                        problem: FileProblem::Symlink,
-                    }
-                }
+                _ if is_symlink_refusal(&e) => MailboxError::File {
+                    path: path.clone(),
+                    problem: FileProblem::Symlink,
+                },
                 kind => MailboxError::Io {
                     op: "opening the mailbox",
                     path: path.clone(),
@@ -145,22 +168,9 @@ impl MailboxFile {
         let meta = file
             .metadata()
             .map_err(io("reading the mailbox's metadata", &path))?;
-        let problem = if !meta.file_type().is_file() {
-            Some(FileProblem::NotRegular)
-        } else if meta.uid() != euid() {
-            Some(FileProblem::Owner {
-                expected: euid(),
-                got: meta.uid(),
-            })
-        } else if meta.mode() & 0o077 != 0 {
-            Some(FileProblem::Mode {
-                got: meta.mode() & 0o7777,
-            })
-        } else if meta.len() != LAYOUT_SIZE {
-            Some(FileProblem::Size { got: meta.len() })
-        } else {
-            None
-        };
+        let problem = owner_only(&meta).or_else(|| {
+            (meta.len() != LAYOUT_SIZE).then_some(FileProblem::Size { got: meta.len() })
+        });
         if let Some(problem) = problem {
             return Err(MailboxError::File { path, problem });
         }
@@ -228,8 +238,8 @@ pub struct Manifest {
 }
 
 const MANIFEST_FIRST: &str = "sperli-mailbox manifest 1";
-/// The longest manifest accepted.
-const MAX_MANIFEST: u64 = 4096;
+/// The longest manifest accepted, in bytes.
+pub const MAX_MANIFEST: u64 = 4096;
 
 impl Manifest {
     /// The manifest of a mailbox this process creates now.
@@ -257,9 +267,17 @@ impl Manifest {
         )
     }
 
-    /// Parses a manifest; every line and key must be there, in order.
+    /// Parses a manifest; every line and key must be there, in order,
+    /// each line ended by `\n` (the last one too), no `\r`, nothing after
+    /// the last line (docs/mailbox.md §1.2).
     pub fn parse(text: &str) -> Result<Self, ManifestError> {
-        let mut lines = text.lines();
+        let Some(body) = text.strip_suffix('\n') else {
+            return Err(ManifestError::FinalNewline);
+        };
+        if text.contains('\r') {
+            return Err(ManifestError::CarriageReturn);
+        }
+        let mut lines = body.split('\n');
         if lines.next() != Some(MANIFEST_FIRST) {
             return Err(ManifestError::FirstLine);
         }
@@ -328,6 +346,10 @@ impl Manifest {
     pub fn read(name: &str) -> Result<Option<Self>, MailboxError> {
         check_name(name)?;
         let path = manifest_path(name);
+        let refused = |path: PathBuf, problem| MailboxError::Manifest {
+            path,
+            error: ManifestError::File(problem),
+        };
         let file = match std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
@@ -335,6 +357,7 @@ impl Manifest {
         {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if is_symlink_refusal(&e) => return Err(refused(path, FileProblem::Symlink)),
             Err(e) => {
                 return Err(MailboxError::Io {
                     op: "opening the manifest",
@@ -343,6 +366,20 @@ impl Manifest {
                 })
             }
         };
+        // The manifest gets the mailbox file's checks (docs/mailbox.md
+        // §1.2): whoever may write it chooses the file a client maps.
+        let meta = file
+            .metadata()
+            .map_err(io("reading the manifest's metadata", &path))?;
+        if let Some(problem) = owner_only(&meta) {
+            return Err(refused(path, problem));
+        }
+        if meta.len() > MAX_MANIFEST {
+            return Err(MailboxError::Manifest {
+                path,
+                error: ManifestError::TooLong { len: meta.len() },
+            });
+        }
         let mut text = String::new();
         use std::io::Read;
         file.take(MAX_MANIFEST)
@@ -408,7 +445,8 @@ mod tests {
         let m = Manifest::new("t1", 4);
         assert_eq!(Manifest::parse(&m.to_text()), Ok(m.clone()));
         let t = m.to_text();
-        assert_eq!(Manifest::parse(""), Err(ManifestError::FirstLine));
+        assert_eq!(Manifest::parse(""), Err(ManifestError::FinalNewline));
+        assert_eq!(Manifest::parse("\n"), Err(ManifestError::FirstLine));
         assert_eq!(
             Manifest::parse(&t.replace("world_size 4", "world_size x")),
             Err(ManifestError::Value {
@@ -423,6 +461,19 @@ mod tests {
         assert_eq!(
             Manifest::parse(&format!("{t}extra 1\n")),
             Err(ManifestError::Trailing)
+        );
+        assert_eq!(
+            Manifest::parse(&format!("{t}\n")),
+            Err(ManifestError::Trailing),
+            "an empty line after the last"
+        );
+        assert_eq!(
+            Manifest::parse(t.trim_end_matches('\n')),
+            Err(ManifestError::FinalNewline)
+        );
+        assert_eq!(
+            Manifest::parse(&t.replace('\n', "\r\n")),
+            Err(ManifestError::CarriageReturn)
         );
     }
 

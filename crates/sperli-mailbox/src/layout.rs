@@ -386,6 +386,53 @@ impl Header {
     /// request state, opcode, target, terminal reason) and the lengths.
     /// Bytes after the first 256 are not looked at.
     pub fn decode(b: &[u8]) -> Result<Self, LayoutError> {
+        let world_size = Self::decode_fixed(b)?;
+        Ok(Self {
+            world_size,
+            group: code(b, off::GROUP_STATE, "group state", GroupState::from_code)?,
+            request: code(
+                b,
+                off::REQUEST_STATE,
+                "request state",
+                RequestState::from_code,
+            )?,
+            sequence: u64_at(b, off::SEQUENCE),
+            opcode: opt_code(b, off::OPCODE, "opcode", Opcode::from_code)?,
+            target: opt_code(b, off::TARGET, "target", TargetKind::from_code)?,
+            target_rank: u32_at(b, off::TARGET_RANK),
+            handler: u32_at(b, off::HANDLER),
+            payload_count: u32_at(b, off::PAYLOAD_COUNT),
+            request_len: len(b, off::REQUEST_LEN, "request length")?,
+            reply_count: u32_at(b, off::REPLY_COUNT),
+            reply_len: len(b, off::REPLY_LEN, "reply length")?,
+            terminal: opt_code(
+                b,
+                off::TERMINAL_REASON,
+                "terminal reason",
+                TerminalReason::from_code,
+            )?,
+            client_pid: u32_at(b, off::CLIENT_PID),
+        })
+    }
+
+    /// Rank 0's look at the fixed fields while it serves (docs/mailbox.md
+    /// §2.3, "after the attach"): length, magic, version, layout size,
+    /// world size (in 1..=4096 and the job's) and the reserved bytes, in
+    /// the order of [`Header::decode`]. Only bytes 0-23 and 80-255 are
+    /// looked at: no one writes them after the creation.
+    pub fn check_fixed(b: &[u8], world_size: u32) -> Result<(), LayoutError> {
+        let got = Self::decode_fixed(b)?;
+        if got != world_size {
+            return Err(LayoutError::WorldSize {
+                expected: Some(world_size),
+                got,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks 1-6 of docs/mailbox.md §2.3; returns the world size.
+    fn decode_fixed(b: &[u8]) -> Result<u32, LayoutError> {
         if b.len() < HEADER_LEN {
             return Err(LayoutError::Short { len: b.len() });
         }
@@ -415,32 +462,7 @@ impl Header {
                 value: b[RESERVED_START + i],
             });
         }
-        Ok(Self {
-            world_size,
-            group: code(b, off::GROUP_STATE, "group state", GroupState::from_code)?,
-            request: code(
-                b,
-                off::REQUEST_STATE,
-                "request state",
-                RequestState::from_code,
-            )?,
-            sequence: u64_at(b, off::SEQUENCE),
-            opcode: opt_code(b, off::OPCODE, "opcode", Opcode::from_code)?,
-            target: opt_code(b, off::TARGET, "target", TargetKind::from_code)?,
-            target_rank: u32_at(b, off::TARGET_RANK),
-            handler: u32_at(b, off::HANDLER),
-            payload_count: u32_at(b, off::PAYLOAD_COUNT),
-            request_len: len(b, off::REQUEST_LEN, "request length")?,
-            reply_count: u32_at(b, off::REPLY_COUNT),
-            reply_len: len(b, off::REPLY_LEN, "reply length")?,
-            terminal: opt_code(
-                b,
-                off::TERMINAL_REASON,
-                "terminal reason",
-                TerminalReason::from_code,
-            )?,
-            client_pid: u32_at(b, off::CLIENT_PID),
-        })
+        Ok(world_size)
     }
 
     /// The world-size check of both attach paths: the job's size.
@@ -565,6 +587,36 @@ mod tests {
                 Err(LayoutError::Reserved { offset, value: 1 })
             );
         }
+    }
+
+    #[test]
+    fn the_fixed_fields_check_ignores_the_lane_words() {
+        let mut b = Header::fresh(4).encode();
+        // The state words, sequence, lengths: not fixed.
+        b[off::REQUEST_STATE] = 0xee;
+        b[off::REQUEST_LEN + 3] = 0xff;
+        Header::check_fixed(&b, 4).unwrap();
+        assert_eq!(
+            Header::check_fixed(&b, 3),
+            Err(LayoutError::WorldSize {
+                expected: Some(3),
+                got: 4
+            })
+        );
+        b[RESERVED_START + 9] = 2;
+        assert_eq!(
+            Header::check_fixed(&b, 4),
+            Err(LayoutError::Reserved {
+                offset: RESERVED_START + 9,
+                value: 2
+            })
+        );
+        b[RESERVED_START + 9] = 0;
+        b[off::VERSION] = 2;
+        assert_eq!(
+            Header::check_fixed(&b, 4),
+            Err(LayoutError::Version { got: 2 })
+        );
     }
 
     #[test]

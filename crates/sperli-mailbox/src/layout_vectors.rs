@@ -45,7 +45,7 @@ fn render() -> String {
          # refuse LABEL ERROR HEX     bytes Header::decode refuses with ERROR (the Display text, _ for spaces)\n\
          # fresh-refuse LABEL ERROR HEX  bytes that decode but rank 0's attach (check_fresh, world 4) refuses\n\
          # record LABEL HEX          reply records (docs/mailbox.md §4.2)\n\
-         # envelope LABEL HEX        a 32-byte envelope (§5.2); status LABEL HEX a 16-byte status (§5.3)\n\
+         # envelope LABEL HEX        a 32-byte envelope (§5.2); status LABEL HEX a 16-byte status (§5.2)\n\
          # handler NAME HEX          the handler id of NAME (32-bit FNV-1a, little-endian)\n",
     );
     let mut header = |label: &str, h: Header| {

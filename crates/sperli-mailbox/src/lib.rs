@@ -54,7 +54,8 @@ pub use job::{JobSpec, JobWatch};
 pub use layout::{GroupState, Opcode, RequestState, TerminalReason};
 pub use records::{RankError, RankReply, Target};
 pub use server::{
-    Handler, MailboxServer, Task, TaskError, INVALID_REQUEST, PANIC, RANK0_TICK, UNKNOWN_HANDLER,
+    Handler, MailboxServer, Task, TaskError, INVALID_REQUEST, LAYOUT, PANIC, RANK0_TICK,
+    UNKNOWN_HANDLER,
 };
 
 /// The environment variable that gives rank 0 the mailbox name (not a

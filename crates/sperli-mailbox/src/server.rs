@@ -24,7 +24,8 @@ use crate::fanout::{self, Broken};
 use crate::files::MailboxFile;
 use crate::lane::{self, Outcome, Rank0Look};
 use crate::layout::{
-    handler_id, off, Opcode, TargetKind, TerminalReason, REGION_LEN, REPLY_REGION, REQUEST_REGION,
+    handler_id, off, Header, LayoutError, Opcode, TargetKind, TerminalReason, HEADER_LEN,
+    REGION_LEN, REPLY_REGION, REQUEST_REGION, RESERVED_START,
 };
 use crate::records::{split_request, RankError, RankReply, Target};
 
@@ -37,6 +38,9 @@ pub const INVALID_REQUEST: &str = "invalid-request";
 pub const UNKNOWN_HANDLER: &str = "unknown-handler";
 /// Error type of a handler that panicked.
 pub const PANIC: &str = "panic";
+/// Error type of the terminal record when a fixed header field changed
+/// while rank 0 served (docs/mailbox.md §2.3).
+pub const LAYOUT: &str = "layout";
 
 /// An ordinary task error: returned to the client (H1642), the group goes
 /// on serving.
@@ -248,7 +252,7 @@ impl MailboxServer {
         });
         if rank != 0 {
             if let Some((_, msg)) = startup_error {
-                return Err(MailboxError::Terminal {
+                return Err(MailboxError::Stopped {
                     reason: TerminalReason::Startup,
                     detail: Some(RankError {
                         rank: 0,
@@ -311,7 +315,7 @@ impl MailboxServer {
                             &abort_text(&message),
                         );
                     }
-                    return Err(MailboxError::Terminal {
+                    return Err(MailboxError::Stopped {
                         reason: TerminalReason::Collective,
                         detail: Some(RankError {
                             rank: comm.rank(),
@@ -365,7 +369,7 @@ impl Rank0 {
             map.store32(off::REPLY_COUNT, 1);
             map.store32(off::REPLY_LEN, b.len() as u32);
         }
-        lane::set_terminal(map, reason);
+        let terminal = lane::set_terminal(map, reason);
         map.wake(off::REQUEST_STATE);
         map.wake(off::GROUP_STATE);
         let text = format!("mailbox group TERMINAL: {reason}: {detail}");
@@ -374,10 +378,29 @@ impl Rank0 {
             MailboxCode::H1643.number(),
             &abort_text(&text),
         );
-        MailboxError::Terminal {
-            reason: lane::terminal_reason(map),
-            detail: Some(detail),
+        if terminal {
+            MailboxError::Terminal {
+                reason: lane::terminal_reason(map),
+                detail: Some(detail),
+            }
+        } else {
+            // CLOSED already: the group word stays; say what is true.
+            MailboxError::Stopped {
+                reason,
+                detail: Some(detail),
+            }
         }
+    }
+
+    /// The fixed fields of the header (magic, version, world size, layout
+    /// size, reserved bytes) as at the attach: checked at every look, so a
+    /// change while serving makes the group TERMINAL (docs/mailbox.md
+    /// §2.3, "after the attach"). Reads bytes 0-23 and 80-255 only.
+    fn check_fixed(&self) -> Result<(), LayoutError> {
+        let mut b = [0u8; HEADER_LEN];
+        self.file.map.read(0, &mut b[..off::GROUP_STATE]);
+        self.file.map.read(RESERVED_START, &mut b[RESERVED_START..]);
+        Header::check_fixed(&b, self.comm.size())
     }
 
     /// Waits for the next request; returns whether it is a SHUTDOWN.
@@ -396,10 +419,20 @@ impl Rank0 {
                     &e.to_string(),
                 ));
             }
+            if let Err(e) = self.check_fixed() {
+                let msg = format!("the header changed while serving: {e}");
+                return Err(self.terminal(TerminalReason::Protocol, 0, LAYOUT, &msg));
+            }
             match lane::rank0_look(&self.file.map) {
                 Rank0Look::Take { shutdown } => return Ok(shutdown),
                 Rank0Look::Wait { state, in_flight } => {
-                    if in_flight && !self.file.lease_held() {
+                    // A client acks (IDLE) before it lets the lease go: a
+                    // lease gone while the reply still waits is a lost
+                    // client; one gone after the ack is a client that ended.
+                    if in_flight
+                        && !self.file.lease_held()
+                        && self.file.map.load32(off::REQUEST_STATE) == state
+                    {
                         return Err(self.terminal(
                             TerminalReason::ClientLost,
                             0,
@@ -531,8 +564,12 @@ fn check_request(
             t.request_len
         ));
     }
-    let opcode =
-        Opcode::from_code(t.opcode).ok_or_else(|| format!("opcode {} is not one", t.opcode))?;
+    let opcode = Opcode::from_code(t.opcode).ok_or_else(|| {
+        format!(
+            "opcode {} is none of TASK (1), CONTROL (2), PING (3), SHUTDOWN (4)",
+            t.opcode
+        )
+    })?;
     if shutdown != (opcode == Opcode::Shutdown) {
         return Err(format!(
             "{opcode} published as {}",
@@ -547,10 +584,15 @@ fn check_request(
         (Some(TargetKind::Group), 0) => Target::Group,
         (Some(TargetKind::PerRank), 0) => Target::PerRank,
         (Some(TargetKind::Rank), r) => Target::Rank(r),
-        (k, r) => {
+        (Some(k), r) => {
             return Err(format!(
-                "target {} with target rank {r} is not one",
-                k.map_or("?", |k| k.name())
+                "a {k} request has target rank 0 (only RANK names a rank), got {r}"
+            ))
+        }
+        (None, _) => {
+            return Err(format!(
+                "target {} is none of GROUP (1), RANK (2), PER_RANK (3)",
+                t.target
             ))
         }
     };
@@ -575,4 +617,39 @@ fn check_request(
         },
         ranges,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn taken(opcode: u32, target: u32, target_rank: u32) -> lane::Taken {
+        lane::Taken {
+            sequence: 1,
+            opcode,
+            target,
+            target_rank,
+            handler: 7,
+            payload_count: 1,
+            request_len: 0,
+        }
+    }
+
+    #[test]
+    fn refusals_say_what_is_wrong() {
+        let msg = |t: lane::Taken| check_request(&t, &[], 4, false).unwrap_err();
+        assert_eq!(
+            msg(taken(1, 9, 0)),
+            "target 9 is none of GROUP (1), RANK (2), PER_RANK (3)"
+        );
+        assert_eq!(
+            msg(taken(1, 1, 2)),
+            "a GROUP request has target rank 0 (only RANK names a rank), got 2"
+        );
+        assert_eq!(
+            msg(taken(9, 1, 0)),
+            "opcode 9 is none of TASK (1), CONTROL (2), PING (3), SHUTDOWN (4)"
+        );
+        assert!(check_request(&taken(1, 2, 3), &[], 4, false).is_ok());
+    }
 }

@@ -5,20 +5,8 @@
 //! sperli run -n 4 -- sperli-mailbox-server --oneshot     (one task per job)
 //! ```
 //!
-//! Its handlers (payloads and replies little-endian):
-//!
-//! | handler | target | payload | reply |
-//! |---|---|---|---|
-//! | `sum` | GROUP | n × u64 | the sum (u64, wrapping): each rank adds its block, then an allreduce |
-//! | `poly` | PER_RANK | x: u64 | x² + 3x + rank (u64, wrapping), computed by the rank that got x |
-//! | `echo` | any | bytes | the same bytes |
-//! | `digest` | any | bytes | length (u64) and SHA-256 of the payload (40 bytes) |
-//! | `fail` | any | ranks (u32 each) | `ok`, or a `ValueError` on the ranks listed |
-//! | `sleep` | any | milliseconds (u64) | nothing, after sleeping |
-//! | `pid` | any | nothing | this rank's process id (u32) |
-//! | `big` | any | n: u64 | n zero bytes |
-//! | `panic` | any | nothing | the handler panics (a `panic` error) |
-//! | `hello` (CONTROL) | any | nothing | `rank R of N` |
+//! Its handlers and their request and reply formats: [`HELP`]
+//! (`sperli-mailbox-server --help` prints it; docs/mailbox.md §9).
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -28,6 +16,38 @@ use sha2::{Digest, Sha256};
 use sperli_collective::Comm;
 use sperli_collective::Reduction;
 use sperli_mailbox::{MailboxServer, Task, TaskError};
+
+/// The usage and the handlers' formats (`--help`).
+const HELP: &str = "\
+usage: sperli-mailbox-server [--label TEXT] [--oneshot]   (started by `sperli run`)
+  sperli run -n 4 --mailbox NAME -- sperli-mailbox-server [--label TEXT]
+  sperli run -n 4 -- sperli-mailbox-server --oneshot       (one task per job)
+  --label TEXT  ignored (tests find the job's processes by it)
+  --oneshot     join, one allreduce sum of 1..=1000, BYE (no mailbox)
+
+Handlers (integers little-endian; a reply is that of each rank that runs it;
+a bad payload is a ValueError on that rank, the job goes on):
+  TASK sum     GROUP (RANK: a TargetError). payload: n x u64 (n >= 0).
+               reply: u64, the wrapping sum of all n, the same on every rank
+               (each rank adds its block, then an allreduce).
+  TASK poly    any target, meant for PER_RANK. payload: exactly one u64 x.
+               reply: u64, x*x + 3x + rank (wrapping), rank = the rank that ran it.
+  TASK echo    any target. payload: any bytes. reply: the same bytes.
+  TASK digest  any target. payload: any bytes. reply: 40 bytes, the payload's
+               length (u64), then its SHA-256 (32 bytes).
+  TASK fail    any target. payload: ranks, u32 each (a tail of 1-3 bytes is
+               ignored). reply: `ok` (2 bytes); a listed rank fails instead
+               with ValueError `rank R was told to fail`.
+  TASK sleep   any target. payload: exactly one u64, milliseconds.
+               reply: 0 bytes, after sleeping that long.
+  TASK pid     any target. payload: ignored. reply: u32, the rank's process id.
+  TASK big     any target. payload: exactly one u64 n <= 67108864.
+               reply: n zero bytes (replies beyond the region: reply-too-large).
+  TASK panic   any target. payload: ignored. the handler panics: error type
+               `panic`, message `the panic handler panicked`.
+  CONTROL hello  any target. payload: ignored. reply: `rank R of N` (UTF-8).
+Handler ids are the FNV-1a of the names (docs/mailbox.md section 4.3).
+";
 
 fn u64s(p: &[u8]) -> Result<Vec<u64>, TaskError> {
     if p.len() % 8 != 0 {
@@ -151,8 +171,12 @@ fn main() -> ExitCode {
         match a.as_str() {
             "--oneshot" => oneshot_mode = true,
             "--label" if it.next().is_some() => {}
+            "--help" | "-h" => {
+                print!("{HELP}");
+                return ExitCode::SUCCESS;
+            }
             _ => {
-                eprintln!("usage: sperli-mailbox-server [--label TEXT] [--oneshot] (started by `sperli run`)");
+                eprint!("{HELP}");
                 return ExitCode::from(2);
             }
         }

@@ -5,7 +5,7 @@
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::time::Duration;
 
-use sperli_mailbox::error::FileProblem;
+use sperli_mailbox::error::{FileProblem, ManifestError};
 use sperli_mailbox::files::{self, mailbox_path, MailboxFile, Manifest};
 use sperli_mailbox::layout::{off, LayoutError, LAYOUT_SIZE, REGION_LEN, RESERVED_START};
 use sperli_mailbox::{Mailbox, MailboxError, MailboxServer};
@@ -445,7 +445,107 @@ fn a_server_whose_mailbox_is_refused_ends_the_job() {
     // Rank 1 learns it from rank 0's ABORT, with rank 0's reason.
     match &results[1] {
         Err(MailboxError::Collective(e)) if e.to_string().contains("H1640 mailbox refused") => {}
-        Err(MailboxError::Terminal { .. }) => {}
+        Err(MailboxError::Stopped { .. }) => {}
         other => panic!("rank 1: {other:?}"),
     }
+}
+
+/// The manifest gets the mailbox file's checks (docs/mailbox.md §1.2):
+/// not a symbolic link, this user's, mode 0600; each refusal is H1640,
+/// from the library and from `sperli submit` alike.
+#[test]
+fn a_manifest_that_is_open_to_others_another_users_or_a_symlink_is_refused() {
+    use std::os::unix::fs::MetadataExt;
+    let expect_refused = |name: &str, problem: FileProblem| {
+        match Mailbox::attach(name) {
+            Err(
+                e @ MailboxError::Manifest {
+                    error: ManifestError::File(_),
+                    ..
+                },
+            ) => {
+                assert_eq!(e.code().map(|c| c.number()), Some(1640), "{e}");
+                let MailboxError::Manifest {
+                    error: ManifestError::File(got),
+                    ..
+                } = &e
+                else {
+                    unreachable!()
+                };
+                assert_eq!(got, &problem, "{e}");
+                assert!(e.to_string().starts_with("H1640 manifest "), "{e}");
+            }
+            other => panic!("expected the manifest refused ({problem}), got {other:?}"),
+        }
+        let out = std::process::Command::new(crate::common::sperli())
+            .args(["submit", "--mailbox", name, "--ping", "--timeout", "5"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "sperli submit: {err}");
+        assert!(err.contains("H1640 manifest"), "sperli submit: {err}");
+    };
+    let f = Fresh::new("manifest-mode");
+    let manifest = files::manifest_path(&f.0);
+    std::fs::set_permissions(&manifest, std::fs::Permissions::from_mode(0o644)).unwrap();
+    expect_refused(&f.0, FileProblem::Mode { got: 0o644 });
+    std::fs::set_permissions(&manifest, std::fs::Permissions::from_mode(0o600)).unwrap();
+    client(&f.0).unwrap();
+
+    // Tests run as root: the manifest of another user (nobody's uid).
+    let me = std::fs::metadata(&manifest).unwrap().uid();
+    let nobody = 65534;
+    std::os::unix::fs::chown(&manifest, Some(nobody), None).unwrap();
+    expect_refused(
+        &f.0,
+        FileProblem::Owner {
+            expected: me,
+            got: nobody,
+        },
+    );
+    std::os::unix::fs::chown(&manifest, Some(me), None).unwrap();
+    client(&f.0).unwrap();
+
+    // A symbolic link to a good manifest (here: the real one's bytes).
+    let link = Fresh::new("manifest-link");
+    let target = std::env::temp_dir().join(format!("{}.manifest", link.0));
+    std::fs::copy(files::manifest_path(&link.0), &target).unwrap();
+    std::fs::remove_file(files::manifest_path(&link.0)).unwrap();
+    std::os::unix::fs::symlink(&target, files::manifest_path(&link.0)).unwrap();
+    expect_refused(&link.0, FileProblem::Symlink);
+    let _ = std::fs::remove_file(&target);
+}
+
+/// docs/mailbox.md §3.4: a client waiting for READY looks at the launcher
+/// the manifest names at once and at every tick; a dead one makes the
+/// group TERMINAL (reason 5) instead of a wait to the timeout.
+#[test]
+fn waiting_for_ready_on_a_dead_launchers_mailbox_ends_with_reason_5_at_once() {
+    let f = Fresh::new("dead-launcher");
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let mut m = Manifest::new(&f.0, 4);
+    m.launcher_pid = gone.id();
+    std::fs::remove_file(files::manifest_path(&f.0)).unwrap();
+    m.write().unwrap();
+    let mut mb = Mailbox::attach(&f.0).unwrap();
+    let t = std::time::Instant::now();
+    let e = mb.wait_ready(Duration::from_secs(30)).unwrap_err();
+    let took = t.elapsed();
+    assert!(
+        matches!(
+            e,
+            MailboxError::Terminal {
+                reason: sperli_mailbox::TerminalReason::LauncherExit,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(e.code().map(|c| c.number()), Some(1643), "{e}");
+    assert!(took < Duration::from_millis(100), "{took:?}");
+    assert_eq!(
+        mb.header().unwrap().group,
+        sperli_mailbox::GroupState::Terminal
+    );
 }

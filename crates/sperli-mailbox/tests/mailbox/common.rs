@@ -1,11 +1,13 @@
 //! Helpers: the `sperli` binary, unique names, jobs, process scans.
 
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use rustix::event::{PollFd, PollFlags, Timespec};
 use sperli_mailbox::{JobSpec, Mailbox, MailboxError};
 
 /// The `sperli` launcher of this workspace, built once per test run with
@@ -129,8 +131,25 @@ pub fn processes_with(needle: &str) -> Vec<u32> {
     out
 }
 
+/// Waits, at most `left`, until one of `fds` is readable: a pidfd when
+/// its process exits, an inotify descriptor when an event is queued.
+fn poll_readable(fds: &[OwnedFd], left: Duration) {
+    let mut p: Vec<PollFd<'_>> = fds.iter().map(|f| PollFd::new(f, PollFlags::IN)).collect();
+    let ts = Timespec {
+        tv_sec: left.as_secs() as i64,
+        tv_nsec: i64::from(left.subsec_nanos()),
+    };
+    let _ = rustix::event::poll(&mut p, Some(&ts));
+}
+
+/// A pidfd of `pid` (`None`: it is gone, or reaped).
+fn pidfd(pid: u32) -> Option<OwnedFd> {
+    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+}
+
 /// Waits up to `limit` until no process carries `needle`; returns the
-/// time it took, or the pids still there.
+/// time it took, or the pids still there. Woken by each exit (pidfd).
 pub fn gone_within(needle: &str, limit: Duration) -> Result<Duration, Vec<u32>> {
     let t = Instant::now();
     loop {
@@ -138,28 +157,67 @@ pub fn gone_within(needle: &str, limit: Duration) -> Result<Duration, Vec<u32>> 
         if left.is_empty() {
             return Ok(t.elapsed());
         }
-        if t.elapsed() > limit {
+        let rest = limit.saturating_sub(t.elapsed());
+        if rest.is_zero() {
             return Err(left);
         }
-        std::thread::sleep(Duration::from_millis(20));
+        let fds: Vec<OwnedFd> = left.iter().filter_map(|&p| pidfd(p)).collect();
+        if !fds.is_empty() {
+            poll_readable(&fds, rest);
+        }
     }
 }
 
-/// Waits until `pid` is gone (not a zombie of ours: the caller reaped it
-/// or it is not our child).
+/// Waits until `pid` has exited (a zombie counts: the caller reaps it or
+/// it is not our child), at most `limit`. Woken by its exit (pidfd).
 pub fn pid_gone_within(pid: u32, limit: Duration) -> bool {
+    let Some(fd) = pidfd(pid) else {
+        return true;
+    };
+    poll_readable(std::slice::from_ref(&fd), limit);
+    let mut p = [PollFd::new(&fd, PollFlags::IN)];
+    let zero = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    rustix::event::poll(&mut p, Some(&zero)).is_ok_and(|n| n > 0)
+}
+
+/// Waits at most `limit` until `cond()` holds, looking again at each
+/// change of a name in /dev/shm (inotify: created, renamed, removed,
+/// written). Returns whether it holds.
+pub fn wait_shm(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+    let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).expect("inotify");
+    inotify::add_watch(
+        &fd,
+        sperli_mailbox::files::SHM_DIR,
+        WatchFlags::CREATE
+            | WatchFlags::DELETE
+            | WatchFlags::MOVED_FROM
+            | WatchFlags::MOVED_TO
+            | WatchFlags::CLOSE_WRITE,
+    )
+    .expect("watch /dev/shm");
     let t = Instant::now();
-    while t.elapsed() < limit {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat
-            .rsplit_once(')')
-            .and_then(|(_, r)| r.split_whitespace().next());
-        if stat.is_empty() || state == Some("Z") {
+    let mut buf = [0u8; 4096];
+    loop {
+        if cond() {
             return true;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        let rest = limit.saturating_sub(t.elapsed());
+        if rest.is_zero() {
+            return false;
+        }
+        poll_readable(std::slice::from_ref(&fd), rest);
+        while rustix::io::read(&fd, &mut buf).is_ok_and(|n| n > 0) {}
     }
-    false
+}
+
+/// Whether neither `name`'s mailbox nor its manifest is in /dev/shm.
+pub fn files_gone(name: &str) -> bool {
+    !sperli_mailbox::files::mailbox_path(name).exists()
+        && !sperli_mailbox::files::manifest_path(name).exists()
 }
 
 /// SIGKILL to `pid`.
@@ -209,24 +267,32 @@ pub fn shell_job(tag: &str) -> (ShellJob, sperli_mailbox::files::Manifest) {
     (ShellJob { run, name, label }, m)
 }
 
-/// Waits for `name`'s manifest.
-pub fn wait_manifest(name: &str, limit: Duration) -> sperli_mailbox::files::Manifest {
-    let t = Instant::now();
-    loop {
-        if let Some(m) = sperli_mailbox::files::Manifest::read(name).unwrap() {
-            return m;
-        }
-        assert!(t.elapsed() < limit, "no manifest of {name}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// A [`shell_job`] that is READY, and a client attached to it.
+pub fn ready_shell_job(tag: &str) -> (ShellJob, sperli_mailbox::files::Manifest, Mailbox) {
+    let (job, m) = shell_job(tag);
+    let mut mb = Mailbox::attach(&job.name).unwrap();
+    mb.wait_ready(Duration::from_secs(30)).unwrap();
+    (job, m, mb)
 }
 
-/// Waits for the child to exit, at most `limit` after `since`.
+/// Waits for `name`'s manifest (the launcher renames it into place).
+pub fn wait_manifest(name: &str, limit: Duration) -> sperli_mailbox::files::Manifest {
+    let mut found = None;
+    wait_shm(limit, || {
+        found = sperli_mailbox::files::Manifest::read(name).unwrap();
+        found.is_some()
+    });
+    found.unwrap_or_else(|| panic!("no manifest of {name}"))
+}
+
+/// Waits for the child to exit, at most `limit` after `since` (woken by
+/// its exit: a pidfd).
 pub fn wait_exit(
     child: &mut std::process::Child,
     since: Instant,
     limit: Duration,
 ) -> std::process::ExitStatus {
+    let fd = pidfd(child.id());
     loop {
         if let Some(st) = child.try_wait().unwrap() {
             return st;
@@ -237,6 +303,37 @@ pub fn wait_exit(
             child.id(),
             since.elapsed()
         );
-        std::thread::sleep(Duration::from_millis(10));
+        if let Some(fd) = &fd {
+            poll_readable(
+                std::slice::from_ref(fd),
+                limit.saturating_sub(since.elapsed()),
+            );
+        }
+    }
+}
+
+/// Waits at most `limit` until `cond` holds of the header word at
+/// `word` (a futex word: 24 group state, 28 request state), woken by each
+/// wake of it. `poll`: look at least this often, for a change stored
+/// without a wake (TASK_ACCEPTED: docs/mailbox.md §3.2, a client looks
+/// every 1 ms). Returns whether it holds.
+pub fn wait_word(
+    f: &sperli_mailbox::files::MailboxFile,
+    word: usize,
+    limit: Duration,
+    poll: Option<Duration>,
+    mut cond: impl FnMut(u32) -> bool,
+) -> bool {
+    let t = Instant::now();
+    loop {
+        let v = f.map.load32(word);
+        if cond(v) {
+            return true;
+        }
+        let rest = limit.saturating_sub(t.elapsed());
+        if rest.is_zero() {
+            return false;
+        }
+        f.map.wait(word, v, poll.map_or(rest, |p| p.min(rest)));
     }
 }

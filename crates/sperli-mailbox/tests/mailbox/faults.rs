@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sperli_mailbox::files::{self, MailboxFile};
+use sperli_mailbox::layout::off;
 use sperli_mailbox::{GroupState, MailboxError, RequestState, Target, TerminalReason};
 
 use crate::common::*;
@@ -18,6 +19,15 @@ const SILENCE_MS: u64 = 2000;
 /// ticks; the margin covers a loaded 2-core machine.
 const LOST_RANK_BOUND: Duration = Duration::from_millis(SILENCE_MS + 4000);
 
+/// docs/mailbox.md §3.2: TASK_ACCEPTED is stored without a wake; a
+/// client that waits for it looks every 1 ms.
+const ACCEPTED_LOOK: Duration = Duration::from_millis(1);
+
+/// Whether `pid`'s main thread sleeps in a nanosleep (the `sleep` handler).
+fn sleeps_in_handler(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/wchan")).is_ok_and(|w| w.contains("nanosleep"))
+}
+
 fn pid(j: &mut TestJob, rank: u32) -> u32 {
     let r = j.mb.submit("pid", Target::Rank(rank), &[b""]).unwrap();
     u32::from_le_bytes(r.ok(rank).unwrap().try_into().unwrap())
@@ -27,8 +37,22 @@ fn pid(j: &mut TestJob, rank: u32) -> u32 {
 fn a_rank_sigkilled_mid_task_fails_the_request_within_the_bound_and_leaves_no_process() {
     let mut j = job("kill-mid", 4, Some(SILENCE_MS));
     let victim = pid(&mut j, 2);
+    let name = j.mb.name().to_string();
     let killed_at = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
+        // The kill comes once rank 0 accepted the request and the victim
+        // sleeps in its handler (its main thread in a nanosleep).
+        let f = MailboxFile::open(&name).unwrap();
+        let accepted = RequestState::TaskAccepted.code();
+        assert!(
+            wait_word(
+                &f,
+                off::REQUEST_STATE,
+                Duration::from_secs(30),
+                Some(ACCEPTED_LOOK),
+                |v| v == accepted && sleeps_in_handler(victim),
+            ),
+            "rank 2 never slept in its handler"
+        );
         kill9(victim);
         Instant::now()
     });
@@ -64,10 +88,12 @@ fn a_rank_sigkilled_between_requests_is_seen_by_rank_0s_timed_wake() {
     // No request in flight: rank 0's timed wake (100 ms) sees the lost
     // rank (the kernel closed its sockets) and makes the group TERMINAL.
     let f = MailboxFile::open(j.mb.name()).unwrap();
-    while f.header().unwrap().group != GroupState::Terminal {
-        assert!(t.elapsed() < Duration::from_secs(3), "still READY");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let terminal = GroupState::Terminal.code();
+    assert!(
+        wait_word(&f, off::GROUP_STATE, Duration::from_secs(3), None, |v| v
+            == terminal),
+        "still READY"
+    );
     let noticed = t.elapsed();
     assert_eq!(
         f.header().unwrap().terminal,
@@ -92,13 +118,14 @@ fn a_rank_sigkilled_between_requests_is_seen_by_rank_0s_timed_wake() {
     assert!(gone_within(&label, Duration::from_secs(10)).is_ok());
 }
 
-fn wait_state(name: &str, want: RequestState, limit: Duration) {
+fn wait_accepted(name: &str, limit: Duration) {
     let f = MailboxFile::open(name).unwrap();
-    let t = Instant::now();
-    while f.header().unwrap().request != want {
-        assert!(t.elapsed() < limit, "never {want}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let accepted = RequestState::TaskAccepted.code();
+    assert!(
+        wait_word(&f, off::REQUEST_STATE, limit, Some(ACCEPTED_LOOK), |v| v
+            == accepted),
+        "never TASK_ACCEPTED"
+    );
 }
 
 /// docs/mailbox.md §7.4: a client lost with a request in flight ends the
@@ -108,12 +135,9 @@ const CLIENT_LOST_BOUND: Duration = Duration::from_secs(5);
 
 #[test]
 fn a_shell_client_killed_mid_request_ends_the_job_within_the_bound() {
-    let (mut job, _) = shell_job("client-kill");
+    let (mut job, _, mb) = ready_shell_job("client-kill");
     let name = job.name.clone();
-    sperli_mailbox::Mailbox::attach(&name)
-        .unwrap()
-        .wait_ready(Duration::from_secs(30))
-        .unwrap();
+    drop(mb);
     // The client is `sperli submit`; the test only owns the job.
     let payload = std::env::temp_dir().join(format!("{name}.payload"));
     std::fs::write(&payload, le64(1000)).unwrap();
@@ -131,7 +155,7 @@ fn a_shell_client_killed_mid_request_ends_the_job_within_the_bound() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_state(&name, RequestState::TaskAccepted, Duration::from_secs(10));
+    wait_accepted(&name, Duration::from_secs(10));
     client.kill().unwrap();
     let killed = Instant::now();
     let _ = client.wait();
@@ -161,13 +185,15 @@ fn a_client_that_started_the_job_and_is_killed_takes_the_job_with_it() {
     let t = Instant::now();
     let launcher = wait_manifest(&job_name, Duration::from_secs(30)).launcher_pid;
     let f = MailboxFile::open(&job_name).unwrap();
-    while f.header().unwrap().sequence < 20 {
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "the demo does not run"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // Every request changes the request word with a wake (publish,
+    // TASK_DONE).
+    let limit = Duration::from_secs(60).saturating_sub(t.elapsed());
+    assert!(
+        wait_word(&f, off::REQUEST_STATE, limit, None, |_| {
+            f.header().unwrap().sequence >= 20
+        }),
+        "the demo does not run"
+    );
     client.kill().unwrap();
     let killed = Instant::now();
     let _ = client.wait();
@@ -185,10 +211,8 @@ fn a_client_that_started_the_job_and_is_killed_takes_the_job_with_it() {
 
 #[test]
 fn a_killed_launcher_makes_the_group_terminal_for_a_shell_client() {
-    let (mut job, m) = shell_job("launcher-kill");
+    let (mut job, m, mut mb) = ready_shell_job("launcher-kill");
     let name = job.name.clone();
-    let mut mb = sperli_mailbox::Mailbox::attach(&name).unwrap();
-    mb.wait_ready(Duration::from_secs(30)).unwrap();
     mb.ping().unwrap();
     kill9(m.launcher_pid);
     let _ = job.run.wait();
@@ -205,10 +229,42 @@ fn a_killed_launcher_makes_the_group_terminal_for_a_shell_client() {
         "{e}"
     );
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
-    // Rank 0 sees the TERMINAL lane and ends the job (ABORT), launcher or not.
+    // The ranks died with their launcher (its death signal and watchdog).
     let left = gone_within(&job.label, Duration::from_secs(5));
-    files::remove(&name);
     assert!(left.is_ok(), "ranks left: {left:?}");
+    // docs/mailbox.md §1.1: the files go however the job ends.
+    assert!(
+        wait_shm(Duration::from_secs(2), || files_gone(&name)),
+        "a killed launcher left its mailbox or manifest"
+    );
+}
+
+#[test]
+fn a_sigkilled_launcher_leaves_no_file_in_dev_shm() {
+    let (mut job, m, mb) = ready_shell_job("launcher-kill-files");
+    let name = job.name.clone();
+    drop(mb);
+    kill9(m.launcher_pid);
+    let killed = Instant::now();
+    let _ = job.run.wait();
+    // docs/mailbox.md §1.1: removed however the job ends; the launcher's
+    // cleaner sees its pipe end at the launcher's death.
+    assert!(
+        wait_shm(Duration::from_secs(2), || files_gone(&name)),
+        "{:?} after the kill: mailbox {} manifest {}",
+        killed.elapsed(),
+        files::mailbox_path(&name).exists(),
+        files::manifest_path(&name).exists()
+    );
+    assert!(gone_within(&job.label, Duration::from_secs(5)).is_ok());
+    assert!(
+        gone_within(
+            &files::manifest_path(&name).display().to_string(),
+            Duration::from_secs(2)
+        )
+        .is_ok(),
+        "the cleaner ended"
+    );
 }
 
 #[test]

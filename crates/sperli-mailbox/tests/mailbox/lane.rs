@@ -74,14 +74,11 @@ fn publish_raw(name: &str, seq: u64) {
 
 fn wait_terminal(name: &str, limit: Duration) -> (GroupState, Option<TerminalReason>) {
     let f = MailboxFile::open(name).unwrap();
-    let t = Instant::now();
-    loop {
-        let h = f.header().unwrap();
-        if h.group == GroupState::Terminal || t.elapsed() > limit {
-            return (h.group, h.terminal);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let terminal = GroupState::Terminal.code();
+    // Rank 0 wakes the group word at TERMINAL.
+    wait_word(&f, off::GROUP_STATE, limit, None, |v| v == terminal);
+    let h = f.header().unwrap();
+    (h.group, h.terminal)
 }
 
 #[test]
@@ -175,4 +172,37 @@ fn a_two_process_futex_wake() {
         v[v.len() / 2]
     );
     assert!(t.elapsed() < Duration::from_secs(20));
+}
+
+/// docs/mailbox.md §2.3: rank 0 re-checks the header's fixed fields at
+/// every look; a reserved byte written while it serves makes the group
+/// TERMINAL (reason 7) with a `layout` record in the reply region.
+#[test]
+fn a_reserved_byte_written_while_serving_makes_the_group_terminal_with_a_record() {
+    let mut j = job("reserved-live", 4, None);
+    j.mb.ping().unwrap();
+    let name = j.mb.name().to_string();
+    let f = MailboxFile::open(&name).unwrap();
+    f.map.write(200, &[0x01]);
+    let terminal = GroupState::Terminal.code();
+    // Rank 0 wakes the group word at TERMINAL; its next look comes within
+    // its tick (RANK0_TICK) even without a request.
+    assert!(
+        wait_word(&f, off::GROUP_STATE, Duration::from_secs(10), None, |v| v
+            == terminal),
+        "still serving"
+    );
+    assert_eq!(lane::terminal_reason(&f.map), TerminalReason::Protocol);
+    assert_eq!(f.map.load32(off::REPLY_COUNT), 1);
+    let mut b = vec![0u8; f.map.load32(off::REPLY_LEN) as usize];
+    f.map.read(sperli_mailbox::layout::REPLY_REGION, &mut b);
+    let r = sperli_mailbox::RankReply::decode_all(&b, 1).unwrap();
+    let e = r[0].outcome.as_ref().unwrap_err();
+    assert_eq!(e.rank, 0);
+    assert_eq!(e.error_type, sperli_mailbox::LAYOUT);
+    assert!(e.message.contains("reserved byte 200 is 0x01"), "{e}");
+    let e = j.mb.ping().unwrap_err();
+    assert_eq!(e.code().map(|c| c.number()), Some(1643), "{e}");
+    let left = gone_within(&j.label, Duration::from_secs(10));
+    assert!(left.is_ok(), "processes left {left:?}");
 }

@@ -230,14 +230,17 @@ fn rank_0_refuses_a_malformed_request_without_running_it() {
     )
     .unwrap();
     f.map.wake(off::REQUEST_STATE);
-    let t = Instant::now();
-    while !matches!(
+    // Rank 0 wakes the request word at TASK_FAILED.
+    let failed = sperli_mailbox::RequestState::TaskFailed.code();
+    assert!(
+        wait_word(&f, off::REQUEST_STATE, Duration::from_secs(10), None, |v| v
+            == failed),
+        "no answer"
+    );
+    assert_eq!(
         lane::client_look(&f.map),
         ClientLook::Answered { failed: true }
-    ) {
-        assert!(t.elapsed() < Duration::from_secs(10), "no answer");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    );
     let h = f.header().unwrap();
     assert_eq!(h.reply_count, 1);
     let mut b = vec![0u8; h.reply_len as usize];
@@ -371,17 +374,7 @@ fn sperli_run_mailbox_and_sperli_submit_from_the_shell() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let t = Instant::now();
-    let st = loop {
-        if let Some(st) = run.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "launcher still running"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let st = wait_exit(&mut run, Instant::now(), Duration::from_secs(20));
     assert!(st.success(), "{st}");
     assert!(!files::mailbox_path(&name).exists());
     assert!(!files::manifest_path(&name).exists());
@@ -439,4 +432,29 @@ fn the_demo_client_checks_every_answer_of_a_warm_job() {
     );
     assert!(stdout.contains("200 tasks checked"), "{stdout}");
     assert!(stdout.contains("every answer correct"), "{stdout}");
+}
+
+#[test]
+fn the_example_servers_help_lists_every_handler_and_its_formats() {
+    let out = Command::new(server()).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for h in [
+        "TASK sum",
+        "TASK poly",
+        "TASK echo",
+        "TASK digest",
+        "TASK fail",
+        "TASK sleep",
+        "TASK pid",
+        "TASK big",
+        "TASK panic",
+        "CONTROL hello",
+    ] {
+        assert!(help.contains(h), "{h} missing from:\n{help}");
+    }
+    assert!(
+        help.contains("payload:") && help.contains("reply:"),
+        "{help}"
+    );
 }
