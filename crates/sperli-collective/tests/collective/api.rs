@@ -95,7 +95,7 @@ fn point_to_point(c: &Comm<Endpoint>) {
 /// The non-blocking collectives, each checked against its blocking twin,
 /// interleaved with DATA and with blocking collectives, each rank with its
 /// own timing (rank r pauses r ms at varying points).
-fn nonblocking<L: Link + Send + Sync + 'static>(c: &Comm<L>, data: Option<&Comm<Endpoint>>) {
+fn nonblocking<L: Peers + Send + Sync + 'static>(c: &Comm<L>, data: Option<&Comm<Endpoint>>) {
     // (`data` is the same communicator over TLS; `None` on the fake link.)
     let (me, n) = (c.rank(), c.size());
     let delay = |k: u32| pause(u64::from((me * 7 + k) % 5));

@@ -8,7 +8,7 @@ use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
-use sperli_collective::{Comm, Endpoint, Link};
+use sperli_collective::{Comm, Endpoint, Peers};
 use sperli_transport::Settings;
 use sperli_wire::abort::AbortReason;
 use sperli_wire::element::{ElementType, Reduction};
@@ -19,10 +19,10 @@ use crate::common::*;
 use crate::pipelined_fake::{allowed, big_value, check_reducing, reducing, T};
 use crate::tls::{finish, run_job_with, settings, tls_test, tls_test_within};
 
-/// A test [`Link`] over a real [`Endpoint`]: counts the pipelined frames
-/// (phase 2..=4) it sends, may claim other features than the job
-/// negotiated (a rank that sends pipelined frames in a v1 job), and may
-/// rewrite every chunk it sends (`hook(to, payload)` -> what to send).
+/// A test [`Peers`] implementation over a real [`Endpoint`]: counts the
+/// pipelined frames (phase 2..=4) it sends, may claim other features than
+/// the job negotiated (a rank that sends pipelined frames in a v1 job),
+/// and may rewrite every chunk it sends (`hook(to, payload)` -> what to send).
 struct Forger {
     ep: Endpoint,
     features: Option<u64>,
@@ -51,7 +51,7 @@ impl Forger {
     }
 }
 
-impl Link for Forger {
+impl Peers for Forger {
     fn rank(&self) -> u32 {
         self.ep.rank()
     }
@@ -106,7 +106,7 @@ fn elems(bytes: usize, w: usize, n: u32) -> usize {
 
 /// Every allowed (type, reduction) pair through allreduce, reduce (twice)
 /// and reduce_scatter, `bytes` per rank; one boxed result list per pair.
-fn every_pair<L: Link>(c: &mut Comm<L>, bytes: usize, salt: u64) -> Vec<Box<dyn Any + Send>> {
+fn every_pair<L: Peers>(c: &mut Comm<L>, bytes: usize, salt: u64) -> Vec<Box<dyn Any + Send>> {
     let n = c.size();
     let mut out: Vec<Box<dyn Any + Send>> = Vec::new();
     for (t, r) in allowed() {

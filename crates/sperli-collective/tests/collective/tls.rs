@@ -6,8 +6,8 @@
 //! Every test runs under a watchdog ([`tls_test`]): it fails after 60 s
 //! instead of hanging. A job is set up once per test and reused for many
 //! calls. Misbehaving ranks wrap their endpoint in [`Rogue`], a test
-//! [`Link`] that forges, truncates or lengthens COLLECTIVE payloads before
-//! they are encrypted and sent.
+//! [`Peers`] implementation that forges, truncates or lengthens COLLECTIVE
+//! payloads before they are encrypted and sent.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -16,7 +16,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use sperli_collective::{Comm, Endpoint, Link};
+use sperli_collective::{Comm, Endpoint, Peers};
 use sperli_tls::job_plan::JobPlan;
 use sperli_transport::{ErrorMode, Settings};
 use sperli_wire::abort::AbortReason;
@@ -84,7 +84,7 @@ pub(crate) fn tls_test_within<T: Send + 'static>(
 /// [`Endpoint`] on its own thread, wraps it with `wrap` and runs `body` on
 /// its communicator; returns the results in rank order. A panic on any
 /// rank is re-raised (after every rank thread ended).
-pub(crate) fn run_job<L: Link, T: Send + 'static>(
+pub(crate) fn run_job<L: Peers, T: Send + 'static>(
     size: u32,
     wrap: impl Fn(Endpoint) -> L + Send + Sync + 'static,
     body: impl Fn(Comm<L>) -> T + Send + Sync + 'static,
@@ -94,7 +94,7 @@ pub(crate) fn run_job<L: Link, T: Send + 'static>(
 
 /// As [`run_job`] with rank r's transport settings from `settings_of(r)`
 /// (e.g. a rank that clears HELLO feature bit 1).
-pub(crate) fn run_job_with<L: Link, T: Send + 'static>(
+pub(crate) fn run_job_with<L: Peers, T: Send + 'static>(
     size: u32,
     settings_of: impl Fn(u32) -> Settings,
     wrap: impl Fn(Endpoint) -> L + Send + Sync + 'static,
@@ -151,10 +151,10 @@ pub(crate) fn finish(c: Comm<Endpoint>) {
 
 type Hook = Box<dyn FnMut(u32, Vec<u8>) -> Vec<u8>>;
 
-/// A test [`Link`] over a real [`Endpoint`]: forwards everything, counts
-/// the COLLECTIVE payloads it sends and takes, and, once [`Rogue::forge`]
-/// set a hook, lets the hook rewrite every payload (header and data)
-/// before the endpoint encrypts and sends it.
+/// A test [`Peers`] implementation over a real [`Endpoint`]: forwards
+/// everything, counts the COLLECTIVE payloads it sends and takes, and, once
+/// [`Rogue::forge`] set a hook, lets the hook rewrite every payload (header
+/// and data) before the endpoint encrypts and sends it.
 struct Rogue {
     ep: Endpoint,
     hook: RefCell<Option<Hook>>,
@@ -183,7 +183,7 @@ impl Rogue {
     }
 }
 
-impl Link for Rogue {
+impl Peers for Rogue {
     fn rank(&self) -> u32 {
         self.ep.rank()
     }

@@ -1,5 +1,5 @@
-//! The real transport as a [`Link`]: collectives over the TLS 1.3 mesh of
-//! `sperli-transport`, and [`Comm::from_stdin`], how a rank started by the
+//! The real transport as a [`Peers`] implementation: collectives over the
+//! TLS 1.3 mesh of `sperli-transport`, and [`Comm::from_stdin`], how a rank started by the
 //! `sperli` launcher joins its job.
 
 use std::io::{BufRead, IsTerminal, Read};
@@ -13,9 +13,9 @@ use sperli_wire::payload::Payload;
 use sperli_wire::refused_hosts::{RefusedHosts, ENV_VAR};
 
 use crate::comm::Comm;
-use crate::link::{CkptFrame, Link};
+use crate::peers::{CkptFrame, Peers};
 
-impl Link for Endpoint {
+impl Peers for Endpoint {
     fn rank(&self) -> u32 {
         Endpoint::rank(self)
     }
