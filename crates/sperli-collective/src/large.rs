@@ -1,5 +1,5 @@
-//! Arrays larger than one frame (protocol text "Frame": "Eine größere
-//! Nachricht teilt die Schicht darüber auf"; protocol §8.1, §8.3;
+//! Arrays larger than one frame (protocol §6.1: a message larger than the
+//! largest payload is split by the layer above; protocol §8.1, §8.3;
 //! protocol §14.1 with feature bit 1).
 //!
 //! In a v1 job a large call is a fixed series of v1 calls, made in the same

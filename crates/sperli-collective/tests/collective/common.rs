@@ -20,7 +20,7 @@ pub fn code(e: &Error) -> u32 {
 /// later call fails with H1612 from `from`. Or, with three ranks or more,
 /// with H1613 "closed without BYE" from another survivor: a rank that
 /// receives ABORT forwards nothing and closes every connection (protocol
-/// text, ABORT), and that close may arrive before the originator's ABORT.
+/// §7.5), and that close may arrive before the originator's ABORT.
 pub fn assert_job_ended<T: Debug>(
     first: &Result<T, Error>,
     later: &Result<(), Error>,
@@ -186,7 +186,7 @@ pub fn reference<T: Ref>(size: u32, salt: u64, len: usize, r: Reduction) -> Vec<
 pub fn same_bits<T: Ref>(got: &[T], want: &[T], r: Reduction, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        // Layouts §10: the NaN bits of float sum and prod are not fixed.
+        // protocol §8.3: the NaN bits of float sum and prod are not fixed.
         let nan_ok = matches!(r, Reduction::Sum | Reduction::Prod) && g.is_nan() && w.is_nan();
         assert!(
             nan_ok || g.bits() == w.bits(),
