@@ -439,10 +439,11 @@ pub fn run<R: Send>(size: u32, f: impl Fn(&mut Comm<FakePeers>) -> R + Sync) -> 
 }
 
 /// As [`run`], on links prepared by the caller (e.g. with a send hook or
-/// another silence limit).
-pub fn run_links<R: Send>(
-    links: Vec<FakePeers>,
-    f: impl Fn(&mut Comm<FakePeers>) -> R + Sync,
+/// another silence limit, or wrapped in a test's own [`Peers`]
+/// implementation).
+pub fn run_links<L: Peers + Send, R: Send>(
+    links: Vec<L>,
+    f: impl Fn(&mut Comm<L>) -> R + Sync,
 ) -> Vec<R> {
     let f = &f;
     std::thread::scope(|s| {
@@ -450,7 +451,7 @@ pub fn run_links<R: Send>(
             .into_iter()
             .map(|link| {
                 std::thread::Builder::new()
-                    .name(format!("rank-{}", link.rank))
+                    .name(format!("rank-{}", link.rank()))
                     .spawn_scoped(s, move || f(&mut Comm::new(link)))
                     .expect("spawn rank thread")
             })

@@ -47,6 +47,14 @@ fn traced(links: Vec<FakePeers>) -> (Vec<FakePeers>, Trace) {
     (links, trace)
 }
 
+/// The links of a job, each [`Watched`] by `turns`.
+fn watched(links: Vec<FakePeers>, turns: &Arc<Turns>) -> Vec<Watched<FakePeers>> {
+    links
+        .into_iter()
+        .map(|l| Watched::new(l, turns.clone()))
+        .collect()
+}
+
 fn pipelined_frames(t: &Trace) -> usize {
     t.lock().unwrap().iter().filter(|f| f.3 >= 2).count()
 }
@@ -346,30 +354,39 @@ fn sixty_four_mib_at_every_rank_count() {
 fn ranks_enter_late_in_different_orders() {
     let n = 5u32;
     let len = T / 8 * 3 + 5; // pipelined, 13 chunks
+
+    // Each rank enters every call once the rank before it in the order
+    // waits in that call (or is done with it).
     let orders: [fn(u32) -> u64; 3] = [
-        |r| u64::from(r) * 40,
-        |r| u64::from(4 - r) * 40,
-        |r| [80, 0, 160, 40, 120][r as usize],
+        |r| u64::from(r),
+        |r| u64::from(4 - r),
+        |r| [2, 0, 4, 1, 3][r as usize],
     ];
-    for delay in orders {
+    for key in orders {
+        let order = order_by(0..n, key);
         let (links, trace) = job(n, false);
-        let out = fake::run_links(links, move |c| {
+        let turns = Turns::new();
+        let out = fake::run_links(watched(links, &turns), |c| {
             let me = c.rank();
-            let pause = || std::thread::sleep(Duration::from_millis(delay(me)));
             let mine = data_of::<f64>(me, 5, len);
-            pause();
-            let a = c.allreduce(&mine, Reduction::Sum).unwrap();
-            pause();
-            let r = c.reduce(2, &mine, Reduction::Max).unwrap();
-            pause();
-            let mut v = if me == 3 { mine.clone() } else { Vec::new() };
-            c.bcast(3, &mut v).unwrap();
-            pause();
-            let g = c.allgather(&mine[..len / 5]).unwrap();
-            pause();
-            let s = c
-                .reduce_scatter(&mine[..len / 5 * 5], Reduction::Min)
-                .unwrap();
+            let late = |point: u64, call: &mut dyn FnMut()| {
+                turns.take(point, &order, me);
+                call();
+                turns.done(point, me);
+            };
+            let (mut a, mut r, mut v, mut g, mut s) = Default::default();
+            late(0, &mut || a = c.allreduce(&mine, Reduction::Sum).unwrap());
+            late(1, &mut || r = c.reduce(2, &mine, Reduction::Max).unwrap());
+            late(2, &mut || {
+                v = if me == 3 { mine.clone() } else { Vec::new() };
+                c.bcast(3, &mut v).unwrap();
+            });
+            late(3, &mut || g = c.allgather(&mine[..len / 5]).unwrap());
+            late(4, &mut || {
+                s = c
+                    .reduce_scatter(&mine[..len / 5 * 5], Reduction::Min)
+                    .unwrap();
+            });
             (a, r, v, g, s)
         });
         assert!(pipelined_frames(&trace) > 0);
