@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sperli_ckpt::{encode_state, Checkpointer, JobKeys};
-use sperli_collective::{Comm, Link};
+use sperli_collective::{Comm, Peers};
 use sperli_tls::job_plan::JobPlan;
 use sperli_transport::{Endpoint, Settings};
 use sperli_wire::limits::RANK_FILE_HEADER_LEN;
@@ -95,7 +95,7 @@ fn unix_ns() -> u128 {
 
 /// One measurement on every rank: barrier, `f`, barrier; this rank's wall
 /// time in ms (rank 0's is the one printed).
-fn timed<L: Link>(
+fn timed<L: Peers>(
     ck: &mut Checkpointer<L>,
     f: impl FnOnce(&mut Checkpointer<L>) -> Result<(), Error>,
 ) -> Result<f64, Error> {
@@ -140,7 +140,7 @@ struct Figures {
 }
 
 /// The measurement of every size on this rank (see the module docs).
-fn measure<L: Link + Borrow<Endpoint>>(
+fn measure<L: Peers + Borrow<Endpoint>>(
     ck: &mut Checkpointer<L>,
     sizes: &[(usize, usize)],
 ) -> Result<Vec<Figures>, Error> {

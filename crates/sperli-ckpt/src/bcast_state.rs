@@ -11,7 +11,7 @@
 //! bit 1 one bcast call, in a v1 job one bcast carrying the length, then
 //! one per 16777200 bytes (protocol §8.9). No new frame.
 
-use sperli_collective::{Comm, Link};
+use sperli_collective::{Comm, Peers};
 use sperli_wire::abort::{Abort, AbortReason};
 use sperli_wire::Error;
 
@@ -60,7 +60,7 @@ pub trait BcastState {
     fn bcast_state<T: Checkpointable>(&self, root: u32, state: &mut T) -> Result<(), Error>;
 }
 
-impl<L: Link> BcastState for Comm<L> {
+impl<L: Peers> BcastState for Comm<L> {
     fn bcast_state<T: Checkpointable>(&self, root: u32, state: &mut T) -> Result<(), Error> {
         let mut bytes = if self.rank() == root {
             encode_state(state)
@@ -95,7 +95,7 @@ impl<L: Link> BcastState for Comm<L> {
 
 #[cfg(test)]
 mod tests {
-    use sperli_collective::fake::{self, FakeLink};
+    use sperli_collective::fake::{self, FakePeers};
     use sperli_wire::error::DecodeError;
     use sperli_wire::limits::FEATURE_V1_CORE;
 
@@ -136,9 +136,9 @@ mod tests {
         for size in [1u32, 2, 3] {
             for v1 in [false, true] {
                 let links = if v1 {
-                    FakeLink::job_with_features(&vec![FEATURE_V1_CORE; size as usize])
+                    FakePeers::job_with_features(&vec![FEATURE_V1_CORE; size as usize])
                 } else {
-                    FakeLink::job(size)
+                    FakePeers::job(size)
                 };
                 let root = size - 1;
                 let got = fake::run_links(links, |c| {

@@ -16,7 +16,7 @@
 use std::fs::File;
 use std::thread::{self, ScopedJoinHandle};
 
-use sperli_collective::Link;
+use sperli_collective::Peers;
 use sperli_tls::composite_sig;
 use sperli_wire::abort::AbortReason;
 use sperli_wire::ckpt_ack::CkptAck;
@@ -144,7 +144,7 @@ impl OwnFile<'_> {
     }
 }
 
-impl<L: Link> Checkpointer<L> {
+impl<L: Peers> Checkpointer<L> {
     /// The collective `checkpoint(state)` (protocol §9.4). Every rank calls
     /// it with its own state; it returns the new epoch once this rank has
     /// the verified COMMIT of it.
@@ -435,7 +435,7 @@ impl<L: Link> Checkpointer<L> {
 mod tests {
     use super::*;
     use crate::test_job::TestJob;
-    use sperli_collective::fake::FakeLink;
+    use sperli_collective::fake::FakePeers;
     use sperli_wire::ckpt_chunks::ChunkError;
     use sperli_wire::ckpt_path::{buddy_file_name, rank_file_name, COMMIT_FILE_NAME};
     use sperli_wire::error::FrameError;
@@ -576,7 +576,7 @@ mod tests {
                 return ck.checkpoint(&state(r, 1));
             }
             ck.comm().allreduce(&[0u64, 0], Reduction::Sum).unwrap();
-            let link: &FakeLink = ck.comm().link();
+            let link: &FakePeers = ck.comm().link();
             for r in 1..3 {
                 link.send_ckpt(r, 1, &Payload::CkptBegin(CkptBegin { size: 3 }))
                     .unwrap();
@@ -620,7 +620,7 @@ mod tests {
                 return ck.checkpoint(&state(r, 1));
             }
             ck.comm().allreduce(&[0u64, 0], Reduction::Sum).unwrap();
-            let link: &FakeLink = ck.comm().link();
+            let link: &FakePeers = ck.comm().link();
             link.send_ckpt(1, 1, &Payload::CkptBegin(CkptBegin { size: 2 }))
                 .unwrap();
             let forged = CkptData {

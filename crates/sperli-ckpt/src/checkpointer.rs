@@ -5,7 +5,7 @@
 use std::borrow::Borrow;
 use std::path::{Path, PathBuf};
 
-use sperli_collective::{Comm, Link};
+use sperli_collective::{Comm, Peers};
 use sperli_tls::composite_sig::{self, Signature};
 use sperli_transport::Endpoint;
 use sperli_wire::abort::{Abort, AbortReason};
@@ -61,15 +61,15 @@ pub const ENV_CHECKPOINT_DIR: &str = sperli_wire::env::CHECKPOINT_DIR;
 ///   the chosen epoch E (§10.2). When no epoch is left, every rank ends
 ///   with H1622 whose reason is the first failure it knows of.
 ///
-/// The link type `L` is any [`Link`] that carries checkpoint frames: the
+/// The link type `L` is any [`Peers`] that carries checkpoint frames: the
 /// [`Endpoint`] itself (what [`Checkpointer::join`] gives), a `&Endpoint`
 /// (with `Comm::new(&endpoint)` the program keeps the endpoint for its own
 /// `isend`/`irecv` handles while the checkpointer holds the communicator;
 /// that is how a handle can be open when `checkpoint` is called, which
 /// then fails with H1624), or an in-memory
-/// [`FakeLink`](sperli_collective::fake::FakeLink) in tests.
+/// [`FakePeers`](sperli_collective::fake::FakePeers) in tests.
 #[derive(Debug)]
-pub struct Checkpointer<L: Link = Endpoint> {
+pub struct Checkpointer<L: Peers = Endpoint> {
     pub(crate) comm: Comm<L>,
     pub(crate) store: Store,
     pub(crate) keys: JobKeys,
@@ -104,14 +104,14 @@ impl Checkpointer<Endpoint> {
     }
 }
 
-impl<L: Link + Borrow<Endpoint>> Checkpointer<L> {
+impl<L: Peers + Borrow<Endpoint>> Checkpointer<L> {
     /// The transport endpoint.
     pub fn endpoint(&self) -> &Endpoint {
         self.comm.link().borrow()
     }
 }
 
-impl<L: Link> Checkpointer<L> {
+impl<L: Peers> Checkpointer<L> {
     /// A checkpointer for the rank behind `comm`, keeping its files under
     /// `dir` (the rank's own directory, protocol §9.1: files go to
     /// `dir/<job hex>/<epoch>/`). `dir` is created if needed. Rank 0 needs

@@ -23,9 +23,9 @@
 //! round: the own file and the buddy fetch), `store.rs` and
 //! `fsio.rs` (the tree on disk), `fault.rs` (the crash tests' SIGKILL
 //! hook, compiled only with the `fault-injection` feature). The checkpoint
-//! and the resume run over any [`Link`](sperli_collective::Link) that
+//! and the resume run over any [`Peers`](sperli_collective::Peers) that
 //! carries checkpoint frames: the transport's endpoint, or
-//! [`FakeLink`](sperli_collective::fake::FakeLink) in unit tests.
+//! [`FakePeers`](sperli_collective::fake::FakePeers) in unit tests.
 //!
 //! A rank program (run with `sperli run --restart-max K --checkpoint-dir DIR`):
 //!

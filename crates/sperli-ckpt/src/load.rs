@@ -4,7 +4,7 @@
 //! the rounds (offers, choices, reports, the fallback) is
 //! [`crate::resume`].
 
-use sperli_collective::Link;
+use sperli_collective::Peers;
 use sperli_wire::ckpt_chunks::{chunks, ChunkAssembler};
 use sperli_wire::ckpt_data::{CkptData, CkptDataKind};
 use sperli_wire::codec::Codec;
@@ -39,7 +39,7 @@ fn state_of<T: Checkpointable>(file: &[u8]) -> Result<T, Error> {
     decode_state(file.get(RANK_FILE_HEADER_LEN..).unwrap_or_default())
 }
 
-impl<L: Link> Checkpointer<L> {
+impl<L: Peers> Checkpointer<L> {
     /// Steps 3-5 for `epoch`: verify the COMMIT, load the own file, the
     /// buddy fetch. The outer error is a frame that does not fit (or a
     /// transport error); the inner one says why this rank cannot load.

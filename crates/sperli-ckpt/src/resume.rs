@@ -14,7 +14,7 @@
 //!   |--- RESUME st=0 "go on" ------>|   or st=2: no epoch left, abort
 //! ```
 
-use sperli_collective::Link;
+use sperli_collective::Peers;
 use sperli_wire::abort::AbortReason;
 use sperli_wire::commit_file::decode_file;
 use sperli_wire::error::{Error, ResumeFailure};
@@ -65,7 +65,7 @@ fn no_epoch(reason: ResumeFailure) -> Error {
     }
 }
 
-impl<L: Link> Checkpointer<L> {
+impl<L: Peers> Checkpointer<L> {
     /// The resume exchange (protocol §10.2). Call it once, first thing
     /// after joining, on every rank.
     ///

@@ -1,11 +1,11 @@
 //! Unit-test harness: a job of N ranks on in-memory links
-//! ([`FakeLink`]), one thread per rank, each with its own checkpoint
+//! ([`FakePeers`]), one thread per rank, each with its own checkpoint
 //! directory on the real disk and the same job key in every incarnation.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use sperli_collective::fake::FakeLink;
+use sperli_collective::fake::FakePeers;
 use sperli_collective::Comm;
 use sperli_tls::composite_sig::{self, SecretKey};
 use sperli_wire::ckpt_path::epoch_dir;
@@ -58,11 +58,11 @@ impl TestJob {
     pub(crate) fn run<R: Send>(
         &self,
         incarnation: u32,
-        f: impl Fn(u32, &mut Checkpointer<FakeLink>) -> R + Sync,
+        f: impl Fn(u32, &mut Checkpointer<FakePeers>) -> R + Sync,
     ) -> Vec<R> {
         let f = &f;
         std::thread::scope(|s| {
-            let handles: Vec<_> = FakeLink::job(self.size)
+            let handles: Vec<_> = FakePeers::job(self.size)
                 .into_iter()
                 .enumerate()
                 .map(|(r, link)| {

@@ -5,9 +5,9 @@ use sperli_wire::abort::{Abort, AbortReason};
 use sperli_wire::Error;
 
 use crate::comm::Comm;
-use crate::link::Link;
+use crate::peers::Peers;
 
-impl<L: Link> Comm<L> {
+impl<L: Peers> Comm<L> {
     /// Ends the job from the program: ABORT reason 2 (application) with
     /// `code` in the frame's code field and `message` (cut to the frame's
     /// 1024 bytes on a UTF-8 boundary) to every peer (protocol §7.5), then

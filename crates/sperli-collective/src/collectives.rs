@@ -10,13 +10,13 @@ use sperli_wire::Error;
 
 use crate::comm::{Comm, Elems, Src};
 use crate::element::Element;
-use crate::link::Link;
+use crate::peers::Peers;
 use crate::pipeline::chain::ChainOp;
 use crate::pipeline::{ElemsMut, Grow, NoResult};
 
 const H: usize = sperli_wire::limits::COLLECTIVE_HEADER_LEN;
 
-impl<L: Link> Comm<L> {
+impl<L: Peers> Comm<L> {
     // ---- feature bit 1 (protocol §14) ------------------------------------
 
     /// The HELLO feature bits of the job (protocol §7.1.1): bit 1
@@ -485,18 +485,18 @@ mod buffer_tests {
     use sperli_wire::element::Reduction;
     use sperli_wire::Error;
 
-    use crate::fake::FakeLink;
-    use crate::{Comm, Link};
+    use crate::fake::FakePeers;
+    use crate::{Comm, Peers};
 
     /// A fake link that counts buffers taken, received and given back.
     struct Counting {
-        inner: FakeLink,
+        inner: FakePeers,
         taken: AtomicUsize,
         received: AtomicUsize,
         recycled: AtomicUsize,
     }
 
-    impl Link for Counting {
+    impl Peers for Counting {
         fn rank(&self) -> u32 {
             self.inner.rank()
         }
@@ -525,7 +525,7 @@ mod buffer_tests {
 
     #[test]
     fn into_calls_recycle_every_received_payload_and_fold_correctly() {
-        let links = FakeLink::job(3);
+        let links = FakePeers::job(3);
         let out: Vec<_> = std::thread::scope(|s| {
             let hs: Vec<_> = links
                 .into_iter()

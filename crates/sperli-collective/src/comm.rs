@@ -1,5 +1,5 @@
-//! [`Comm`], a rank's communicator over a [`Link`], and what every call
-//! shares: the sequence count, the job's failure, sending and taking
+//! [`Comm`], a rank's communicator over a [`Peers`] implementation, and
+//! what every call shares: the sequence count, the job's failure, sending and taking
 //! collective frames with their header checks (protocol §8; the element
 //! types of §8.3, early frames of §8.8, the receivers of bcast and scatter
 //! that do not know the length, §8.5). The calls themselves are in
@@ -26,8 +26,8 @@ use sperli_wire::{Error, FrameType};
 
 use crate::communicators::{Group, Registry};
 use crate::element::Element;
-use crate::link::Link;
 use crate::nonblocking::Progress;
+use crate::peers::Peers;
 use crate::state::State;
 
 const H: usize = COLLECTIVE_HEADER_LEN;
@@ -108,9 +108,9 @@ impl<T: Element> Src for Elems<'_, T> {
 
 /// A communicator: one rank's view of the job's collectives (protocol §8).
 ///
-/// Wraps a [`Link`] and counts this rank's collective calls (the
-/// `sequence` of protocol §8.1). Every rank must make the same calls in the
-/// same order.
+/// Wraps a [`Peers`] implementation and counts this rank's collective
+/// calls (the `sequence` of protocol §8.1). Every rank must make the same
+/// calls in the same order.
 ///
 /// Every call takes `&self`, so a posted receive (which borrows the
 /// communicator) can stay open across a collective. The threading rules
@@ -123,13 +123,13 @@ impl<T: Element> Src for Elems<'_, T> {
 /// ```
 /// use sperli_collective::prelude::*;
 /// use sperli_collective::fake;
-/// let sums = fake::run(3, |comm: &mut Comm<fake::FakeLink>| {
+/// let sums = fake::run(3, |comm: &mut Comm<fake::FakePeers>| {
 ///     comm.allreduce(&[comm.rank() as i64, 1], Reduction::Sum).unwrap()
 /// });
 /// assert_eq!(sums, vec![vec![3, 3]; 3]);
 /// ```
 #[derive(Debug)]
-pub struct Comm<L: Link> {
+pub struct Comm<L: Peers> {
     pub(crate) link: Arc<L>,
     pub(crate) rank: u32,
     pub(crate) size: u32,
@@ -150,7 +150,7 @@ pub struct Comm<L: Link> {
     _one_thread: PhantomData<Cell<()>>,
 }
 
-impl<L: Link> Comm<L> {
+impl<L: Peers> Comm<L> {
     /// A communicator over `link`; the first call will have sequence 1
     /// (protocol §8.1).
     pub fn new(link: L) -> Self {
@@ -367,7 +367,7 @@ impl<L: Link> Comm<L> {
     }
 
     /// Sends `payload` to every rank in `to` (the link may overlap the
-    /// sends: [`Link::send_collective_each`]), then recycles it.
+    /// sends: [`Peers::send_collective_each`]), then recycles it.
     pub(crate) fn send_all(
         &self,
         to: impl Iterator<Item = u32>,

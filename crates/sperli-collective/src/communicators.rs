@@ -27,7 +27,7 @@ use sperli_wire::limits::FEATURE_COMMUNICATORS;
 use sperli_wire::Error;
 
 use crate::comm::Comm;
-use crate::link::Link;
+use crate::peers::Peers;
 use crate::state::{lock, State};
 
 /// What one rank knows of its communicators (protocol §15.3, §15.4).
@@ -117,7 +117,7 @@ pub(crate) struct Group {
     _membership: Option<Arc<Membership>>,
 }
 
-impl<L: Link> Comm<L> {
+impl<L: Peers> Comm<L> {
     /// This communicator's id: 0 for the job's, 1..=2147483647 for one made
     /// by [`Comm::split`] or [`Comm::dup`] (protocol §15.2).
     pub fn id(&self) -> u32 {

@@ -21,12 +21,12 @@ use sperli_wire::Error;
 
 use crate::comm::{Comm, Elems};
 use crate::element::Element;
-use crate::link::Link;
+use crate::peers::Peers;
 use crate::pipeline::chain::ChainOp;
 use crate::pipeline::ElemsMut;
 use sperli_wire::collective::Operation;
 
-impl<L: Link> Comm<L> {
+impl<L: Peers> Comm<L> {
     /// Counts `calls` v1 calls that were not made and refuses with H1618
     /// (or the job's failure, if it already failed).
     pub(crate) fn refuse<X>(&self, calls: u64, e: ArgumentError) -> Result<X, Error> {

@@ -1,22 +1,22 @@
-//! An in-memory [`Link`] for N ranks in one process, for tests and
-//! doctests (protocol §8; ABORT semantics of protocol §7.5).
+//! An in-memory [`Peers`] implementation for N ranks in one process, for
+//! tests and doctests (protocol §8; ABORT semantics of protocol §7.5).
 //!
 //! Each rank has a mailbox with one FIFO queue per sending rank (frames of
 //! one "connection" arrive in the order sent, early frames are kept until
-//! taken: protocol §8.8). [`Link::abort`] puts the ABORT into every other
+//! taken: protocol §8.8). [`Peers::abort`] puts the ABORT into every other
 //! rank's mailbox; from then on their pending and later calls fail with
 //! H1612 [`Error::AbortedByPeer`] carrying the originator's rank, reason and
 //! code. A rank whose link is dropped counts as closed without BYE (H1613)
 //! for receives that find nothing queued, and a receive that waits longer
 //! than the silence limit fails with H1613, so no test hangs.
 //!
-//! Misbehaviour for tests: [`FakeLink::set_send_hook`] rewrites, drops or
+//! Misbehaviour for tests: [`FakePeers::set_send_hook`] rewrites, drops or
 //! multiplies every frame this rank sends (forged headers, truncated data,
-//! wrong sequence); [`FakeLink::inject`] sends raw bytes unchecked.
+//! wrong sequence); [`FakePeers::inject`] sends raw bytes unchecked.
 //!
-//! Checkpoint and RESUME frames ([`Link::send_ckpt`], [`Link::recv_ckpt`])
+//! Checkpoint and RESUME frames ([`Peers::send_ckpt`], [`Peers::recv_ckpt`])
 //! travel in a queue of their own per sender, so sperli-ckpt's checkpoint
-//! and resume run on fake links too; [`FakeLink::inject_ckpt`] forges one.
+//! and resume run on fake links too; [`FakePeers::inject_ckpt`] forges one.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -30,7 +30,7 @@ use sperli_wire::payload::Payload;
 use sperli_wire::Error;
 
 use crate::comm::Comm;
-use crate::link::{CkptFrame, Link};
+use crate::peers::{CkptFrame, Peers};
 
 /// The default silence limit of a fake receive (generous: debug builds of
 /// large tests are slow).
@@ -89,40 +89,40 @@ impl Mailbox {
 /// One rank's end of an in-memory job (see the module docs).
 ///
 /// ```
-/// use sperli_collective::{fake::FakeLink, Link};
-/// let links = FakeLink::job(2);
+/// use sperli_collective::{fake::FakePeers, Peers};
+/// let links = FakePeers::job(2);
 /// links[0].send_collective(1, &[1, 2, 3]).unwrap();
 /// assert_eq!(links[1].recv_collective(0).unwrap(), vec![1, 2, 3]);
 /// ```
-pub struct FakeLink {
+pub struct FakePeers {
     rank: u32,
     size: u32,
     boxes: Arc<Vec<Mailbox>>,
     hook: Mutex<Option<SendHook>>,
     silence: Duration,
     /// The job's negotiated HELLO features as this rank sees them
-    /// (protocol §7.1.1; see [`FakeLink::job_with_features`]).
+    /// (protocol §7.1.1; see [`FakePeers::job_with_features`]).
     features: u64,
 }
 
-impl std::fmt::Debug for FakeLink {
+impl std::fmt::Debug for FakePeers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FakeLink")
+        f.debug_struct("FakePeers")
             .field("rank", &self.rank)
             .field("size", &self.size)
             .finish_non_exhaustive()
     }
 }
 
-impl FakeLink {
+impl FakePeers {
     /// The links of a job of `size` ranks (1..=4096), index = rank. Every
     /// rank announces the features this implementation has
     /// ([`FEATURES_IMPLEMENTED`]), as the real transport does by default.
-    pub fn job(size: u32) -> Vec<FakeLink> {
+    pub fn job(size: u32) -> Vec<FakePeers> {
         Self::job_with_features(&vec![FEATURES_IMPLEMENTED; size as usize])
     }
 
-    fn job_of(size: u32, features: u64) -> Vec<FakeLink> {
+    fn job_of(size: u32, features: u64) -> Vec<FakePeers> {
         assert!((1..=4096).contains(&size), "size must be 1..=4096");
         let n = size as usize;
         let boxes: Arc<Vec<Mailbox>> = Arc::new(
@@ -139,7 +139,7 @@ impl FakeLink {
                 .collect(),
         );
         (0..size)
-            .map(|rank| FakeLink {
+            .map(|rank| FakePeers {
                 rank,
                 size,
                 boxes: Arc::clone(&boxes),
@@ -158,13 +158,13 @@ impl FakeLink {
     /// v1-only rank (`FEATURE_V1_CORE`) runs every call on the v1 star.
     ///
     /// ```
-    /// use sperli_collective::{fake::FakeLink, Link};
+    /// use sperli_collective::{fake::FakePeers, Peers};
     /// use sperli_wire::limits::{FEATURE_PIPELINED, FEATURE_V1_CORE};
     /// let both = FEATURE_V1_CORE | FEATURE_PIPELINED;
-    /// let links = FakeLink::job_with_features(&[both, FEATURE_V1_CORE, both]);
+    /// let links = FakePeers::job_with_features(&[both, FEATURE_V1_CORE, both]);
     /// assert!(links.iter().all(|l| l.features() == FEATURE_V1_CORE));
     /// ```
-    pub fn job_with_features(announced: &[u64]) -> Vec<FakeLink> {
+    pub fn job_with_features(announced: &[u64]) -> Vec<FakePeers> {
         let and = announced.iter().fold(u64::MAX, |a, f| a & f) | FEATURE_V1_CORE;
         Self::job_of(announced.len() as u32, and)
     }
@@ -185,8 +185,8 @@ impl FakeLink {
     /// `hook(to, payload)` and the returned payloads are delivered instead.
     ///
     /// ```
-    /// use sperli_collective::{fake::FakeLink, Link};
-    /// let links = FakeLink::job(2);
+    /// use sperli_collective::{fake::FakePeers, Peers};
+    /// let links = FakePeers::job(2);
     /// links[0].set_send_hook(|_to, mut p| { p.truncate(1); vec![p] });
     /// links[0].send_collective(1, &[1, 2, 3]).unwrap();
     /// assert_eq!(links[1].recv_collective(0).unwrap(), vec![1]);
@@ -206,7 +206,7 @@ impl FakeLink {
         self.deliver(to, 0, payload);
     }
 
-    /// As [`FakeLink::inject`] with communicator id `tag` in the frame's
+    /// As [`FakePeers::inject`] with communicator id `tag` in the frame's
     /// tag (protocol §15.2).
     pub fn inject_tagged(&self, to: u32, tag: u32, payload: Vec<u8>) {
         self.deliver(to, tag, payload);
@@ -277,7 +277,7 @@ impl FakeLink {
         }
     }
 
-    /// As [`FakeLink::wait_take`] where `take` may fail.
+    /// As [`FakePeers::wait_take`] where `take` may fail.
     fn wait_take_result<T>(
         &self,
         from: u32,
@@ -303,7 +303,7 @@ impl FakeLink {
     }
 }
 
-impl Link for FakeLink {
+impl Peers for FakePeers {
     fn rank(&self) -> u32 {
         self.rank
     }
@@ -404,7 +404,7 @@ impl Link for FakeLink {
     }
 }
 
-impl FakeLink {
+impl FakePeers {
     /// Delivers `frame` to `to` as if it were a checkpoint or RESUME frame
     /// from this rank, bypassing every check (a forged frame for tests).
     pub fn inject_ckpt(&self, to: u32, frame: CkptFrame) {
@@ -414,7 +414,7 @@ impl FakeLink {
     }
 }
 
-impl Drop for FakeLink {
+impl Drop for FakePeers {
     fn drop(&mut self) {
         for (i, b) in self.boxes.iter().enumerate() {
             if i != self.rank as usize {
@@ -434,15 +434,16 @@ impl Drop for FakeLink {
 /// let ranks = fake::run(3, |c| (c.rank(), c.size()));
 /// assert_eq!(ranks, vec![(0, 3), (1, 3), (2, 3)]);
 /// ```
-pub fn run<R: Send>(size: u32, f: impl Fn(&mut Comm<FakeLink>) -> R + Sync) -> Vec<R> {
-    run_links(FakeLink::job(size), f)
+pub fn run<R: Send>(size: u32, f: impl Fn(&mut Comm<FakePeers>) -> R + Sync) -> Vec<R> {
+    run_links(FakePeers::job(size), f)
 }
 
 /// As [`run`], on links prepared by the caller (e.g. with a send hook or
-/// another silence limit).
-pub fn run_links<R: Send>(
-    links: Vec<FakeLink>,
-    f: impl Fn(&mut Comm<FakeLink>) -> R + Sync,
+/// another silence limit, or wrapped in a test's own [`Peers`]
+/// implementation).
+pub fn run_links<L: Peers + Send, R: Send>(
+    links: Vec<L>,
+    f: impl Fn(&mut Comm<L>) -> R + Sync,
 ) -> Vec<R> {
     let f = &f;
     std::thread::scope(|s| {
@@ -450,7 +451,7 @@ pub fn run_links<R: Send>(
             .into_iter()
             .map(|link| {
                 std::thread::Builder::new()
-                    .name(format!("rank-{}", link.rank))
+                    .name(format!("rank-{}", link.rank()))
                     .spawn_scoped(s, move || f(&mut Comm::new(link)))
                     .expect("spawn rank thread")
             })

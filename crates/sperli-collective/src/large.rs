@@ -1,5 +1,5 @@
-//! Arrays larger than one frame (protocol text "Frame": "Eine größere
-//! Nachricht teilt die Schicht darüber auf"; protocol §8.1, §8.3;
+//! Arrays larger than one frame (protocol §6.1: a message larger than the
+//! largest payload is split by the layer above; protocol §8.1, §8.3;
 //! protocol §14.1 with feature bit 1).
 //!
 //! In a v1 job a large call is a fixed series of v1 calls, made in the same
@@ -22,7 +22,7 @@ use sperli_wire::Error;
 
 use crate::comm::{Comm, Elems};
 use crate::element::Element;
-use crate::link::Link;
+use crate::peers::Peers;
 use crate::pipeline::chain::ChainOp;
 use crate::pipeline::ElemsMut;
 
@@ -39,7 +39,7 @@ fn clamp<T: Element>(chunk_elems: usize) -> usize {
     chunk_elems.clamp(1, max_chunk_elems::<T>())
 }
 
-impl<L: Link> Comm<L> {
+impl<L: Peers> Comm<L> {
     /// allreduce of an array of any length. Every rank must pass the same
     /// length, as for [`Comm::allreduce`]; the result is the elementwise
     /// fold of the whole arrays in rank order. In a v1 job it is
@@ -50,18 +50,18 @@ impl<L: Link> Comm<L> {
     /// call that failed.
     ///
     /// ```
-    /// use sperli_collective::fake::{self, FakeLink};
+    /// use sperli_collective::fake::{self, FakePeers};
     /// use sperli_wire::element::Reduction;
     /// use sperli_wire::limits::FEATURE_V1_CORE;
     /// // 64 MiB of u64 on each of 2 ranks: one pipelined call...
     /// let n = 64 << 20 >> 3;
-    /// let body = |c: &mut sperli_collective::Comm<FakeLink>| {
+    /// let body = |c: &mut sperli_collective::Comm<FakePeers>| {
     ///     let r = c.allreduce_large(&vec![1u64; n], Reduction::Sum).unwrap();
     ///     (r.len(), r.iter().all(|&x| x == 2), c.sequence())
     /// };
     /// assert_eq!(fake::run(2, body), vec![(n, true, 1); 2]);
     /// // ...or, in a v1 job, 5 v1 calls.
-    /// let v1 = FakeLink::job_with_features(&[FEATURE_V1_CORE; 2]);
+    /// let v1 = FakePeers::job_with_features(&[FEATURE_V1_CORE; 2]);
     /// assert_eq!(fake::run_links(v1, body), vec![(n, true, 5); 2]);
     /// ```
     pub fn allreduce_large<T: Element>(&self, data: &[T], op: Reduction) -> Result<Vec<T>, Error> {
@@ -204,15 +204,15 @@ impl<L: Link> Comm<L> {
     /// (H1617 otherwise).
     ///
     /// ```
-    /// use sperli_collective::fake::{self, FakeLink};
+    /// use sperli_collective::fake::{self, FakePeers};
     /// use sperli_wire::limits::FEATURE_V1_CORE;
-    /// let body = |c: &mut sperli_collective::Comm<FakeLink>| {
+    /// let body = |c: &mut sperli_collective::Comm<FakePeers>| {
     ///     let mut v = if c.rank() == 0 { vec![7u8; 40_000_000] } else { vec![] };
     ///     c.bcast_large(0, &mut v).unwrap();
     ///     (v.len(), v.iter().all(|&x| x == 7), c.sequence())
     /// };
     /// assert_eq!(fake::run(3, body), vec![(40_000_000, true, 1); 3]);
-    /// let v1 = FakeLink::job_with_features(&[FEATURE_V1_CORE; 3]);
+    /// let v1 = FakePeers::job_with_features(&[FEATURE_V1_CORE; 3]);
     /// assert_eq!(fake::run_links(v1, body), vec![(40_000_000, true, 4); 3]);
     /// ```
     pub fn bcast_large<T: Element>(&self, root: u32, buf: &mut Vec<T>) -> Result<(), Error> {

@@ -3,7 +3,7 @@
 //! The SPERLI collectives (docs/sperli-protocol.md §8): barrier, bcast,
 //! reduce, allreduce, gather and scatter on flat slices of the element
 //! types, as a star around the root, over any transport that implements
-//! [`Link`]; typed point-to-point on the real transport; non-blocking
+//! [`Peers`]; typed point-to-point on the real transport; non-blocking
 //! collectives.
 //!
 //! - [`prelude`]: one `use` for a program.
@@ -26,7 +26,8 @@
 //! - [`pipeline`]: with HELLO feature bit 1 on every rank, large calls
 //!   run as pipelined chains, rings and trees in chunks (protocol §14),
 //!   bit-identical to the star; small calls and v1 jobs keep the v1 star.
-//! - [`fake`]: an in-memory [`Link`] for N ranks in one process (tests).
+//! - [`fake`]: an in-memory [`Peers`] implementation for N ranks in one
+//!   process (tests).
 //!
 //! # A tour
 //!
@@ -173,14 +174,14 @@
 //!   ```compile_fail
 //!   // A `Comm` cannot be shared between threads:
 //!   fn shared<T: Sync>(_: &T) {}
-//!   let links = sperli_collective::fake::FakeLink::job(1);
+//!   let links = sperli_collective::fake::FakePeers::job(1);
 //!   let comm = sperli_collective::Comm::new(links.into_iter().next().unwrap());
 //!   shared(&comm);
 //!   ```
 //! - Non-blocking collectives run on the communicator's own progress thread
 //!   (see [`nonblocking`]); the calls that need that thread exist where the
 //!   link is `Send + Sync + 'static` (an owned [`Endpoint`], an
-//!   `Arc<Endpoint>`, a [`fake::FakeLink`]).
+//!   `Arc<Endpoint>`, a [`fake::FakePeers`]).
 //!
 //! ```
 //! use sperli_collective::fake;
@@ -199,12 +200,12 @@ mod collectives;
 mod comm;
 mod communicators;
 mod element;
-mod endpoint_link;
+mod endpoint_peers;
 mod extra;
 mod large;
-mod link;
 pub mod nonblocking;
 mod p2p;
+mod peers;
 pub mod pipeline;
 mod scan;
 mod star;
@@ -216,9 +217,9 @@ pub mod fake;
 pub use comm::Comm;
 pub use element::Element;
 pub use large::max_chunk_elems;
-pub use link::{CkptFrame, Link};
 pub use nonblocking::Request;
 pub use p2p::{HasEndpoint, RecvRequest, SendRequest};
+pub use peers::{CkptFrame, Peers};
 pub use sperli_transport::Endpoint;
 pub use sperli_transport::Status;
 pub use sperli_wire::abort::AbortReason;
@@ -238,7 +239,7 @@ pub use sperli_wire::{Error, HCode, Reduction};
 pub mod prelude {
     pub use crate::nonblocking::{wait_all, Request};
     pub use crate::p2p::{HasEndpoint, RecvRequest, SendRequest};
-    pub use crate::{Comm, Element, Link};
+    pub use crate::{Comm, Element, Peers};
     pub use sperli_transport::{Endpoint, Status};
     pub use sperli_wire::abort::AbortReason;
     pub use sperli_wire::error::{ArgumentError, LocalError, MismatchError, UsageError};

@@ -23,7 +23,7 @@
 //! The progress thread needs to own a share of the link, so these calls
 //! exist for `Comm<L>` with `L: Send + Sync + 'static`: a communicator over
 //! an owned [`Endpoint`](sperli_transport::Endpoint), an
-//! `Arc<Endpoint>`, or a [`FakeLink`](crate::fake::FakeLink); not over a
+//! `Arc<Endpoint>`, or a [`FakePeers`](crate::fake::FakePeers); not over a
 //! borrowed `&Endpoint`. Dropping the communicator waits until every call
 //! issued is through, then ends the thread.
 //!
@@ -43,25 +43,25 @@ use sperli_wire::Error;
 
 use crate::comm::Comm;
 use crate::element::Element;
-use crate::link::Link;
+use crate::peers::Peers;
 use crate::state::{lock, State};
 
 /// One issued call, run on the progress thread.
 type Job<L> = Box<dyn FnOnce(&Comm<L>) + Send>;
 
 /// A communicator's progress thread (see the module docs).
-pub(crate) struct Progress<L: Link> {
+pub(crate) struct Progress<L: Peers> {
     tx: Option<Sender<Job<L>>>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl<L: Link> fmt::Debug for Progress<L> {
+impl<L: Peers> fmt::Debug for Progress<L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Progress").finish_non_exhaustive()
     }
 }
 
-impl<L: Link> Drop for Progress<L> {
+impl<L: Peers> Drop for Progress<L> {
     fn drop(&mut self) {
         // The thread runs what was issued, then sees the channel closed.
         drop(self.tx.take());
@@ -167,7 +167,7 @@ pub fn wait_all<R>(requests: Vec<Request<R>>) -> Result<Vec<R>, Error> {
     }
 }
 
-impl<L: Link> Comm<L> {
+impl<L: Peers> Comm<L> {
     /// Non-blocking requests of this communicator that are open: issued
     /// and not yet completed by `wait`/`test`, nor dropped. The
     /// checkpointer counts them with the open sends (H1624).
@@ -181,7 +181,7 @@ impl<L: Link> Comm<L> {
     }
 }
 
-impl<L: Link + Send + Sync + 'static> Comm<L> {
+impl<L: Peers + Send + Sync + 'static> Comm<L> {
     /// Starts the progress thread if it is not running.
     fn progress_thread(&self) -> Result<&Progress<L>, Error> {
         if let Some(p) = self.progress.get() {

@@ -41,11 +41,11 @@ use sperli_wire::Error;
 
 use crate::comm::Comm;
 use crate::element::Element;
-use crate::link::Link;
+use crate::peers::Peers;
 
-/// A [`Link`] that is (or holds) the real transport's [`Endpoint`], so a
-/// [`Comm`] over it offers point-to-point calls.
-pub trait HasEndpoint: Link {
+/// A [`Peers`] implementation that is (or holds) the real transport's
+/// [`Endpoint`], so a [`Comm`] over it offers point-to-point calls.
+pub trait HasEndpoint: Peers {
     /// The endpoint.
     fn endpoint(&self) -> &Endpoint;
 }

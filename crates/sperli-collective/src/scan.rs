@@ -12,7 +12,7 @@ use sperli_wire::Error;
 
 use crate::comm::Comm;
 use crate::element::Element;
-use crate::link::Link;
+use crate::peers::Peers;
 
 /// The descriptor before a rank's data in the gather (protocol §8.9):
 /// element type, reduction, kind, five zero bytes.
@@ -27,7 +27,7 @@ enum Kind {
     Exscan = 2,
 }
 
-impl<L: Link> Comm<L> {
+impl<L: Peers> Comm<L> {
     /// scan (`MPI_Scan`): rank i gets the elementwise fold of the `data`
     /// of ranks 0 ..= i, folded in ascending rank order with the lower
     /// ranks' partial as the left operand (protocol §8.2), so the bits are

@@ -3,8 +3,8 @@
 //! without feature bit 1, and every small call of one with it, runs
 //! (protocol §14.5).
 //!
-//! Payload buffers come from the link (`Link::take_buffer`, a pool on the
-//! real transport) and received ones go back (`Link::recycle`) once read,
+//! Payload buffers come from the link (`Peers::take_buffer`, a pool on the
+//! real transport) and received ones go back (`Peers::recycle`) once read,
 //! so steady traffic of large calls reuses buffers that are already
 //! faulted in. Results are returned as the payload buffer
 //! (data at `[16..]`); the caller reads it and recycles it.
@@ -18,11 +18,11 @@ use sperli_wire::reduce::{check_args, combine_into};
 use sperli_wire::Error;
 
 use crate::comm::{Call, Comm, Src};
-use crate::link::Link;
+use crate::peers::Peers;
 
 const H: usize = sperli_wire::limits::COLLECTIVE_HEADER_LEN;
 
-impl<L: Link> Comm<L> {
+impl<L: Peers> Comm<L> {
     /// barrier: empty phase 0 to rank 0, then empty phase 1 from rank 0.
     pub(crate) fn barrier_core(&self) -> Result<(), Error> {
         let seq = self.begin()?;

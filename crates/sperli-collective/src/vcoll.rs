@@ -31,7 +31,7 @@ use sperli_wire::Error;
 
 use crate::comm::{Call, Comm, Elems};
 use crate::element::Element;
-use crate::link::Link;
+use crate::peers::Peers;
 use crate::pipeline::Taken;
 
 /// The length slot that says "this rank refuses the call" (protocol §8.9).
@@ -150,7 +150,7 @@ fn counts_of<T: Element>(slots: &[u64]) -> Vec<usize> {
     slots.iter().map(|&s| s as usize / T::WIDTH).collect()
 }
 
-impl<L: Link> Comm<L> {
+impl<L: Peers> Comm<L> {
     /// Refuses a v-call with H1618 before anything is sent, counting the
     /// `calls` v1 calls it would have made (or fails with the job's
     /// failure, if it already failed).

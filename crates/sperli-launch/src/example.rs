@@ -212,7 +212,7 @@ fn run_ckpt(args: &[String]) -> ExitCode {
 }
 
 /// The `die-in` example (see the module docs).
-fn die_in<L: sperli_collective::Link>(comm: &mut Comm<L>, args: &[String]) -> Result<(), Error> {
+fn die_in<L: sperli_collective::Peers>(comm: &mut Comm<L>, args: &[String]) -> Result<(), Error> {
     let op = args.get(1).map_or("barrier", String::as_str).to_owned();
     let victim: u32 = arg(args, 2).unwrap_or(1);
     let late: u32 = arg(args, 3).unwrap_or(0);
@@ -311,14 +311,14 @@ fn run_scale() -> ExitCode {
 
 // ---- pipe-kill (protocol §14.7) ---------------------------------------------
 
-/// A [`Link`](sperli_collective::Link) over the rank's endpoint that
-/// SIGKILLs the process when it takes its `left`-th COLLECTIVE frame.
+/// A [`Peers`](sperli_collective::Peers) implementation over the rank's
+/// endpoint that SIGKILLs the process when it takes its `left`-th COLLECTIVE frame.
 struct KillAfter {
     ep: sperli_collective::Endpoint,
     left: std::cell::Cell<u64>,
 }
 
-impl sperli_collective::Link for KillAfter {
+impl sperli_collective::Peers for KillAfter {
     fn rank(&self) -> u32 {
         self.ep.rank()
     }

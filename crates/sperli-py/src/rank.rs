@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use sperli_ckpt::{Checkpointer, JobKeys};
 use sperli_collective::vcoll::Blocks;
-use sperli_collective::{Comm, Element, Endpoint, Link, Reduction, Request as CollRequest};
+use sperli_collective::{Comm, Element, Endpoint, Peers, Reduction, Request as CollRequest};
 use sperli_transport::{OwnedRecvHandle, OwnedSendHandle, Status as WireStatus};
 use sperli_wire::abort::AbortReason;
 use sperli_wire::error::UsageError;
@@ -293,7 +293,7 @@ macro_rules! coll {
             $($(#[$m])* fn $name $(<$T: Element>)? (&mut self $(, $a: $t)*) -> $r;)*
         }
 
-        impl<L: Link> Coll for Comm<L> {
+        impl<L: Peers> Coll for Comm<L> {
             fn rank(&self) -> u32 {
                 Comm::rank(self)
             }
@@ -636,7 +636,7 @@ impl Rank {
 /// wrong length). The Rust API has no call to start a communicator at a
 /// given sequence; this is how the mailbox server takes over the world
 /// communicator (once) and how a failed checkpointer gives it back.
-pub(crate) fn advance<L: Link>(comm: &mut Comm<L>, seq: u64) {
+pub(crate) fn advance<L: Peers>(comm: &mut Comm<L>, seq: u64) {
     while comm.sequence() < seq {
         let _ = comm.allreduce_into::<u8>(&[0], &mut [], Reduction::Sum);
     }

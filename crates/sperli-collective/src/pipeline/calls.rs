@@ -11,9 +11,9 @@ use sperli_wire::{ElementType, Error, Reduction};
 use super::chain::ChainOp;
 use super::Sink;
 use crate::comm::{Call, Comm, Src};
-use crate::link::Link;
+use crate::peers::Peers;
 
-impl<L: Link> Comm<L> {
+impl<L: Peers> Comm<L> {
     /// A pipelined reduce (`root`), allreduce or reduce_scatter of `data`
     /// with wire codes `element_type` and `reduction` into `out` (see
     /// [`Comm::chain`]). Takes the call's sequence number, then refuses with

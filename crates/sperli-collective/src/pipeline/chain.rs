@@ -17,7 +17,7 @@ use sperli_wire::Error;
 
 use super::{chunk_ranges, Frame, Sink, Taken, CHUNK_DATA};
 use crate::comm::{Call, Comm, Src};
-use crate::link::Link;
+use crate::peers::Peers;
 
 /// Which reduce-type call runs along the chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,7 +122,7 @@ impl Streams {
     }
 }
 
-impl<L: Link> Comm<L> {
+impl<L: Peers> Comm<L> {
     /// A pipelined reduce-type call (protocol §14.3) whose arguments passed
     /// the checks of protocol §8.4; `call.len` is the length of `data`.
     /// The result goes to `out`: reduce: the whole array at the root;

@@ -15,7 +15,7 @@
 //!   then the result on (bit-identical to the star: protocol §14.6);
 //! - `relay`: bcast along a chain or tree, allgather along a ring.
 //!
-//! Everything goes through [`Link`]: `send_collective_vec` hands a
+//! Everything goes through [`Peers`]: `send_collective_vec` hands a
 //! received chunk on without a copy, `recv_collective` takes the next frame
 //! of one peer. Correctness depends on nothing else: frames that arrive
 //! before a rank takes them are kept (protocol §6.5), and every rank sends
@@ -39,7 +39,7 @@ use sperli_wire::{Error, FrameType};
 
 use crate::comm::{Call, Comm, Src};
 use crate::element::Element;
-use crate::link::Link;
+use crate::peers::Peers;
 
 const H: usize = sperli_wire::limits::COLLECTIVE_HEADER_LEN;
 /// Where a chunk's data starts in its payload.
@@ -129,7 +129,7 @@ pub(crate) fn other_shape(call: &Call, h: &CollectiveHeader) -> bool {
     }
 }
 
-impl<L: Link> Comm<L> {
+impl<L: Peers> Comm<L> {
     /// Whether the job negotiated feature bit 1 (protocol §7.1.1, §14.1).
     pub(crate) fn bit1(&self) -> bool {
         self.features & sperli_wire::limits::FEATURE_PIPELINED != 0

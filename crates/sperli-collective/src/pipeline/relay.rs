@@ -11,7 +11,7 @@ use sperli_wire::Error;
 use super::shape::bcast_fanout;
 use super::{chunk_ranges, Sink, Taken, CHUNK_DATA};
 use crate::comm::{Call, Comm, Src};
-use crate::link::Link;
+use crate::peers::Peers;
 
 const H: usize = sperli_wire::limits::COLLECTIVE_HEADER_LEN;
 
@@ -25,7 +25,7 @@ fn children(root: u32, pos: u32, d: u32, n: u32) -> Vec<u32> {
         .collect()
 }
 
-impl<L: Link> Comm<L> {
+impl<L: Peers> Comm<L> {
     /// bcast in a job with feature bit 1 (protocol §14.1, §14.3). The root
     /// chooses the v1 star or the pipeline (protocol §14.5) and every other
     /// rank follows its first frame. At the root `data` is sent and `out`

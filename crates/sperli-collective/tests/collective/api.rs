@@ -4,26 +4,21 @@
 //! and 8 real TLS ranks on 127.0.0.0/8 and, where no point-to-point is
 //! involved, on the fake link.
 //!
-//! Timing differs per rank on purpose (short sleeps that change which
-//! message or call comes first); no assertion depends on a duration.
+//! The order differs per rank on purpose (ranks take [`Turns`] in orders
+//! that change which message or call comes first); no assertion depends on
+//! a duration.
 
 use std::collections::BTreeSet;
-use std::thread::sleep;
 use std::time::Duration;
 
 use sperli_collective::fake;
 use sperli_collective::prelude::*;
 use sperli_wire::limits::MAX_PAYLOAD;
 
+use crate::common::{order_by, Turns};
 use crate::tls::{run_job, tls_test, tls_test_within};
 
 const SIZES: [u32; 4] = [1, 2, 3, 8];
-
-fn pause(ms: u64) {
-    if ms > 0 {
-        sleep(Duration::from_millis(ms));
-    }
-}
 
 /// Every point-to-point call once on a job of `comm.size()` ranks; panics
 /// on a wrong result.
@@ -94,11 +89,19 @@ fn point_to_point(c: &Comm<Endpoint>) {
 
 /// The non-blocking collectives, each checked against its blocking twin,
 /// interleaved with DATA and with blocking collectives, each rank with its
-/// own timing (rank r pauses r ms at varying points).
-fn nonblocking<L: Link + Send + Sync + 'static>(c: &Comm<L>, data: Option<&Comm<Endpoint>>) {
+/// own order (the ranks pass points k = 1, 2, 3 in an order that changes
+/// with k).
+fn nonblocking<L: Peers + Send + Sync + 'static>(
+    c: &Comm<L>,
+    data: Option<&Comm<Endpoint>>,
+    turns: &Turns,
+) {
     // (`data` is the same communicator over TLS; `None` on the fake link.)
     let (me, n) = (c.rank(), c.size());
-    let delay = |k: u32| pause(u64::from((me * 7 + k) % 5));
+    let delay = |k: u32| {
+        let order = order_by(0..n, |r| u64::from((r * 7 + k) % 5));
+        turns.pass(u64::from(k), &order, me);
+    };
     let v: Vec<i64> = (0..50).map(|i| i64::from(me) * 100 + i).collect();
     let barrier = c.ibarrier().unwrap();
     delay(1);
@@ -173,14 +176,15 @@ fn nonblocking<L: Link + Send + Sync + 'static>(c: &Comm<L>, data: Option<&Comm<
 fn point_to_point_and_nonblocking_collectives_at_1_2_3_and_8_tls_ranks() {
     for size in SIZES {
         tls_test_within(Duration::from_secs(120), move || {
+            let turns = Turns::new();
             run_job(
                 size,
                 |ep| ep,
-                |c: Comm<Endpoint>| {
+                move |c: Comm<Endpoint>| {
                     point_to_point(&c);
                     // One communicator for both: DATA while non-blocking
                     // collectives are open.
-                    nonblocking(&c, Some(&c));
+                    nonblocking(&c, Some(&c), &turns);
                     // The progress thread ends; the endpoint comes back.
                     c.into_link().finish().unwrap();
                 },
@@ -192,17 +196,19 @@ fn point_to_point_and_nonblocking_collectives_at_1_2_3_and_8_tls_ranks() {
 #[test]
 fn nonblocking_collectives_at_1_2_3_and_8_fake_ranks() {
     for size in SIZES {
-        fake::run(size, |c| nonblocking(c, None));
+        let turns = Turns::new();
+        fake::run(size, |c| nonblocking(c, None, &turns));
     }
 }
 
 #[test]
 fn any_source_with_three_senders_takes_each_message_once() {
     tls_test(|| {
+        let turns = Turns::new();
         let out = run_job(
             4,
             |ep| ep,
-            |c: Comm<Endpoint>| {
+            move |c: Comm<Endpoint>| {
                 let me = c.rank();
                 let mut sources = Vec::new();
                 for round in 0..5u32 {
@@ -213,9 +219,11 @@ fn any_source_with_three_senders_takes_each_message_once() {
                             sources.push(st.source);
                         }
                     } else {
-                        // A different sender is slowest in each round.
-                        pause(u64::from((me + round) % 3) * 2);
+                        // A different sender is last in each round.
+                        let order = order_by(1..4, |r| u64::from((r + round) % 3));
+                        turns.take(u64::from(round), &order, me);
                         c.send(0, 9, &[me * 10 + round]).unwrap();
+                        turns.done(u64::from(round), me);
                     }
                     c.barrier().unwrap();
                 }
@@ -232,10 +240,11 @@ fn any_source_with_three_senders_takes_each_message_once() {
 #[test]
 fn wait_any_under_a_racing_arrival_order() {
     tls_test(|| {
+        let turns = Turns::new();
         run_job(
             4,
             |ep| ep,
-            |c: Comm<Endpoint>| {
+            move |c: Comm<Endpoint>| {
                 let me = c.rank();
                 for round in 0..6u32 {
                     if me == 0 {
@@ -251,8 +260,10 @@ fn wait_any_under_a_racing_arrival_order() {
                         assert_eq!(seen.len(), 3);
                         assert!(c.wait_any(&mut reqs).unwrap().is_none());
                     } else {
-                        pause(u64::from((me * 3 + round) % 4));
+                        let order = order_by(1..4, |r| u64::from((r * 3 + round) % 4));
+                        turns.take(u64::from(round), &order, me);
                         c.send(0, round, &[u64::from(me + round)]).unwrap();
+                        turns.done(u64::from(round), me);
                     }
                 }
                 c.barrier().unwrap();

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use sperli_collective::fake::{self, FakeLink};
+use sperli_collective::fake::{self, FakePeers};
 use sperli_collective::prelude::*;
 use sperli_transport::Settings;
 use sperli_wire::collective::{CollectiveHeader, Operation, Phase};
@@ -18,7 +18,7 @@ use crate::tls::{run_job, run_job_with, settings, tls_test_within};
 /// Splits `c` by `rank % 3` (uneven groups: 8 ranks give 3, 3 and 2), the
 /// last rank without a color, and runs collectives on every group at once
 /// interleaved with the parent's; returns what this rank saw.
-fn uneven_groups<L: Link + Send + Sync + 'static>(c: &Comm<L>) -> Vec<u64> {
+fn uneven_groups<L: Peers + Send + Sync + 'static>(c: &Comm<L>) -> Vec<u64> {
     let (me, n) = (c.rank(), c.size());
     let color = (me != n - 1 || n == 1).then_some(me % 3);
     let sub = c.split(color, -(me as i32)).unwrap();
@@ -100,7 +100,7 @@ fn uneven_groups_run_collectives_at_once_on_tls_ranks() {
 #[test]
 fn without_bit_2_split_and_dup_fail_on_every_rank_and_the_job_goes_on() {
     let v1 = FEATURE_V1_CORE | FEATURE_PIPELINED;
-    let out = fake::run_links(FakeLink::job_with_features(&[v1; 3]), |c| {
+    let out = fake::run_links(FakePeers::job_with_features(&[v1; 3]), |c| {
         let e = c.split(Some(0), 0).unwrap_err();
         assert_eq!(e, Error::Usage(UsageError::NoCommunicators));
         assert!(matches!(
@@ -262,7 +262,7 @@ fn point_to_point_on_a_communicator_uses_its_ranks() {
 /// link back only once it is gone.
 #[test]
 fn the_link_comes_back_once_the_made_communicators_are_gone() {
-    let links = FakeLink::job(2);
+    let links = FakePeers::job(2);
     std::thread::scope(|s| {
         for link in links {
             s.spawn(move || {

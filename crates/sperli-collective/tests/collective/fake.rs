@@ -3,8 +3,8 @@
 
 use crate::common::*;
 
-use sperli_collective::fake::{self, FakeLink};
-use sperli_collective::{Comm, Link};
+use sperli_collective::fake::{self, FakePeers};
+use sperli_collective::{Comm, Peers};
 use sperli_wire::abort::AbortReason;
 use sperli_wire::element::{ElementType, Reduction};
 use sperli_wire::error::MismatchError;
@@ -222,8 +222,8 @@ fn refused_combinations_fail_on_every_rank_and_the_next_call_works() {
 }
 
 /// A v1-only job (protocol §7.1.1: one rank without bit 1 is enough).
-fn v1_job(size: u32) -> Vec<FakeLink> {
-    FakeLink::job_with_features(&vec![sperli_wire::limits::FEATURE_V1_CORE; size as usize])
+fn v1_job(size: u32) -> Vec<FakePeers> {
+    FakePeers::job_with_features(&vec![sperli_wire::limits::FEATURE_V1_CORE; size as usize])
 }
 
 #[test]
@@ -249,7 +249,7 @@ fn refused_composite_counts_all_its_calls() {
 // ---- checks only one rank can make: the job ends ---------------------------
 
 /// Makes `link` overwrite bytes `at..` of every payload it sends.
-fn forge(link: &FakeLink, at: usize, value: &'static [u8]) {
+fn forge(link: &FakePeers, at: usize, value: &'static [u8]) {
     link.set_send_hook(move |_to, mut p| {
         p[at..at + value.len()].copy_from_slice(value);
         vec![p]
@@ -568,7 +568,7 @@ fn a_peer_that_leaves_is_h1613_not_a_hang() {
 /// A link of size 1 that fails the test on any traffic.
 struct Silent;
 
-impl Link for Silent {
+impl Peers for Silent {
     fn rank(&self) -> u32 {
         0
     }

@@ -8,8 +8,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sperli_collective::fake::{self, FakeLink};
-use sperli_collective::{Comm, Link};
+use sperli_collective::fake::{self, FakePeers};
+use sperli_collective::{Comm, Peers};
 use sperli_wire::abort::AbortReason;
 use sperli_wire::collective::{CollectiveHeader, Operation, Phase};
 use sperli_wire::element::{ElementType, Reduction};
@@ -26,16 +26,16 @@ const RANKS: [u32; 5] = [1, 2, 3, 5, 8];
 type Trace = Arc<Mutex<Vec<(u32, u32, u8, u8)>>>;
 
 /// A job of `size` ranks, v1-only or with bit 1, whose sends are traced.
-fn job(size: u32, v1: bool) -> (Vec<FakeLink>, Trace) {
+fn job(size: u32, v1: bool) -> (Vec<FakePeers>, Trace) {
     let f = if v1 {
         FEATURE_V1_CORE
     } else {
         FEATURES_IMPLEMENTED
     };
-    traced(FakeLink::job_with_features(&vec![f; size as usize]))
+    traced(FakePeers::job_with_features(&vec![f; size as usize]))
 }
 
-fn traced(links: Vec<FakeLink>) -> (Vec<FakeLink>, Trace) {
+fn traced(links: Vec<FakePeers>) -> (Vec<FakePeers>, Trace) {
     let trace: Trace = Arc::default();
     for l in &links {
         let (t, me) = (trace.clone(), l.rank());
@@ -45,6 +45,14 @@ fn traced(links: Vec<FakeLink>) -> (Vec<FakeLink>, Trace) {
         });
     }
     (links, trace)
+}
+
+/// The links of a job, each [`Watched`] by `turns`.
+fn watched(links: Vec<FakePeers>, turns: &Arc<Turns>) -> Vec<Watched<FakePeers>> {
+    links
+        .into_iter()
+        .map(|l| Watched::new(l, turns.clone()))
+        .collect()
 }
 
 fn pipelined_frames(t: &Trace) -> usize {
@@ -72,7 +80,7 @@ pub(crate) fn allowed() -> Vec<(ElementType, Reduction)> {
 /// allreduce, reduce to the last rank and to rank 1 % size, and
 /// reduce_scatter of `len` elements of `T` (salted by `salt`), the streams
 /// this rank starts cut into `chunk` bytes (None: the default rule).
-pub(crate) fn reducing<T: Ref, L: Link>(
+pub(crate) fn reducing<T: Ref, L: Peers>(
     c: &mut Comm<L>,
     salt: u64,
     len: usize,
@@ -346,30 +354,39 @@ fn sixty_four_mib_at_every_rank_count() {
 fn ranks_enter_late_in_different_orders() {
     let n = 5u32;
     let len = T / 8 * 3 + 5; // pipelined, 13 chunks
+
+    // Each rank enters every call once the rank before it in the order
+    // waits in that call (or is done with it).
     let orders: [fn(u32) -> u64; 3] = [
-        |r| u64::from(r) * 40,
-        |r| u64::from(4 - r) * 40,
-        |r| [80, 0, 160, 40, 120][r as usize],
+        |r| u64::from(r),
+        |r| u64::from(4 - r),
+        |r| [2, 0, 4, 1, 3][r as usize],
     ];
-    for delay in orders {
+    for key in orders {
+        let order = order_by(0..n, key);
         let (links, trace) = job(n, false);
-        let out = fake::run_links(links, move |c| {
+        let turns = Turns::new();
+        let out = fake::run_links(watched(links, &turns), |c| {
             let me = c.rank();
-            let pause = || std::thread::sleep(Duration::from_millis(delay(me)));
             let mine = data_of::<f64>(me, 5, len);
-            pause();
-            let a = c.allreduce(&mine, Reduction::Sum).unwrap();
-            pause();
-            let r = c.reduce(2, &mine, Reduction::Max).unwrap();
-            pause();
-            let mut v = if me == 3 { mine.clone() } else { Vec::new() };
-            c.bcast(3, &mut v).unwrap();
-            pause();
-            let g = c.allgather(&mine[..len / 5]).unwrap();
-            pause();
-            let s = c
-                .reduce_scatter(&mine[..len / 5 * 5], Reduction::Min)
-                .unwrap();
+            let late = |point: u64, call: &mut dyn FnMut()| {
+                turns.take(point, &order, me);
+                call();
+                turns.done(point, me);
+            };
+            let (mut a, mut r, mut v, mut g, mut s) = Default::default();
+            late(0, &mut || a = c.allreduce(&mine, Reduction::Sum).unwrap());
+            late(1, &mut || r = c.reduce(2, &mine, Reduction::Max).unwrap());
+            late(2, &mut || {
+                v = if me == 3 { mine.clone() } else { Vec::new() };
+                c.bcast(3, &mut v).unwrap();
+            });
+            late(3, &mut || g = c.allgather(&mine[..len / 5]).unwrap());
+            late(4, &mut || {
+                s = c
+                    .reduce_scatter(&mine[..len / 5 * 5], Reduction::Min)
+                    .unwrap();
+            });
             (a, r, v, g, s)
         });
         assert!(pipelined_frames(&trace) > 0);
@@ -404,7 +421,7 @@ fn a_job_with_a_rank_that_clears_bit_1_uses_the_star() {
     for (n, v1_rank) in [(2u32, 0u32), (3, 2), (5, 1), (8, 7)] {
         let mut f = vec![FEATURES_IMPLEMENTED; n as usize];
         f[v1_rank as usize] = FEATURE_V1_CORE;
-        let (links, trace) = traced(FakeLink::job_with_features(&f));
+        let (links, trace) = traced(FakePeers::job_with_features(&f));
         assert!(links.iter().all(|l| l.features() == FEATURE_V1_CORE));
         let len = (T / 8 + 1) * n as usize;
         let out = fake::run_links(links, |c| {
@@ -457,7 +474,7 @@ fn hostile_partials(
     h: u32,
     reason: AbortReason,
 ) {
-    let links = FakeLink::job(3);
+    let links = FakePeers::job(3);
     let hook = Mutex::new(hook);
     let mut k = 0usize;
     links[0].set_send_hook(move |to, p| {
@@ -611,7 +628,7 @@ fn a_pipelined_frame_without_negotiation_is_h1610() {
         (Operation::ReduceScatter, Phase::Partial),
         (Operation::Allgather, Phase::Final),
     ] {
-        let links = FakeLink::job_with_features(&[FEATURE_V1_CORE; 3]);
+        let links = FakePeers::job_with_features(&[FEATURE_V1_CORE; 3]);
         let (et, red) = if op.reduces() { (6, 1) } else { (0, 0) };
         let forged = pipelined_payload(CollectiveHeader {
             operation: op,
@@ -648,7 +665,7 @@ fn a_pipelined_frame_where_a_star_frame_is_due_is_h1617_with_bit_1() {
         (Phase::Final, 1617),
         (Phase::Open, 1618),
     ] {
-        let links = FakeLink::job(3);
+        let links = FakePeers::job(3);
         let forged = pipelined_payload(CollectiveHeader {
             operation: Operation::Reduce,
             element_type: 6,
@@ -714,7 +731,7 @@ fn a_relay_lost_mid_pipeline_ends_every_rank() {
     // dropped: a close without BYE); every other rank's call fails with
     // H1613 or H1612 at once, none waits for the silence limit.
     let n = 4;
-    let mut links = FakeLink::job(n);
+    let mut links = FakePeers::job(n);
     for l in &mut links {
         l.set_silence(Duration::from_secs(30));
     }

@@ -8,7 +8,7 @@ use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
-use sperli_collective::{Comm, Endpoint, Link};
+use sperli_collective::{Comm, Endpoint, Peers};
 use sperli_transport::Settings;
 use sperli_wire::abort::AbortReason;
 use sperli_wire::element::{ElementType, Reduction};
@@ -19,10 +19,10 @@ use crate::common::*;
 use crate::pipelined_fake::{allowed, big_value, check_reducing, reducing, T};
 use crate::tls::{finish, run_job_with, settings, tls_test, tls_test_within};
 
-/// A test [`Link`] over a real [`Endpoint`]: counts the pipelined frames
-/// (phase 2..=4) it sends, may claim other features than the job
-/// negotiated (a rank that sends pipelined frames in a v1 job), and may
-/// rewrite every chunk it sends (`hook(to, payload)` -> what to send).
+/// A test [`Peers`] implementation over a real [`Endpoint`]: counts the
+/// pipelined frames (phase 2..=4) it sends, may claim other features than
+/// the job negotiated (a rank that sends pipelined frames in a v1 job),
+/// and may rewrite every chunk it sends (`hook(to, payload)` -> what to send).
 struct Forger {
     ep: Endpoint,
     features: Option<u64>,
@@ -51,7 +51,7 @@ impl Forger {
     }
 }
 
-impl Link for Forger {
+impl Peers for Forger {
     fn rank(&self) -> u32 {
         self.ep.rank()
     }
@@ -106,7 +106,7 @@ fn elems(bytes: usize, w: usize, n: u32) -> usize {
 
 /// Every allowed (type, reduction) pair through allreduce, reduce (twice)
 /// and reduce_scatter, `bytes` per rank; one boxed result list per pair.
-fn every_pair<L: Link>(c: &mut Comm<L>, bytes: usize, salt: u64) -> Vec<Box<dyn Any + Send>> {
+fn every_pair<L: Peers>(c: &mut Comm<L>, bytes: usize, salt: u64) -> Vec<Box<dyn Any + Send>> {
     let n = c.size();
     let mut out: Vec<Box<dyn Any + Send>> = Vec::new();
     for (t, r) in allowed() {
@@ -392,23 +392,32 @@ fn tls_ranks_enter_late_in_different_orders() {
     tls_test(|| {
         let n = 4u32;
         let len = T / 8 * 3 + 1;
-        for delay in [|r: u32| u64::from(r) * 150, |r: u32| u64::from(3 - r) * 150] {
+        // Each rank enters every call once the rank before it in the
+        // order waits in that call (or is done with it); the bcast in the
+        // reverse order.
+        for key in [|r: u32| u64::from(r), |r: u32| u64::from(3 - r)] {
+            let (order, reverse) = (order_by(0..n, key), order_by(0..n, |r| key(n - 1 - r)));
+            let turns = Turns::new();
+            let watch = turns.clone();
             let out = run_job_with(
                 n,
                 |_| settings(),
-                Forger::new,
+                move |ep| Watched::new(Forger::new(ep), watch.clone()),
                 move |c| {
                     let me = c.rank();
                     let mine = data_of::<f64>(me, 31, len);
-                    std::thread::sleep(Duration::from_millis(delay(me)));
+                    turns.take(0, &order, me);
                     let a = c.allreduce(&mine, Reduction::Sum).unwrap();
-                    std::thread::sleep(Duration::from_millis(delay(n - 1 - me)));
+                    turns.done(0, me);
+                    turns.take(1, &reverse, me);
                     let mut v = if me == 1 { mine.clone() } else { Vec::new() };
                     c.bcast(1, &mut v).unwrap();
-                    std::thread::sleep(Duration::from_millis(delay(me)));
+                    turns.done(1, me);
+                    turns.take(2, &order, me);
                     let r = c.reduce(2, &mine, Reduction::Prod).unwrap();
-                    let p = c.link().pipelined.get();
-                    c.into_link().finish();
+                    turns.done(2, me);
+                    let p = c.link().inner.pipelined.get();
+                    c.into_link().inner.finish();
                     (a, v, r, p)
                 },
             );

@@ -6,8 +6,8 @@
 //! Every test runs under a watchdog ([`tls_test`]): it fails after 60 s
 //! instead of hanging. A job is set up once per test and reused for many
 //! calls. Misbehaving ranks wrap their endpoint in [`Rogue`], a test
-//! [`Link`] that forges, truncates or lengthens COLLECTIVE payloads before
-//! they are encrypted and sent.
+//! [`Peers`] implementation that forges, truncates or lengthens COLLECTIVE
+//! payloads before they are encrypted and sent.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -16,7 +16,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use sperli_collective::{Comm, Endpoint, Link};
+use sperli_collective::{Comm, Endpoint, Peers};
 use sperli_tls::job_plan::JobPlan;
 use sperli_transport::{ErrorMode, Settings};
 use sperli_wire::abort::AbortReason;
@@ -84,7 +84,7 @@ pub(crate) fn tls_test_within<T: Send + 'static>(
 /// [`Endpoint`] on its own thread, wraps it with `wrap` and runs `body` on
 /// its communicator; returns the results in rank order. A panic on any
 /// rank is re-raised (after every rank thread ended).
-pub(crate) fn run_job<L: Link, T: Send + 'static>(
+pub(crate) fn run_job<L: Peers, T: Send + 'static>(
     size: u32,
     wrap: impl Fn(Endpoint) -> L + Send + Sync + 'static,
     body: impl Fn(Comm<L>) -> T + Send + Sync + 'static,
@@ -94,7 +94,7 @@ pub(crate) fn run_job<L: Link, T: Send + 'static>(
 
 /// As [`run_job`] with rank r's transport settings from `settings_of(r)`
 /// (e.g. a rank that clears HELLO feature bit 1).
-pub(crate) fn run_job_with<L: Link, T: Send + 'static>(
+pub(crate) fn run_job_with<L: Peers, T: Send + 'static>(
     size: u32,
     settings_of: impl Fn(u32) -> Settings,
     wrap: impl Fn(Endpoint) -> L + Send + Sync + 'static,
@@ -151,10 +151,10 @@ pub(crate) fn finish(c: Comm<Endpoint>) {
 
 type Hook = Box<dyn FnMut(u32, Vec<u8>) -> Vec<u8>>;
 
-/// A test [`Link`] over a real [`Endpoint`]: forwards everything, counts
-/// the COLLECTIVE payloads it sends and takes, and, once [`Rogue::forge`]
-/// set a hook, lets the hook rewrite every payload (header and data)
-/// before the endpoint encrypts and sends it.
+/// A test [`Peers`] implementation over a real [`Endpoint`]: forwards
+/// everything, counts the COLLECTIVE payloads it sends and takes, and, once
+/// [`Rogue::forge`] set a hook, lets the hook rewrite every payload (header
+/// and data) before the endpoint encrypts and sends it.
 struct Rogue {
     ep: Endpoint,
     hook: RefCell<Option<Hook>>,
@@ -183,7 +183,7 @@ impl Rogue {
     }
 }
 
-impl Link for Rogue {
+impl Peers for Rogue {
     fn rank(&self) -> u32 {
         self.ep.rank()
     }
@@ -1493,7 +1493,8 @@ fn bcast_longer_than_a_frame_at_the_root_is_h1618_reason_3() {
 #[test]
 fn ranks_waiting_in_recv_get_the_abort_of_a_collective_they_are_not_in() {
     tls_test(|| {
-        let out = run_job(3, Rogue::new, |c| {
+        let turns = Turns::new();
+        let out = run_job(3, Rogue::new, move |c| {
             // Rank 2 may not have taken the barrier's last frame when the
             // ABORT comes; then the barrier is where it waits.
             let before = c.barrier();
@@ -1504,8 +1505,8 @@ fn ranks_waiting_in_recv_get_the_abort_of_a_collective_they_are_not_in() {
                     // Root of a reduce: rank 1's forged frame comes first.
                     0 => c.reduce(0, &[1u8], Reduction::Bor).map(drop),
                     1 => {
-                        // Give rank 2 time to sit in its receive.
-                        thread::sleep(Duration::from_millis(200));
+                        // Once rank 2's receive is posted.
+                        turns.pass(0, &[2, 1], 1);
                         c.link().forge(overwrite(8, &[7, 0, 0, 0, 0, 0, 0, 0]));
                         let r = c.reduce(0, &[1u8], Reduction::Bor).map(drop);
                         assert!(r.is_ok(), "a non-root returns after sending");
@@ -1517,7 +1518,10 @@ fn ranks_waiting_in_recv_get_the_abort_of_a_collective_they_are_not_in() {
                         .link()
                         .ep
                         .irecv(0, Some(9))
-                        .and_then(|h| h.wait())
+                        .and_then(|h| {
+                            turns.pass(0, &[2, 1], 2);
+                            h.wait()
+                        })
                         .map(drop),
                 },
             };
@@ -1635,7 +1639,9 @@ impl Inbox {
 #[test]
 fn data_and_collective_frames_interleave_without_loss_or_reordering() {
     tls_test(|| {
-        let pause = Duration::from_millis(150);
+        // Who waits where: a rank goes on once the ranks before it in an
+        // order wait in a collective receive (`Watched`) or passed a point.
+        let turns = Turns::new();
         let out = run_job(
             3,
             |ep| ep,
@@ -1643,7 +1649,7 @@ fn data_and_collective_frames_interleave_without_loss_or_reordering() {
                 // A communicator over a borrowed endpoint, so that receive
                 // handles can stay open across collective calls.
                 let ep = c.into_link();
-                let c = Comm::new(&ep);
+                let c = Comm::new(Watched::new(&ep, turns.clone()));
                 let me = c.rank();
                 let n = c.size();
                 let peers: Vec<u32> = (0..n).filter(|&p| p != me).collect();
@@ -1652,14 +1658,14 @@ fn data_and_collective_frames_interleave_without_loss_or_reordering() {
                 // Before: DATA with three tags (tag 3 above the eager limit).
                 for &p in &peers {
                     for tag in [1, 2, 1, 3, 2] {
-                        ib.send(c.link(), p, tag);
+                        ib.send(&ep, p, tag);
                     }
                 }
                 c.barrier().unwrap();
                 // Between: more DATA, then collectives of both sizes.
                 for &p in &peers {
-                    ib.send(c.link(), p, 2);
-                    ib.send(c.link(), p, 1);
+                    ib.send(&ep, p, 2);
+                    ib.send(&ep, p, 1);
                 }
                 let a = c
                     .allreduce(&data_of::<f64>(me, 5, 20_000), Reduction::Sum)
@@ -1675,7 +1681,7 @@ fn data_and_collective_frames_interleave_without_loss_or_reordering() {
                 // Take everything so far, tags out of the order they were sent.
                 for &p in &peers {
                     for tag in [2, 2, 2, 3, 1, 1, 1] {
-                        ib.recv(c.link(), p, tag);
+                        ib.recv(&ep, p, tag);
                     }
                 }
 
@@ -1684,57 +1690,62 @@ fn data_and_collective_frames_interleave_without_loss_or_reordering() {
                 // rank 1's completes a receive posted before, rank 2's is kept.
                 if me == 0 {
                     let h = ep.irecv(1, Some(4)).unwrap();
+                    turns.take(1, &[0, 1, 2], me);
                     let g = c.gather(0, &[10u32 + me]).unwrap().unwrap();
                     assert_eq!(g, [10, 11, 12]);
                     let (st, m) = h.wait().unwrap();
                     assert_eq!(st.source, 1);
                     ib.check(me, 1, st.tag, &m);
-                    ib.recv(c.link(), 2, 4);
+                    ib.recv(&ep, 2, 4);
                 } else {
-                    thread::sleep(pause);
-                    ib.send(c.link(), 0, 4);
+                    turns.take(1, &[0, 1, 2], me); // once 0 waits in gather
+                    ib.send(&ep, 0, 4);
                     c.gather(0, &[10u32 + me]).unwrap();
+                    turns.done(1, me);
                 }
                 // ... and the other way: ranks 1, 2 sit in bcast from 0.
                 if me == 0 {
-                    thread::sleep(pause);
+                    turns.take(2, &[1, 2, 0], me); // once 1 and 2 wait in bcast
                     for &p in &peers {
-                        ib.send(c.link(), p, 5);
+                        ib.send(&ep, p, 5);
                     }
                     c.bcast_scalar(0, 55u64).unwrap();
                 } else {
+                    turns.take(2, &[1, 2, 0], me);
                     assert_eq!(c.bcast_scalar(0, 0u64).unwrap(), 55);
-                    ib.recv(c.link(), 0, 5);
+                    ib.recv(&ep, 0, 5);
                 }
 
                 // COLLECTIVE frames that arrive while the receiver waits in
                 // recv: three reduces to root 0 from ranks 1, 2 (they return
                 // after sending), then DATA; root 0 waits in recv meanwhile.
                 if me == 0 {
-                    ib.recv(c.link(), 1, 6);
-                    ib.recv(c.link(), 2, 6);
+                    turns.pass(3, &[0, 1, 2], me); // about to wait in recv
+                    ib.recv(&ep, 1, 6);
+                    ib.recv(&ep, 2, 6);
                     for i in 0..3u32 {
                         let r = c.reduce(0, &[me + i], Reduction::Sum).unwrap();
                         assert_eq!(r, Some(vec![3 + 3 * i]));
                     }
                 } else {
+                    turns.pass(3, &[0, 1, 2], me);
                     for i in 0..3u32 {
                         assert_eq!(c.reduce(0, &[me + i], Reduction::Sum).unwrap(), None);
                     }
-                    thread::sleep(pause);
-                    ib.send(c.link(), 0, 6);
+                    ib.send(&ep, 0, 6);
                 }
                 // ... and the other way: root 0 bcasts, then sends DATA; ranks
                 // 1, 2 wait in a receive (any tag) first.
                 if me == 0 {
+                    turns.pass(4, &[1, 2, 0], me); // once 1 and 2 wait in recv
                     let mut v = vec![7i32; 1000];
                     c.bcast(0, &mut v).unwrap();
-                    thread::sleep(pause);
                     for &p in &peers {
-                        ib.send(c.link(), p, 7);
+                        ib.send(&ep, p, 7);
                     }
                 } else {
-                    let (st, m) = c.link().recv_any_tag(0).unwrap();
+                    turns.pass(4, &[1, 2, 0], me);
+                    let (st, m) = ep.recv_any_tag(0).unwrap();
                     assert_eq!(st.tag, 7);
                     ib.check(me, 0, 7, &m);
                     let mut v: Vec<i32> = Vec::new();
@@ -1744,27 +1755,27 @@ fn data_and_collective_frames_interleave_without_loss_or_reordering() {
 
                 // After: DATA both ways around a last barrier.
                 for &p in &peers {
-                    ib.send(c.link(), p, 1);
-                    ib.send(c.link(), p, 3);
+                    ib.send(&ep, p, 1);
+                    ib.send(&ep, p, 3);
                 }
                 c.barrier().unwrap();
                 for &p in &peers {
-                    ib.send(c.link(), p, 2);
+                    ib.send(&ep, p, 2);
                 }
                 for &p in &peers {
-                    ib.recv(c.link(), p, 3);
-                    ib.recv(c.link(), p, 2);
-                    ib.recv(c.link(), p, 1);
+                    ib.recv(&ep, p, 3);
+                    ib.recv(&ep, p, 2);
+                    ib.recv(&ep, p, 1);
                 }
                 // Nothing was duplicated: nothing is left over.
                 for &p in &peers {
-                    let mut h = c.link().irecv(p, None).unwrap();
+                    let mut h = ep.irecv(p, None).unwrap();
                     assert!(
                         h.test().unwrap().is_none(),
                         "rank {me}: a message from {p} is left"
                     );
                 }
-                assert_eq!(c.link().open_handles(), (0, 0));
+                assert_eq!(ep.open_handles(), (0, 0));
                 c.barrier().unwrap();
                 let seq = c.sequence();
                 let counts = (ib.sent.values().sum::<u32>(), ib.next.values().sum::<u32>());

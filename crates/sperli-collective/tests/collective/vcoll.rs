@@ -4,9 +4,9 @@
 //! sequence numbers aligned) and blocks that break their announced length
 //! (H1617 with ABORT reason 3).
 
-use sperli_collective::fake::{self, FakeLink};
+use sperli_collective::fake::{self, FakePeers};
 use sperli_collective::vcoll::Blocks;
-use sperli_collective::{Comm, Link};
+use sperli_collective::{Comm, Peers};
 use sperli_wire::abort::AbortReason;
 use sperli_wire::element::Reduction;
 use sperli_wire::error::{ArgumentError, MismatchError};
@@ -52,7 +52,7 @@ fn same<T: Ref>(got: &Blocks<T>, want: &Blocks<T>, what: &str) {
 
 /// Every v-call with every root on elements of `T`; panics on a wrong
 /// result (the harness re-raises it).
-fn calls_of<T: Ref, L: Link>(c: &mut Comm<L>, salt: u64) {
+fn calls_of<T: Ref, L: Peers>(c: &mut Comm<L>, salt: u64) {
     let (me, size) = (c.rank(), c.size());
     let want = expected::<T>(size, salt);
     let mine = data_of::<T>(me, salt, len_of(me));
@@ -97,7 +97,7 @@ fn calls_of<T: Ref, L: Link>(c: &mut Comm<L>, salt: u64) {
 
 /// The suite of one rank: every call on three element types, then an
 /// allreduce to show the job goes on; returns the sequence number.
-fn suite<L: Link>(c: &mut Comm<L>) -> u64 {
+fn suite<L: Peers>(c: &mut Comm<L>) -> u64 {
     calls_of::<u8, L>(c, 1);
     calls_of::<i64, L>(c, 2);
     calls_of::<f64, L>(c, 3);
@@ -115,7 +115,7 @@ fn every_v_call_on_the_fake_link_at_1_2_3_and_8_ranks() {
     for size in SIZES {
         aligned(&fake::run(size, suite));
         // A v1 job (no feature bit 1): allgatherv's bcast is the v1 star.
-        let v1 = FakeLink::job_with_features(&vec![FEATURE_V1_CORE; size as usize]);
+        let v1 = FakePeers::job_with_features(&vec![FEATURE_V1_CORE; size as usize]);
         aligned(&fake::run_links(v1, suite));
     }
 }
@@ -124,7 +124,7 @@ fn every_v_call_on_the_fake_link_at_1_2_3_and_8_ranks() {
 /// v1 job one bcast per 16777200 bytes, with bit 1 one call.
 #[test]
 fn allgatherv_longer_than_a_frame_in_v1_and_bit_1_jobs() {
-    let body = |c: &mut Comm<FakeLink>| {
+    let body = |c: &mut Comm<FakePeers>| {
         let n = 6_000_000 + c.rank() as usize;
         let got = c.allgatherv(&vec![c.rank() as u8 + 1; n]).unwrap();
         assert_eq!(got.counts, vec![6_000_000, 6_000_001, 6_000_002]);
@@ -135,7 +135,7 @@ fn allgatherv_longer_than_a_frame_in_v1_and_bit_1_jobs() {
     };
     // lengths (2 calls) + gather + bcast: one call with bit 1, two in v1.
     assert_eq!(fake::run(3, body), vec![4; 3]);
-    let v1 = FakeLink::job_with_features(&[FEATURE_V1_CORE; 3]);
+    let v1 = FakePeers::job_with_features(&[FEATURE_V1_CORE; 3]);
     assert_eq!(fake::run_links(v1, body), vec![5; 3]);
 }
 
@@ -160,7 +160,7 @@ fn argument(r: &Result<impl std::fmt::Debug, Error>) -> ArgumentError {
 /// Every refusal a rank can tell alone or learns from the length
 /// exchange, at rank `bad` (the last rank); returns the errors each call
 /// gave and the sequence number after a closing allreduce.
-fn refusals<L: Link>(c: &mut Comm<L>) -> (Vec<ArgumentError>, u64) {
+fn refusals<L: Peers>(c: &mut Comm<L>) -> (Vec<ArgumentError>, u64) {
     let (me, size) = (c.rank(), c.size());
     let bad = size - 1;
     let too_long = vec![0u8; MAX_COLLECTIVE_DATA + 1];
@@ -259,7 +259,7 @@ fn refused_v_calls_are_h1618_on_every_rank_and_the_job_goes_on_tls() {
 // ---- blocks that break their announced length: H1617 --------------------
 
 /// Makes rank `who`'s `nth` send (counted from 1) one byte longer.
-fn lengthen_nth_send(c: &Comm<FakeLink>, nth: usize) {
+fn lengthen_nth_send(c: &Comm<FakePeers>, nth: usize) {
     let mut n = 0;
     c.link().set_send_hook(move |_to, mut p| {
         n += 1;

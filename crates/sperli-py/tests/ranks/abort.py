@@ -2,7 +2,6 @@
 raises JobError H1612 carrying code 5; rank 1's process exits 5."""
 
 import sys
-import time
 
 import numpy as np
 
@@ -10,8 +9,10 @@ import sperli
 
 comm = sperli.COMM_WORLD
 if comm.rank == 1:
-    time.sleep(0.2)
+    # Once rank 0 says it goes into the Recv.
+    comm.Recv(np.empty(1), source=0, tag=1)
     comm.Abort(5, "stopping on purpose")
+comm.Send(np.zeros(1), dest=1, tag=1)
 try:
     comm.Recv(np.empty(1), source=1)
     sys.exit(1)

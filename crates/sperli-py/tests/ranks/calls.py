@@ -227,31 +227,52 @@ check(red == (n - 1 if r == ro else None), "reduce")
 
 # ---- the GIL is released while a call waits ----------------------------------
 
+# Rank 1 sends only once a second thread of rank 0 ran while rank 0's
+# Recv waited: that thread writes to a FIFO rank 1 reads. With a switch
+# interval longer than the wait, the thread can run only if Recv released
+# the GIL; rank 1 sends 1 if it heard the thread, 0 if it gave up.
 if n > 1:
+    import os
+    import select
+    import tempfile
     import threading
-    import time
 
     if r == 0:
-        ticks = []
-        stop = threading.Event()
+        fifo = os.path.join(tempfile.mkdtemp(), "ran")
+        os.mkfifo(fifo)
+        comm.send(fifo, dest=1, tag=54)
+        comm.Recv(np.empty(1), source=1, tag=54)  # rank 1 opened its end
+        go = threading.Event()
 
-        def count():
-            while not stop.is_set():
-                ticks.append(1)
-                time.sleep(0.001)
+        def tell():
+            go.wait()
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                return  # rank 1 gave up and closed its end
+            os.write(fd, b"x")
+            os.close(fd)
 
-        t = threading.Thread(target=count)
+        t = threading.Thread(target=tell)
         t.start()
-        time.sleep(0.05)
-        before = len(ticks)
-        comm.Recv(np.empty(1), source=1, tag=55)  # rank 1 sends after 0.5 s
-        during = len(ticks) - before
-        stop.set()
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(60.0)
+        go.set()
+        heard = np.empty(1)
+        comm.Recv(heard, source=1, tag=55)
+        sys.setswitchinterval(interval)
         t.join()
-        check(during > 50, f"another thread ran {during} times while Recv waited")
+        os.unlink(fifo)
+        os.rmdir(os.path.dirname(fifo))
+        check(heard[0] == 1, "another thread ran while Recv waited")
     elif r == 1:
-        time.sleep(0.5)
-        comm.Send(np.ones(1), dest=0, tag=55)
+        fifo = comm.recv(source=0, tag=54)
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        comm.Send(np.zeros(1), dest=0, tag=54)
+        ready, _, _ = select.select([fd], [], [], 30.0)  # a deadline, not a pause
+        heard = bool(ready) and os.read(fd, 1) == b"x"
+        os.close(fd)
+        comm.Send(np.array([1.0 if heard else 0.0]), dest=0, tag=55)
 
 # Every rank made the same collective calls.
 check(len(set(comm.allgather(comm.sequence))) == 1, "sequences agree")

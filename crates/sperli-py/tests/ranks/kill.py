@@ -26,9 +26,14 @@ r, n = comm.rank, comm.size
 victim = n - 1
 comm.Barrier()
 if r == victim:
-    time.sleep(0.3)
+    # Once every survivor says it goes into its wait (or computation).
+    for s in range(n - 1):
+        comm.Recv(np.empty(1), source=s, tag=1)
     os.kill(os.getpid(), signal.SIGKILL)
+comm.Send(np.zeros(1), dest=victim, tag=1)
 if fatal:
+    # protocol §7.4: the transport ends a computing rank's process within
+    # the silence limit (2 s here) plus 1 s; this computation lasts longer.
     time.sleep(30)
     print("still computing", flush=True)
     sys.exit(1)

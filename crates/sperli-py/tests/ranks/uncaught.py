@@ -5,12 +5,16 @@ JobError H1612 naming rank 1 at once. Rank 0 prints `raised ...`."""
 import sys
 import time
 
+import numpy as np
+
 import sperli
 
 comm = sperli.COMM_WORLD
 if comm.rank == 1:
-    time.sleep(0.3)
+    # Once rank 0 says it goes into the Barrier.
+    comm.Recv(np.empty(1), source=0, tag=1)
     raise ValueError("deliberately uncaught")
+comm.Send(np.zeros(1), dest=1, tag=1)
 t = time.monotonic()
 try:
     comm.Barrier()

@@ -1,11 +1,14 @@
 //! The seam between the collective layer and the transport (protocol §8,
 //! §8.3 and §8.8 "Interleaving with DATA and early frames").
 //!
-//! [`Link`] is everything [`Comm`](crate::Comm) needs from a transport: who
-//! am I, how many ranks are there, send one COLLECTIVE payload to a peer,
-//! take the next COLLECTIVE payload that came from a peer, and end the job
-//! with ABORT. The transport's endpoint implements it; tests use the
-//! in-memory [`FakeLink`](crate::fake::FakeLink).
+//! [`Peers`] is one rank's view of the other ranks of its job, everything
+//! [`Comm`](crate::Comm) needs from a transport: who am I, how many ranks
+//! are there, send one COLLECTIVE payload to a peer, take the next
+//! COLLECTIVE payload that came from a peer, and end the job with ABORT.
+//! The transport's [`Endpoint`](sperli_transport::Endpoint) implements it;
+//! tests use the in-memory [`FakePeers`](crate::fake::FakePeers). (It is
+//! not the transport's per-socket link: one `Peers` value stands for all
+//! of a rank's connections.)
 
 use sperli_wire::abort::AbortReason;
 use sperli_wire::error::UsageError;
@@ -18,27 +21,27 @@ use sperli_wire::{Error, FrameType};
 ///
 /// - **Payloads, not frames.** `send_collective` gets one COLLECTIVE
 ///   payload (the 16-byte collective header, then at most 16777200 bytes of
-///   data); the link wraps it in a frame (type 3, tag 0) to `to`.
+///   data); the implementation wraps it in a frame (type 3, tag 0) to `to`.
 ///   `recv_collective` returns the payload of the next COLLECTIVE frame that
 ///   came from `from`, in arrival order (protocol §8.8: frames that arrive
 ///   before the call they answer are kept, in order, until taken). The
 ///   collective layer checks the collective header and the data length
-///   itself; the link has already applied the frame-header checks (a
+///   itself; the implementation has already applied the frame-header checks (a
 ///   COLLECTIVE payload shorter than 16 bytes never gets here, H1610).
 /// - **Peers only.** The collective layer sends to and receives from the
 ///   peers the star of protocol §8.2 names or, with feature bit 1
-///   ([`Link::features`]), the chains, rings and trees of protocol §14.3;
-///   `to` / `from` are never the link's own rank.
+///   ([`Peers::features`]), the chains, rings and trees of protocol §14.3;
+///   `to` / `from` are never this rank.
 /// - **Sends do not wait for the peer's call.** A send may block on flow
 ///   control but must not wait until the peer makes the matching call
 ///   (the receiver keeps early frames, protocol §8.8).
 /// - **No call blocks forever after a failure.** Once the job failed (an
 ///   ABORT came from any peer, a peer was lost, or this rank called
-///   [`Link::abort`]) every pending and later `send_collective` and
+///   [`Peers::abort`]) every pending and later `send_collective` and
 ///   `recv_collective` fails: with H1612 [`Error::AbortedByPeer`] carrying
 ///   the originator's reason and code when an ABORT came, H1613 when a peer
 ///   was lost.
-pub trait Link {
+pub trait Peers {
     /// This rank, `0..size`.
     fn rank(&self) -> u32;
 
@@ -46,8 +49,8 @@ pub trait Link {
     fn size(&self) -> u32;
 
     /// Sends one COLLECTIVE frame payload (16-byte collective header + data)
-    /// to rank `to`. The link copies or encrypts what it needs before it
-    /// returns, so it borrows the payload.
+    /// to rank `to`. The implementation copies or encrypts what it needs
+    /// before it returns, so it borrows the payload.
     fn send_collective(&self, to: u32, payload: &[u8]) -> Result<(), Error>;
 
     /// The next COLLECTIVE payload (collective header + data) from rank
@@ -57,25 +60,25 @@ pub trait Link {
 
     /// Sends ABORT (`reason`, `code` = the H number, `message` cut to 1024
     /// bytes) to every peer, best effort, and ends this rank's job step:
-    /// every later call on this link fails. Errors while sending the ABORT
+    /// every later call on these peers fails. Errors while sending the ABORT
     /// are ignored (the job is over either way).
     fn abort(&self, reason: AbortReason, code: u32, message: &str);
 
-    /// An empty buffer with room for a payload of `len` bytes. A link with
-    /// a buffer pool hands out a reused buffer; the default
-    /// allocates one.
+    /// An empty buffer with room for a payload of `len` bytes. An
+    /// implementation with a buffer pool hands out a reused buffer; the
+    /// default allocates one.
     fn take_buffer(&self, len: usize) -> Vec<u8> {
         Vec::with_capacity(len)
     }
 
-    /// As [`Link::send_collective`] with a payload the link takes over
-    /// (no copy needed). The default sends the borrowed bytes.
+    /// As [`Peers::send_collective`] with a payload the implementation
+    /// takes over (no copy needed). The default sends the borrowed bytes.
     fn send_collective_vec(&self, to: u32, payload: Vec<u8>) -> Result<(), Error> {
         self.send_collective(to, &payload)
     }
 
-    /// Gives back a payload from [`Link::recv_collective`] (or a buffer from
-    /// [`Link::take_buffer`]) the caller is done with, for reuse. The
+    /// Gives back a payload from [`Peers::recv_collective`] (or a buffer from
+    /// [`Peers::take_buffer`]) the caller is done with, for reuse. The
     /// default drops it.
     fn recycle(&self, buf: Vec<u8>) {
         drop(buf);
@@ -83,9 +86,9 @@ pub trait Link {
 
     /// Sends the same COLLECTIVE payload to every rank in `to` (a root's
     /// result or broadcast), returning once each is sent as
-    /// [`Link::send_collective`] would. A link may overlap the sends (the
-    /// transport encrypts for the next peer while the previous one
-    /// reads); the default sends one after another, in the order given.
+    /// [`Peers::send_collective`] would. An implementation may overlap the
+    /// sends (the transport encrypts for the next peer while the previous
+    /// one reads); the default sends one after another, in the order given.
     fn send_collective_each(&self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
         for &r in to {
             self.send_collective(r, payload)?;
@@ -97,7 +100,7 @@ pub trait Link {
 
     /// Sends one COLLECTIVE payload to job rank `to` with the communicator
     /// id `tag` in the frame header's tag (protocol §15.2). The default
-    /// carries tag 0 only (a link without communicators).
+    /// carries tag 0 only (peers without communicators).
     fn send_collective_tagged(&self, to: u32, tag: u32, payload: &[u8]) -> Result<(), Error> {
         if tag == 0 {
             self.send_collective(to, payload)
@@ -109,7 +112,7 @@ pub trait Link {
     /// Takes the earliest COLLECTIVE payload from job rank `from` whose tag
     /// is `tag` (protocol §15.4); every frame of `from` with another tag
     /// before it (or arriving while this waits) is shown to `pass`, whose
-    /// error ends the take. `pass` must not call the link. The default
+    /// error ends the take. `pass` must not call these peers. The default
     /// carries tag 0 only.
     fn recv_collective_where(
         &self,
@@ -128,18 +131,18 @@ pub trait Link {
     // ---- pipelined collectives (HELLO feature bit 1, protocol §14) ------
 
     /// The HELLO feature bits of the job (protocol §7.1.1): the AND of this
-    /// rank's and every peer's, fixed once the link is up. Bit 1
+    /// rank's and every peer's, fixed once the connections are up. Bit 1
     /// ([`FEATURE_PIPELINED`](sperli_wire::limits::FEATURE_PIPELINED)) lets
     /// large collectives run pipelined (protocol §14); without it every
     /// call is the v1 star byte for byte, and a pipelined frame is rejected
-    /// (H1610). The default is a v1-only link.
+    /// (H1610). The default is a v1-only job.
     fn features(&self) -> u64 {
         sperli_wire::limits::FEATURE_V1_CORE
     }
 
     // ---- Checkpoint and RESUME frames (sperli-ckpt; protocol §7.7-§7.11,
-    // §9.4, §10.2). A link that carries no checkpoint frames keeps the
-    // defaults: sending and receiving fail with
+    // §9.4, §10.2). An implementation that carries no checkpoint frames
+    // keeps the defaults: sending and receiving fail with
     // `UsageError::NoCheckpointFrames`, no handle is ever open, and the job
     // error is only what the other calls report.
     //
@@ -178,7 +181,7 @@ pub trait Link {
     }
 }
 
-/// One checkpoint or RESUME frame as [`Link::recv_ckpt`] returns it: the
+/// One checkpoint or RESUME frame as [`Peers::recv_ckpt`] returns it: the
 /// header fields the checkpoint layer judges and the payload bytes, which
 /// decode with `Payload::decode(frame_type, ..)` or the frame's own codec.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,10 +208,10 @@ impl CkptFrame {
     }
 }
 
-/// The delegating impl of [`Link`] for a pointer to a link.
-macro_rules! delegate_link {
+/// The delegating impl of [`Peers`] for a pointer to one.
+macro_rules! delegate_peers {
     ($($ptr:ty),*) => {$(
-        impl<L: Link + ?Sized> Link for $ptr {
+        impl<L: Peers + ?Sized> Peers for $ptr {
         fn rank(&self) -> u32 {
             (**self).rank()
         }
@@ -268,6 +271,6 @@ macro_rules! delegate_link {
     )*};
 }
 
-// A borrowed link, and a link shared behind an `Arc` (e.g. an endpoint a
+// Borrowed peers, and peers shared behind an `Arc` (e.g. an endpoint a
 // program also keeps, with non-blocking collectives).
-delegate_link!(&L, std::sync::Arc<L>);
+delegate_peers!(&L, std::sync::Arc<L>);

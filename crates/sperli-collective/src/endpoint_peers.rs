@@ -1,5 +1,5 @@
-//! The real transport as a [`Link`]: collectives over the TLS 1.3 mesh of
-//! `sperli-transport`, and [`Comm::from_stdin`], how a rank started by the
+//! The real transport as a [`Peers`] implementation: collectives over the
+//! TLS 1.3 mesh of `sperli-transport`, and [`Comm::from_stdin`], how a rank started by the
 //! `sperli` launcher joins its job.
 
 use std::io::{BufRead, IsTerminal, Read};
@@ -13,9 +13,9 @@ use sperli_wire::payload::Payload;
 use sperli_wire::refused_hosts::{RefusedHosts, ENV_VAR};
 
 use crate::comm::Comm;
-use crate::link::{CkptFrame, Link};
+use crate::peers::{CkptFrame, Peers};
 
-impl Link for Endpoint {
+impl Peers for Endpoint {
     fn rank(&self) -> u32 {
         Endpoint::rank(self)
     }
@@ -100,12 +100,11 @@ impl Comm<Endpoint> {
     /// Like [`Comm::from_stdin`], and also returns the job description
     /// (protocol §4.2) for what a rank needs after set-up: the job id, the
     /// incarnation, the job public key and, on rank 0 only, the job secret
-    /// key that signs COMMIT files (protocol text "Transport und
-    /// Sicherheit"; sperli-ckpt uses it). The rank's private TLS key and
-    /// join token are no longer needed once the mesh is up: they are
-    /// overwritten with zeros and emptied in the returned copy. The caller
-    /// must keep `job_secret_key` out of logs and files and drop it when
-    /// done.
+    /// key that signs COMMIT files (protocol §2.4, §4.1; sperli-ckpt uses
+    /// it). The rank's private TLS key and join token are no longer needed
+    /// once the mesh is up: they are overwritten with zeros and emptied in
+    /// the returned copy. The caller must keep `job_secret_key` out of logs
+    /// and files and drop it when done.
     pub fn from_stdin_with_description() -> Result<(Self, JobDescription), Error> {
         // Started by hand (a terminal, or nothing on stdin): say in one
         // line how to start it instead of blocking or a decoding error.
