@@ -2,8 +2,6 @@
 //! and the message the launcher prints, and the launcher's exit status
 //! (docs/launcher.md, "Exit status", "Which rank failed").
 
-use nix::sys::signal::Signal;
-
 use crate::root_cause::{Cause, Verdict};
 use crate::spawn::SpawnFailure;
 
@@ -12,42 +10,6 @@ pub const EXIT_TIMEOUT: i32 = 124;
 /// Exit code of the launcher for a usage or set-up error before any rank
 /// ran, and for a rank that could not be started.
 pub const EXIT_USAGE: i32 = 2;
-
-/// How a rank ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RankExit {
-    /// Exited with this code.
-    Code(i32),
-    /// Killed by this signal.
-    Signal(i32),
-}
-
-impl RankExit {
-    /// Whether this is a clean exit.
-    pub fn success(self) -> bool {
-        self == RankExit::Code(0)
-    }
-
-    /// The launcher's exit code for it: the code, or 128 + signal.
-    pub fn exit_code(self) -> i32 {
-        match self {
-            RankExit::Code(c) => c,
-            RankExit::Signal(s) => 128 + s,
-        }
-    }
-}
-
-impl std::fmt::Display for RankExit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RankExit::Code(c) => write!(f, "exit code {c}"),
-            RankExit::Signal(s) => match Signal::try_from(*s) {
-                Ok(sig) => write!(f, "signal {s} ({})", sig.as_str()),
-                Err(_) => write!(f, "signal {s}"),
-            },
-        }
-    }
-}
 
 /// A failed job's root cause with the host it ran on.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -198,7 +198,7 @@ pub fn command_for(r: &RankLaunch, rsh: &str) -> Result<Command, CommandError> {
             remote.extend(r.env.iter().map(|(k, v)| shell_quote(&format!("{k}={v}"))));
             remote.extend(wrapped_argv(&r.argv).iter().map(|a| shell_quote(a)));
             c.arg(remote.join(" "));
-            c.env_remove(sperli_transport::failure_record::ENV_VAR);
+            c.env_remove(sperli_wire::failure_record::ENV_VAR);
             c
         }
         Via::Srun { node } => {
@@ -206,7 +206,7 @@ pub fn command_for(r: &RankLaunch, rsh: &str) -> Result<Command, CommandError> {
             c.args(crate::slurm::srun_args(node, r.rank))
                 .args(wrapped_argv(&r.argv))
                 .envs(r.env.iter().map(|(k, v)| (k, v)))
-                .env_remove(sperli_transport::failure_record::ENV_VAR);
+                .env_remove(sperli_wire::failure_record::ENV_VAR);
             c
         }
     };

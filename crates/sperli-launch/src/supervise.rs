@@ -25,15 +25,18 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use sperli_transport::failure_record::{self, FailureRecord};
+use sperli_wire::failure_record::{self, FailureRecord};
 
 use crate::os::{is_subreaper, signal_group};
-pub use crate::outcome::{Blame, Outcome, RankExit, EXIT_TIMEOUT, EXIT_USAGE};
+use crate::outcome::{Blame, Outcome};
+// `crate::supervise::EXIT_USAGE` is the path `mailbox_cli` uses.
+pub(crate) use crate::outcome::EXIT_USAGE;
 use crate::output::{open_output_file, pump, PumpEvent, PumpTarget, Sink, Stream};
 use crate::procfs::{proc_state, ProcState};
-use crate::root_cause::{root_cause, Cause, Failure, Liveness, RecordDir, Verdict};
-pub use crate::spawn::RankLaunch;
-use crate::spawn::{command_for, os_error_text, Control, SpawnFailure, Via};
+use crate::rank_exit::RankExit;
+use crate::record_dir::RecordDir;
+use crate::root_cause::{root_cause, Cause, Failure, Liveness, Verdict};
+use crate::spawn::{command_for, os_error_text, Control, RankLaunch, SpawnFailure, Via};
 use crate::watchdog::Watchdog;
 
 /// How long after its spawn a rank must have started (for a wrapped rank:
@@ -664,7 +667,7 @@ mod tests {
             &none,
         );
         assert_eq!(o, Outcome::TimedOut);
-        assert_eq!(o.exit_code(), EXIT_TIMEOUT);
+        assert_eq!(o.exit_code(), crate::outcome::EXIT_TIMEOUT);
         assert!(t.elapsed() < Duration::from_secs(10));
     }
 

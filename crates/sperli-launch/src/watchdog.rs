@@ -66,6 +66,7 @@ impl Watchdog {
     }
 
     /// The watchdog's pid (tests).
+    #[cfg(test)]
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

@@ -62,6 +62,71 @@ fn wait_joined(child: &mut std::process::Child, n: u32) {
     }
 }
 
+/// `cargo build ARGS` of another crate of the workspace, by the cargo that
+/// runs these tests, into this test binary's target directory and
+/// profile; fails the test if it fails. Returns the profile directory
+/// (`target/<profile>`, where the `sperli` binary under test is).
+fn cargo_build(args: &[&str]) -> std::path::PathBuf {
+    // This binary is target/<profile>/deps/launch-<hash>.
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>/deps")
+        .to_path_buf();
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev".to_string(),
+        Some(p) => p.to_string(),
+        None => panic!("no profile directory above {}", exe.display()),
+    };
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = profile_dir.parent().expect("the target directory");
+    let mut c = Command::new(cargo);
+    // What cargo sets for this test binary (CARGO_PKG_NAME, ...): a build
+    // script that reruns when one changes (ring's) would otherwise be
+    // rebuilt here and again by the next plain `cargo test`.
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        let set_for_this_crate = [
+            "CARGO_PKG_",
+            "CARGO_MANIFEST_",
+            "CARGO_BIN_",
+            "CARGO_CRATE_",
+        ]
+        .iter()
+        .any(|p| k.starts_with(p))
+            || ["CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "OUT_DIR"].contains(&&*k);
+        if set_for_this_crate {
+            c.env_remove(&*k);
+        }
+    }
+    let status = c
+        .arg("build")
+        .args(args)
+        .args(["--profile", &profile, "--target-dir"])
+        .arg(target)
+        .current_dir(root)
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "cargo build {args:?}: {status}");
+    profile_dir
+}
+
+/// The example rank program `sperli-example` (crates/sperli-example),
+/// next to the `sperli` binary under test. The first call builds it
+/// ([`cargo_build`]) with the crash tests' checkpoint hook (its
+/// `fault-injection` feature, read from `SPERLI_TEST_CKPT_KILL`).
+fn example() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let dir = cargo_build(&["-p", "sperli-example", "--features", "fault-injection"]);
+        let example = dir.join("sperli-example");
+        assert!(example.is_file(), "no {}", example.display());
+        example.to_string_lossy().into_owned()
+    })
+}
+
 /// `sperli ARGS` to the end, `EXAMPLE` (also inside a word) replaced by
 /// the example program.
 fn sperli(args: &[&str]) -> Output {
@@ -99,6 +164,23 @@ fn four_ranks_on_four_loopback_hosts() {
         stdout.contains("[0] allreduce of 5000 f64 over 4 ranks: correct"),
         "{stdout}"
     );
+}
+
+/// `sperli demo` runs the `sperli-example` next to it: rank 2 kills
+/// itself, the job restarts from its last COMMIT and ends well.
+#[test]
+fn the_demo_runs_the_example_next_to_sperli() {
+    let _cpu = crate::shared_cpu();
+    example();
+    let out = sperli(&["demo"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("[2] rank 2: killing myself with SIGKILL before step 35"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Done in "), "{stdout}");
 }
 
 #[test]
@@ -273,7 +355,7 @@ fn the_job_description_is_in_no_cmdline_environ_or_file() {
     std::fs::create_dir_all(scratch.join("tmp")).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_sperli"))
         .args(["run", "-n", "3", "--timeout", "60", "--"])
-        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .arg(crate::example())
         .args(["sleep", "2500"])
         .current_dir(&scratch)
         .env("TMPDIR", scratch.join("tmp"))
@@ -328,7 +410,7 @@ fn sigkill_of_a_rank_stops_the_others_and_the_launcher_restarts() {
             "90",
             "--",
         ])
-        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .arg(crate::example())
         .args(["sleep", "4000"])
         .env_remove("SPERLI_REFUSED_HOSTS")
         .stdout(std::process::Stdio::piped())
@@ -404,7 +486,7 @@ fn sigterm_to_the_launcher_ends_every_rank() {
     let _cpu = crate::shared_cpu();
     let child = Command::new(env!("CARGO_BIN_EXE_sperli"))
         .args(["run", "-n", "3", "--timeout", "60", "--"])
-        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .arg(crate::example())
         .args(["sleep", "30000"])
         .env_remove("SPERLI_REFUSED_HOSTS")
         .stdout(std::process::Stdio::null())
@@ -457,7 +539,7 @@ fn undisturbed_ckpt_run(dir: &std::path::Path) -> Option<String> {
         .args(["run", "-n", "3", "--timeout", "60", "--checkpoint-dir"])
         .arg(dir)
         .arg("--")
-        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .arg(crate::example())
         .args(CKPT_ARGS)
         .env_remove("SPERLI_REFUSED_HOSTS")
         .output()
@@ -488,7 +570,7 @@ fn killed_ckpt_run(dir: &std::path::Path) -> Option<(String, String, bool)> {
         .args(["--timeout", "90", "--checkpoint-dir"])
         .arg(dir)
         .arg("--")
-        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .arg(crate::example())
         .args(CKPT_ARGS)
         .env_remove("SPERLI_REFUSED_HOSTS")
         .stdout(std::process::Stdio::piped())

@@ -83,7 +83,7 @@ fn timeout_0_is_refused() {
 #[test]
 fn a_rank_program_run_by_hand_says_how_to_start_it() {
     let _cpu = crate::shared_cpu();
-    let example = env!("CARGO_BIN_EXE_sperli-example");
+    let example = crate::example();
     let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
     for stdin in [Stdio::null(), Stdio::from(pty.slave)] {
         let t = Instant::now();

@@ -149,7 +149,7 @@ pub struct Launched {
 /// Replaces the word `EXAMPLE` by the example program's path, and
 /// `EXAMPLE` inside a longer word (a `sh -c` script) too.
 pub fn with_example(words: &[&str]) -> Vec<String> {
-    let example = env!("CARGO_BIN_EXE_sperli-example");
+    let example = crate::example();
     words
         .iter()
         .map(|w| w.replace("EXAMPLE", example))

@@ -28,7 +28,7 @@ fn launch(
     let mut c = Command::new(env!("CARGO_BIN_EXE_sperli"));
     c.args(args)
         .arg("--")
-        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .arg(crate::example())
         .args(example)
         .env_remove("SPERLI_REFUSED_HOSTS")
         .env_remove("SPERLI_TEST_CKPT_KILL")
@@ -139,7 +139,7 @@ fn sigstop_of_a_rank_is_h1613_silence_within_the_limit() {
             "60",
             "--",
         ])
-        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .arg(crate::example())
         .args(["die-in", "barrier", "99", "1", "20000"])
         .env_remove("SPERLI_REFUSED_HOSTS")
         .stdout(Stdio::piped())
