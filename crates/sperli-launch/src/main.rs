@@ -430,7 +430,10 @@ fn run(args: RunArgs) -> ExitCode {
                 eprintln!("sperli: interrupted by signal {sig}; every rank was ended");
                 return ExitCode::from(outcome.exit_code().clamp(1, 255) as u8);
             }
-            Outcome::SpawnFailed(f) => return fail(f),
+            Outcome::SpawnFailed(f) => {
+                eprintln!("sperli: {f}");
+                return ExitCode::from(outcome.exit_code() as u8);
+            }
         }
     }
 }

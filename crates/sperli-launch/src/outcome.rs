@@ -3,13 +3,20 @@
 //! (docs/launcher.md, "Exit status", "Which rank failed").
 
 use crate::root_cause::{Cause, Verdict};
-use crate::spawn::SpawnFailure;
+use crate::spawn::{SpawnFailure, StartError};
 
 /// Exit code of the launcher when `--timeout` ends a job (as `timeout(1)`).
 pub const EXIT_TIMEOUT: i32 = 124;
 /// Exit code of the launcher for a usage or set-up error before any rank
-/// ran, and for a rank that could not be started.
+/// ran, and for a rank that could not be started for another reason than
+/// the two below.
 pub const EXIT_USAGE: i32 = 2;
+/// Exit code of the launcher when a rank's program is not found (as the
+/// shell's, `env`'s and `timeout`'s).
+pub const EXIT_NOT_FOUND: i32 = 127;
+/// Exit code of the launcher when a rank's program is found but cannot be
+/// executed (as the shell's, `env`'s and `timeout`'s).
+pub const EXIT_NOT_EXECUTABLE: i32 = 126;
 
 /// A failed job's root cause with the host it ran on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,7 +95,11 @@ impl Outcome {
             Outcome::Failed(b) => b.verdict.exit_code,
             Outcome::TimedOut => EXIT_TIMEOUT,
             Outcome::Interrupted(sig) => 128 + sig,
-            Outcome::SpawnFailed { .. } => EXIT_USAGE,
+            Outcome::SpawnFailed(f) => match f.error {
+                StartError::NotFound => EXIT_NOT_FOUND,
+                StartError::NotExecutable => EXIT_NOT_EXECUTABLE,
+                StartError::Other => EXIT_USAGE,
+            },
         }
     }
 
