@@ -20,7 +20,8 @@
 //!   others fail with H1612 naming it (the launcher prints the
 //!   originator's reason and code);
 //! - `die-in OP VICTIM LATE [LATE_MS]` (docs/reliability.md, crash tests):
-//!   after a barrier every rank calls the collective OP (`barrier`, `bcast`,
+//!   after a barrier (each rank then prints `rank R past the first
+//!   barrier`) every rank calls the collective OP (`barrier`, `bcast`,
 //!   `reduce`, `allreduce`, `gather`, `scatter`) once; rank LATE enters it
 //!   LATE_MS (default 1500) ms late (for `bcast` and `scatter` it is the root, for `reduce`
 //!   and `gather` VICTIM is), so rank VICTIM is blocked inside the call
@@ -233,6 +234,7 @@ fn die_in<L: sperli_collective::Link>(comm: &mut Comm<L>, args: &[String]) -> Re
     let rank = comm.rank();
     let size = comm.size();
     comm.barrier()?;
+    println!("rank {rank} past the first barrier");
     if rank == victim {
         let op = op.clone();
         std::thread::spawn(move || {

@@ -54,6 +54,18 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
     out
 }
 
+/// Waits until `done` holds, at most 10 s, else panics naming `what`
+/// (tests: a process's state in /proc sends no event to block on).
+#[cfg(test)]
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let t = std::time::Instant::now();
+    while !done() {
+        assert!(t.elapsed() < std::time::Duration::from_secs(10), "{what}");
+        // Not a delay: the interval at which /proc is read again.
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

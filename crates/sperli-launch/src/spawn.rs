@@ -300,7 +300,7 @@ pub(crate) mod tests {
     use super::*;
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     fn launch(via: Via, argv: &[&str]) -> RankLaunch {
         RankLaunch {
@@ -455,21 +455,14 @@ pub(crate) mod tests {
         assert_eq!(line, "ready\n");
         let pgid = child.id();
         drop(stdin);
-        let t = Instant::now();
         let status = child.wait().unwrap();
         assert!(status.code().is_none() || status.code() != Some(0));
         // Every member of the group (the two sleeps) is gone.
-        loop {
-            let alive = crate::procfs::group_members(pgid)
+        crate::procfs::wait_until("a member of the group is left", || {
+            crate::procfs::group_members(pgid)
                 .into_iter()
-                .filter(|p| crate::procfs::proc_state(*p) != crate::procfs::ProcState::Gone)
-                .count();
-            if alive == 0 {
-                break;
-            }
-            assert!(t.elapsed() < Duration::from_secs(10), "{alive} left");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+                .all(|p| crate::procfs::proc_state(p) == crate::procfs::ProcState::Gone)
+        });
     }
 
     #[test]

@@ -43,6 +43,15 @@ fn exclusive_cpu() -> std::sync::RwLockWriteGuard<'static, ()> {
 /// said `[R] rank R joined` (each has its job description and its
 /// connections), at most 60 s, else fails the test; drains the rest.
 fn wait_joined(child: &mut std::process::Child, n: u32) {
+    wait_for_lines(
+        child,
+        (0..n).map(|r| format!("[{r}] rank {r} joined")).collect(),
+    );
+}
+
+/// Reads the launcher's stdout until every line of `missing` came (in any
+/// order), at most 60 s, else fails the test; drains the rest.
+fn wait_for_lines(child: &mut std::process::Child, mut missing: Vec<String>) {
     use std::io::BufRead;
     let out = child.stdout.take().expect("the launcher's stdout is piped");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -51,13 +60,12 @@ fn wait_joined(child: &mut std::process::Child, n: u32) {
             let _ = tx.send(l);
         }
     });
-    let mut missing: Vec<String> = (0..n).map(|r| format!("[{r}] rank {r} joined")).collect();
     let deadline = Instant::now() + Duration::from_secs(60);
     while !missing.is_empty() {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
             Ok(l) => missing.retain(|m| *m != l),
-            Err(_) => panic!("the ranks did not join; missing {missing:?}"),
+            Err(_) => panic!("the ranks did not say {missing:?}"),
         }
     }
 }
@@ -323,15 +331,44 @@ fn children_of(pid: u32) -> Vec<u32> {
     out
 }
 
+/// Checks `done` until it holds (true) or `limit` passed (false). For what
+/// sends no event a test could block on: a process's state in /proc, the
+/// job steps in Slurm's view.
+fn poll_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    loop {
+        if done() {
+            return true;
+        }
+        if t.elapsed() >= limit {
+            return false;
+        }
+        // Not a delay: the interval at which the state is read again
+        // while waiting for it to change.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (at most `limit`) until none of `pids` runs (each gone or a
+/// zombie); the time it took from `since`, or `None`.
+fn wait_gone(pids: &[u32], since: Instant, limit: Duration) -> Option<Duration> {
+    let running = |p: &u32| {
+        std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| !s.contains(") Z "))
+    };
+    poll_until(limit.saturating_sub(since.elapsed()), || {
+        !pids.iter().any(running)
+    })
+    .then(|| since.elapsed())
+}
+
 /// The pids of the launcher `pid`'s `n` rank processes, once all run
 /// (waits at most 20 s, then fails the test).
 fn wait_for_ranks(pid: u32, n: usize) -> Vec<u32> {
-    let t = Instant::now();
     let mut ranks = Vec::new();
-    while t.elapsed() < Duration::from_secs(20) && ranks.len() < n {
-        std::thread::sleep(Duration::from_millis(100));
+    poll_until(Duration::from_secs(20), || {
         ranks = children_of(pid);
-    }
+        ranks.len() >= n
+    });
     assert_eq!(ranks.len(), n, "ranks not found");
     ranks
 }
@@ -427,24 +464,10 @@ fn sigkill_of_a_rank_stops_the_others_and_the_launcher_restarts() {
     // The survivors of the first incarnation must be gone within the
     // silence limit plus a margin.
     let survivors: Vec<u32> = ranks.iter().copied().filter(|p| *p != victim).collect();
-    loop {
-        let alive = survivors
-            .iter()
-            .filter(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/stat"))
-                    .map(|s| !s.contains(") Z "))
-                    .unwrap_or(false)
-            })
-            .count();
-        if alive == 0 {
-            break;
-        }
-        assert!(
-            killed_at.elapsed() < Duration::from_millis(2000 + 3000),
-            "survivors still running"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        wait_gone(&survivors, killed_at, Duration::from_millis(2000 + 3000)).is_some(),
+        "survivors still running"
+    );
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("restarting the job as incarnation 2"), "{err}");
