@@ -175,7 +175,8 @@ fn four_ranks_on_four_loopback_hosts() {
 }
 
 /// `sperli demo` runs the `sperli-example` next to it: rank 2 kills
-/// itself, the job restarts from its last COMMIT and ends well.
+/// itself, the job restarts from its last COMMIT and ends well; and
+/// `sperli example MODE` runs that program too.
 #[test]
 fn the_demo_runs_the_example_next_to_sperli() {
     let _cpu = crate::shared_cpu();
@@ -189,6 +190,21 @@ fn the_demo_runs_the_example_next_to_sperli() {
         "{stdout}"
     );
     assert!(stdout.contains("Done in "), "{stdout}");
+    // `sperli example MODE` runs the same program.
+    let out = sperli(&[
+        "run",
+        "-n",
+        "2",
+        "--timeout",
+        "60",
+        "--",
+        env!("CARGO_BIN_EXE_sperli"),
+        "example",
+        "hello",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("[1] hello from rank 1 of 2"), "{stdout}");
 }
 
 #[test]
