@@ -21,7 +21,7 @@ pub const EXIT_NOT_EXECUTABLE: i32 = 126;
 /// A failed job's root cause with the host it ran on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Blame {
-    /// The verdict ([`crate::root_cause::root_cause`]).
+    /// The verdict (docs/launcher.md, "Which rank failed").
     pub verdict: Verdict,
     /// The root-cause rank's host.
     pub host: String,
@@ -77,7 +77,8 @@ impl std::fmt::Display for Blame {
 pub enum Outcome {
     /// Every rank exited 0.
     Success,
-    /// A rank failed; the root cause ([`crate::root_cause::root_cause`]).
+    /// A rank failed; the root cause (docs/launcher.md, "Which rank
+    /// failed").
     Failed(Blame),
     /// `--timeout` passed.
     TimedOut,

@@ -41,8 +41,9 @@ pub enum Via {
 }
 
 impl Via {
-    /// Whether the rank runs under [`RANK_WRAPPER`] (it reports its start,
-    /// its failure record and a start failure on stderr).
+    /// Whether the rank runs under the launcher's rank wrapper (a `sh -c`
+    /// script that reports the rank's start, its failure record and a
+    /// start failure on stderr).
     pub fn wrapped(&self) -> bool {
         !matches!(self, Via::Direct)
     }
