@@ -128,15 +128,6 @@ fn parse_entry(entry: &str) -> Result<HostSpec, HostListError> {
 }
 
 /// Parses `h1[:port],h2,...`, refusing hosts as `policy` says.
-///
-/// ```
-/// use sperli_launch::hosts::parse_host_list;
-/// use sperli_wire::refused_hosts::RefusedHosts;
-/// let p = RefusedHosts::builtin();
-/// let hosts = parse_host_list("127.0.0.1:7000, Node-B.example.", &p).unwrap();
-/// assert_eq!(hosts[1].host, "node-b.example");
-/// assert!(parse_host_list("x.HOST-A.invalid", &p).is_err());
-/// ```
 pub fn parse_host_list(list: &str, policy: &RefusedHosts) -> Result<Vec<HostSpec>, HostListError> {
     check_all(
         list.split(',')
@@ -149,13 +140,6 @@ pub fn parse_host_list(list: &str, policy: &RefusedHosts) -> Result<Vec<HostSpec
 }
 
 /// Parses a hostfile: one `host[:port] [slots=N]` per line, `#` comments.
-///
-/// ```
-/// use sperli_launch::hosts::parse_hostfile;
-/// use sperli_wire::refused_hosts::RefusedHosts;
-/// let h = parse_hostfile("node1 slots=4\nnode2\n", &RefusedHosts::builtin()).unwrap();
-/// assert_eq!((h[0].slots, h[1].slots), (4, 1));
-/// ```
 pub fn parse_hostfile(text: &str, policy: &RefusedHosts) -> Result<Vec<HostSpec>, HostListError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -190,7 +174,7 @@ pub fn parse_hostfile(text: &str, policy: &RefusedHosts) -> Result<Vec<HostSpec>
 /// Returns them one per line, as [`RefusedHosts::new`] takes them.
 ///
 /// ```
-/// use sperli_launch::hosts::parse_deny_file;
+/// use sperli_launch::parse_deny_file;
 /// let names = parse_deny_file("a.example b.example,127.0.0.3\n# note\n").unwrap();
 /// assert_eq!(names, "a.example\nb.example\n127.0.0.3\n");
 /// assert!(parse_deny_file("ok.example *.bad\n").is_err());
@@ -252,7 +236,7 @@ impl std::str::FromStr for MapBy {
 /// The host index of each of `n` ranks (see the module docs).
 ///
 /// ```
-/// use sperli_launch::hosts::{place, HostSpec, MapBy};
+/// use sperli_launch::{place, HostSpec, MapBy};
 /// let mut hosts = vec![HostSpec::named("a"), HostSpec::named("b")];
 /// assert_eq!(place(5, &hosts, MapBy::Slot), vec![0, 1, 0, 1, 0]);
 /// hosts[0].slots = 2;
@@ -295,6 +279,20 @@ pub fn place(n: u32, hosts: &[HostSpec], map_by: MapBy) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_host_list_is_normalized_and_checked() {
+        let p = RefusedHosts::builtin();
+        let hosts = parse_host_list("127.0.0.1:7000, Node-B.example.", &p).unwrap();
+        assert_eq!(hosts[1].host, "node-b.example");
+        assert!(parse_host_list("x.HOST-A.invalid", &p).is_err());
+    }
+
+    #[test]
+    fn a_hostfile_gives_slots() {
+        let h = parse_hostfile("node1 slots=4\nnode2\n", &RefusedHosts::builtin()).unwrap();
+        assert_eq!((h[0].slots, h[1].slots), (4, 1));
+    }
     use sperli_wire::HCode;
 
     #[test]

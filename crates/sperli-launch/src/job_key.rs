@@ -487,7 +487,7 @@ pub struct JobIdentity {
 
 impl JobIdentity {
     /// A run with `--job-key FILE` (or without: `None`). The file's lock
-    /// is taken first ([`lock`]: a second run with the same file is
+    /// is taken first (an exclusive `flock`: a second run with the same file is
     /// refused with [`KeyFileError::InUse`]), then the file is read and
     /// checked; it is created by [`JobIdentity::plan`].
     pub fn open(file: Option<&Path>) -> Result<Self, KeyFileError> {

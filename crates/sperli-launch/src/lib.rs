@@ -5,21 +5,42 @@
 //! job steps), streaming their output with a `[rank]` prefix, the root
 //! cause of a failure, exit status, restarts, and no process of a job
 //! left behind.
+//!
+//! The library is the `sperli` binary's: it exports what `src/main.rs`
+//! calls and the types those calls take and return, nothing else. The
+//! tests under `tests/` run the binary and use none of it. The launcher's
+//! own code uses no rank-side crate (only `sperli-mailbox`, for
+//! `--mailbox` and `sperli submit`, brings the transport in): it reads the
+//! ranks' failure records with [`sperli_wire::failure_record`] and runs
+//! its example rank program (`sperli-example`, crates/sperli-example) as
+//! a process.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod ckpt_tree;
-pub mod example;
-pub mod hosts;
-pub mod job_key;
-pub mod launch_hosts;
+mod ckpt_tree;
+mod hosts;
+mod job_key;
+mod launch_hosts;
 pub mod mailbox_cli;
-pub mod os;
-pub mod outcome;
-pub mod output;
-pub mod procfs;
-pub mod root_cause;
-pub mod slurm;
-pub mod spawn;
-pub mod supervise;
-pub mod watchdog;
+mod os;
+mod outcome;
+mod output;
+mod procfs;
+mod rank_exit;
+mod record_dir;
+mod root_cause;
+mod slurm;
+mod spawn;
+mod supervise;
+mod watchdog;
+
+pub use ckpt_tree::{at_end, CheckpointTree};
+pub use hosts::{parse_deny_file, place, DenyFileError, HostSpec, MapBy};
+pub use job_key::{JobIdentity, KeyFileError};
+pub use launch_hosts::{hosts_of, HostChoice, Hosts};
+pub use os::become_subreaper;
+pub use outcome::{Blame, Outcome, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_TIMEOUT, EXIT_USAGE};
+pub use rank_exit::RankExit;
+pub use root_cause::{Cause, Verdict};
+pub use spawn::{RankLaunch, SpawnFailure, StartError, Via, DEFAULT_RSH};
+pub use supervise::{is_local, run_job, Options, SETUP_MARGIN};

@@ -29,12 +29,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use sperli_launch::ckpt_tree::{at_end, CheckpointTree};
-use sperli_launch::hosts::{parse_deny_file, place, HostSpec, MapBy};
-use sperli_launch::job_key::JobIdentity;
-use sperli_launch::launch_hosts::{hosts_of, HostChoice, Hosts};
-use sperli_launch::spawn::{RankLaunch, Via, DEFAULT_RSH};
-use sperli_launch::supervise::{run_job, Options, Outcome, EXIT_USAGE, SETUP_MARGIN};
+use sperli_launch::{
+    at_end, hosts_of, is_local, parse_deny_file, place, run_job, CheckpointTree, HostChoice,
+    HostSpec, Hosts, JobIdentity, MapBy, Options, Outcome, RankLaunch, Via, DEFAULT_RSH,
+    EXIT_USAGE, SETUP_MARGIN,
+};
 use sperli_wire::env;
 use sperli_wire::job_description::HostEntry;
 use sperli_wire::refused_hosts::{RefusedHosts, ENV_VAR};
@@ -59,11 +58,12 @@ enum Cmd {
     Run(RunArgs),
     /// Run a 4-rank example job on this machine and explain what happened.
     Demo,
-    /// Run an example rank program (hello | allreduce [N] | exit CODE RANK);
-    /// `sperli demo` starts ranks this way.
+    /// Run the example rank program `sperli-example` found next to this
+    /// binary (hello | allreduce [N] | exit CODE RANK | ...).
     #[command(hide = true)]
     Example {
         /// The mode and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
     /// Send one request to the mailbox of a job started with `run --mailbox NAME`.
@@ -202,7 +202,7 @@ fn assign(
                     *k = k.checked_add(1).ok_or("port range exhausted")?;
                     port
                 }
-                None if sperli_launch::supervise::is_local(&spec.host) => {
+                None if is_local(&spec.host) => {
                     sperli_tls::job_plan::free_port(&spec.host).map_err(|e| e.to_string())?
                 }
                 None => {
@@ -395,7 +395,7 @@ fn run(args: RunArgs) -> ExitCode {
                     if policy.check(&spare.host).is_ok() {
                         let port = match spare.port {
                             Some(p) => p,
-                            None if sperli_launch::supervise::is_local(&spare.host) => {
+                            None if is_local(&spare.host) => {
                                 match sperli_tls::job_plan::free_port(&spare.host) {
                                     Ok(p) => p,
                                     Err(e) => return fail(format!("no free port: {e}")),
@@ -430,7 +430,10 @@ fn run(args: RunArgs) -> ExitCode {
                 eprintln!("sperli: interrupted by signal {sig}; every rank was ended");
                 return ExitCode::from(outcome.exit_code().clamp(1, 255) as u8);
             }
-            Outcome::SpawnFailed(f) => return fail(f),
+            Outcome::SpawnFailed(f) => {
+                eprintln!("sperli: {f}");
+                return ExitCode::from(outcome.exit_code() as u8);
+            }
         }
     }
 }
@@ -443,8 +446,9 @@ fn run(args: RunArgs) -> ExitCode {
 /// launcher restarts the job, which resumes from its last COMMIT and ends
 /// with the result of an undisturbed run.
 fn demo() -> ExitCode {
-    let Ok(me) = std::env::current_exe() else {
-        return fail("cannot find the sperli binary itself");
+    let example = match example_program() {
+        Ok(p) => p,
+        Err(e) => return fail(e),
     };
     let scratch = std::env::temp_dir().join(format!("sperli-demo-{}", std::process::id()));
     println!("SPERLI demo: starting 4 ranks on this machine (127.0.0.1, 127.0.0.2, 127.0.0.3, localhost).");
@@ -481,8 +485,7 @@ fn demo() -> ExitCode {
         no_slurm: true,
         mailbox: Default::default(),
         program: vec![
-            me.to_string_lossy().into_owned(),
-            "example".into(),
+            example.to_string_lossy().into_owned(),
             "ckpt".into(),
             "60".into(),
             "10".into(),
@@ -505,15 +508,47 @@ fn demo() -> ExitCode {
     code
 }
 
+/// The example rank program's file name (crates/sperli-example).
+const EXAMPLE_PROGRAM: &str = "sperli-example";
+
+/// `sperli-example` in the directory of this `sperli` binary (where
+/// `cargo build` and `cargo install` put both).
+fn example_program() -> Result<PathBuf, String> {
+    let me = std::env::current_exe()
+        .map_err(|e| format!("cannot find the sperli binary itself: {e}"))?;
+    let example = me.with_file_name(EXAMPLE_PROGRAM);
+    if example.is_file() {
+        Ok(example)
+    } else {
+        Err(format!(
+            "{EXAMPLE_PROGRAM} is not next to sperli (no {}): build it with `cargo build -p sperli-example`",
+            example.display()
+        ))
+    }
+}
+
+/// `sperli example MODE...`: runs `sperli-example MODE...` in this
+/// process's place.
+fn example(args: &[String]) -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    match example_program() {
+        Ok(p) => {
+            let e = std::process::Command::new(&p).args(args).exec();
+            fail(format!("cannot run {}: {e}", p.display()))
+        }
+        Err(e) => fail(e),
+    }
+}
+
 fn main() -> ExitCode {
     // Orphans of the ranks (a rank's children whose parent exited) become
     // the launcher's children: it waits for them, so no process of a job
     // outlives it unnoticed.
-    sperli_launch::os::become_subreaper();
+    sperli_launch::become_subreaper();
     match Cli::parse_from(mpirun_habits(std::env::args_os())).command {
         Cmd::Run(args) => run(args),
         Cmd::Demo => demo(),
-        Cmd::Example { args } => sperli_launch::example::run(&args),
+        Cmd::Example { args } => example(&args),
         Cmd::Submit(args) => sperli_launch::mailbox_cli::submit(&args),
     }
 }

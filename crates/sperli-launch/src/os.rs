@@ -74,11 +74,9 @@ mod tests {
         let mut child = c.spawn().unwrap();
         let pid = child.id();
         assert!(signal_group(pid, Signal::SIGSTOP));
-        let t = std::time::Instant::now();
-        while proc_state(pid) != ProcState::Stopped {
-            assert!(t.elapsed() < std::time::Duration::from_secs(10));
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        crate::procfs::wait_until("the group is not stopped", || {
+            proc_state(pid) == ProcState::Stopped
+        });
         assert_eq!(group_members(pid), vec![pid]);
         assert!(signal_group(pid, Signal::SIGKILL));
         let _ = child.wait();

@@ -2,57 +2,26 @@
 //! and the message the launcher prints, and the launcher's exit status
 //! (docs/launcher.md, "Exit status", "Which rank failed").
 
-use nix::sys::signal::Signal;
-
 use crate::root_cause::{Cause, Verdict};
-use crate::spawn::SpawnFailure;
+use crate::spawn::{SpawnFailure, StartError};
 
 /// Exit code of the launcher when `--timeout` ends a job (as `timeout(1)`).
 pub const EXIT_TIMEOUT: i32 = 124;
 /// Exit code of the launcher for a usage or set-up error before any rank
-/// ran, and for a rank that could not be started.
+/// ran, and for a rank that could not be started for another reason than
+/// the two below.
 pub const EXIT_USAGE: i32 = 2;
-
-/// How a rank ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RankExit {
-    /// Exited with this code.
-    Code(i32),
-    /// Killed by this signal.
-    Signal(i32),
-}
-
-impl RankExit {
-    /// Whether this is a clean exit.
-    pub fn success(self) -> bool {
-        self == RankExit::Code(0)
-    }
-
-    /// The launcher's exit code for it: the code, or 128 + signal.
-    pub fn exit_code(self) -> i32 {
-        match self {
-            RankExit::Code(c) => c,
-            RankExit::Signal(s) => 128 + s,
-        }
-    }
-}
-
-impl std::fmt::Display for RankExit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RankExit::Code(c) => write!(f, "exit code {c}"),
-            RankExit::Signal(s) => match Signal::try_from(*s) {
-                Ok(sig) => write!(f, "signal {s} ({})", sig.as_str()),
-                Err(_) => write!(f, "signal {s}"),
-            },
-        }
-    }
-}
+/// Exit code of the launcher when a rank's program is not found (as the
+/// shell's, `env`'s and `timeout`'s).
+pub const EXIT_NOT_FOUND: i32 = 127;
+/// Exit code of the launcher when a rank's program is found but cannot be
+/// executed (as the shell's, `env`'s and `timeout`'s).
+pub const EXIT_NOT_EXECUTABLE: i32 = 126;
 
 /// A failed job's root cause with the host it ran on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Blame {
-    /// The verdict ([`crate::root_cause::root_cause`]).
+    /// The verdict (docs/launcher.md, "Which rank failed").
     pub verdict: Verdict,
     /// The root-cause rank's host.
     pub host: String,
@@ -108,7 +77,8 @@ impl std::fmt::Display for Blame {
 pub enum Outcome {
     /// Every rank exited 0.
     Success,
-    /// A rank failed; the root cause ([`crate::root_cause::root_cause`]).
+    /// A rank failed; the root cause (docs/launcher.md, "Which rank
+    /// failed").
     Failed(Blame),
     /// `--timeout` passed.
     TimedOut,
@@ -126,7 +96,11 @@ impl Outcome {
             Outcome::Failed(b) => b.verdict.exit_code,
             Outcome::TimedOut => EXIT_TIMEOUT,
             Outcome::Interrupted(sig) => 128 + sig,
-            Outcome::SpawnFailed { .. } => EXIT_USAGE,
+            Outcome::SpawnFailed(f) => match f.error {
+                StartError::NotFound => EXIT_NOT_FOUND,
+                StartError::NotExecutable => EXIT_NOT_EXECUTABLE,
+                StartError::Other => EXIT_USAGE,
+            },
         }
     }
 

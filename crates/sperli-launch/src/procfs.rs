@@ -30,7 +30,9 @@ pub fn proc_state(pid: u32) -> ProcState {
 }
 
 /// The pids of the processes in process group `pgid` that have not
-/// exited (zombies left out).
+/// exited (zombies left out). Only the tests need it: the launcher waits
+/// for a group as a whole instead.
+#[cfg(test)]
 pub fn group_members(pgid: u32) -> Vec<u32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
@@ -50,6 +52,18 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
         }
     }
     out
+}
+
+/// Waits until `done` holds, at most 10 s, else panics naming `what`
+/// (tests: a process's state in /proc sends no event to block on).
+#[cfg(test)]
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let t = std::time::Instant::now();
+    while !done() {
+        assert!(t.elapsed() < std::time::Duration::from_secs(10), "{what}");
+        // Not a delay: the interval at which /proc is read again.
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 #[cfg(test)]

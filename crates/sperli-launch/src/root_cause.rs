@@ -16,11 +16,9 @@
 //! because it has not ended: it is stopped, hung, or never joined. That
 //! rank is the root cause even though it never exited.
 
-use std::path::{Path, PathBuf};
+use sperli_wire::failure_record::{AbortNote, FailureRecord};
 
-use sperli_transport::failure_record::{AbortNote, FailureRecord};
-
-use crate::supervise::RankExit;
+use crate::rank_exit::RankExit;
 
 /// One failed rank as the launcher saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,11 +52,6 @@ impl Failure {
             },
             None => Vec::new(),
         }
-    }
-
-    /// True when the rank does not blame another rank for its failure.
-    pub fn is_primary(&self) -> bool {
-        self.blamed().is_empty()
     }
 }
 
@@ -249,52 +242,6 @@ pub fn root_cause(failures: &[Failure], live: &dyn Fn(u32) -> Liveness) -> Optio
     })
 }
 
-/// A private directory (mode 0700) for the failure records of one run of
-/// a job, removed when dropped.
-#[derive(Debug)]
-pub struct RecordDir {
-    path: PathBuf,
-}
-
-impl RecordDir {
-    /// Creates it under the system's temporary directory; `None` when that
-    /// fails (the launcher then goes by exit statuses alone).
-    pub fn create() -> Option<Self> {
-        use std::os::unix::fs::DirBuilderExt;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let path =
-            std::env::temp_dir().join(format!("sperli-records-{}-{nanos:09}", std::process::id()));
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&path)
-            .ok()
-            .map(|()| Self { path })
-    }
-
-    /// The record file of `rank`.
-    pub fn file(&self, rank: u32) -> PathBuf {
-        self.path.join(format!("rank-{rank}"))
-    }
-
-    /// Reads the record `rank` wrote, if any.
-    pub fn read(&self, rank: u32) -> Option<FailureRecord> {
-        FailureRecord::read(&self.file(rank))
-    }
-
-    /// The directory.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for RecordDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -455,19 +402,5 @@ mod tests {
             f(4, RankExit::Code(1), Some(Some(3))),
         ];
         assert_eq!(root_cause(&v, &running).unwrap().rank, 5);
-    }
-
-    #[test]
-    fn the_directory_is_private_and_removed() {
-        use std::os::unix::fs::PermissionsExt;
-        let d = RecordDir::create().unwrap();
-        let p = d.path().to_path_buf();
-        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o700);
-        rec(1612, Some(5)).write(&d.file(2));
-        assert_eq!(d.read(2).unwrap().blame, Some(5));
-        assert_eq!(d.read(3), None);
-        drop(d);
-        assert!(!p.exists());
     }
 }

@@ -113,12 +113,6 @@ fn ranges(list: &str, budget: usize) -> Result<Vec<String>, &'static str> {
 /// Expands a Slurm host list: `n[1-3],gpu[01-02]-ib,login` gives `n1 n2
 /// n3 gpu01-ib gpu02-ib login`; several bracket groups in one name give
 /// every combination, in order.
-///
-/// ```
-/// use sperli_launch::slurm::expand_nodelist;
-/// assert_eq!(expand_nodelist("n[1-3],x").unwrap(), ["n1", "n2", "n3", "x"]);
-/// assert_eq!(expand_nodelist("r[1-2]n[08-9]").unwrap(), ["r1n08", "r1n09", "r2n08", "r2n09"]);
-/// ```
 pub fn expand_nodelist(value: &str) -> Result<Vec<String>, SlurmError> {
     let err = |why| nodelist_error(value, why);
     let mut out: Vec<String> = Vec::new();
@@ -162,10 +156,6 @@ pub fn expand_nodelist(value: &str) -> Result<Vec<String>, SlurmError> {
 
 /// Expands a count list as Slurm writes `SLURM_TASKS_PER_NODE`:
 /// `2(x3),1` gives `[2, 2, 2, 1]`.
-///
-/// ```
-/// assert_eq!(sperli_launch::slurm::expand_counts("SLURM_TASKS_PER_NODE", "2(x3),1").unwrap(), [2, 2, 2, 1]);
-/// ```
 pub fn expand_counts(var: &'static str, value: &str) -> Result<Vec<u32>, SlurmError> {
     let err = || SlurmError::Counts {
         var,
@@ -297,6 +287,22 @@ pub fn srun_args(node: &str, rank: u32) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_documented_expansions() {
+        assert_eq!(
+            expand_nodelist("n[1-3],x").unwrap(),
+            ["n1", "n2", "n3", "x"]
+        );
+        assert_eq!(
+            expand_nodelist("r[1-2]n[08-9]").unwrap(),
+            ["r1n08", "r1n09", "r2n08", "r2n09"]
+        );
+        assert_eq!(
+            expand_counts("SLURM_TASKS_PER_NODE", "2(x3),1").unwrap(),
+            [2, 2, 2, 1]
+        );
+    }
 
     #[test]
     fn node_lists() {

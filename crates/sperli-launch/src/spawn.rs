@@ -41,8 +41,9 @@ pub enum Via {
 }
 
 impl Via {
-    /// Whether the rank runs under [`RANK_WRAPPER`] (it reports its start,
-    /// its failure record and a start failure on stderr).
+    /// Whether the rank runs under the launcher's rank wrapper (a `sh -c`
+    /// script that reports the rank's start, its failure record and a
+    /// start failure on stderr).
     pub fn wrapped(&self) -> bool {
         !matches!(self, Via::Direct)
     }
@@ -83,8 +84,9 @@ pub const CONTROL_PREFIX: &str = "\u{1e}sperli:";
 pub enum Control {
     /// The wrapper runs on the rank's host.
     Started,
-    /// The program cannot be started; the text names it and why.
-    CannotStart(String),
+    /// The program cannot be started: why, as a shell tells it apart, and
+    /// the text that names it and why.
+    CannotStart(StartError, String),
     /// The program's failure record (one line).
     Record(String),
 }
@@ -97,7 +99,11 @@ impl Control {
             return Some(Control::Started);
         }
         if let Some(m) = rest.strip_prefix("cannot-start ") {
-            return Some(Control::CannotStart(m.to_owned()));
+            let (status, what) = m.split_once(' ')?;
+            return Some(Control::CannotStart(
+                StartError::of_shell_status(status),
+                what.to_owned(),
+            ));
         }
         rest.strip_prefix("record ")
             .map(|r| Control::Record(r.to_owned()))
@@ -108,11 +114,11 @@ impl Control {
 /// `sh -c RANK_WRAPPER sperli-rank PROGRAM ARGS...`.
 pub const RANK_WRAPPER: &str = r#"printf '\036sperli:started\n' >&2
 case $1 in
-*/*) if [ ! -e "$1" ]; then e='no such file or directory'; elif [ -d "$1" ] || [ ! -x "$1" ]; then e='permission denied'; else e=; fi ;;
-*) if command -v "$1" >/dev/null 2>&1; then e=; else e='command not found'; fi ;;
+*/*) if [ ! -e "$1" ]; then e='no such file or directory'; s=127; elif [ -d "$1" ] || [ ! -x "$1" ]; then e='permission denied'; s=126; else e=; fi ;;
+*) if command -v "$1" >/dev/null 2>&1; then e=; else e='command not found'; s=127; fi ;;
 esac
-if [ -n "$e" ]; then printf '\036sperli:cannot-start %s: %s\n' "$1" "$e" >&2; exit 127; fi
-IFS= read -r d || { printf '\036sperli:cannot-start %s: no job description on stdin\n' "$1" >&2; exit 127; }
+if [ -n "$e" ]; then printf '\036sperli:cannot-start %s %s: %s\n' "$s" "$1" "$e" >&2; exit $s; fi
+IFS= read -r d || { printf '\036sperli:cannot-start - %s: no job description on stdin\n' "$1" >&2; exit 127; }
 f=$(mktemp "${TMPDIR:-/tmp}/sperli-record.XXXXXXXX" 2>/dev/null) || f=
 if [ -n "$f" ]; then SPERLI_ERROR_FILE=$f; export SPERLI_ERROR_FILE; else unset SPERLI_ERROR_FILE; fi
 exec 3<&0
@@ -198,7 +204,7 @@ pub fn command_for(r: &RankLaunch, rsh: &str) -> Result<Command, CommandError> {
             remote.extend(r.env.iter().map(|(k, v)| shell_quote(&format!("{k}={v}"))));
             remote.extend(wrapped_argv(&r.argv).iter().map(|a| shell_quote(a)));
             c.arg(remote.join(" "));
-            c.env_remove(sperli_transport::failure_record::ENV_VAR);
+            c.env_remove(sperli_wire::failure_record::ENV_VAR);
             c
         }
         Via::Srun { node } => {
@@ -206,7 +212,7 @@ pub fn command_for(r: &RankLaunch, rsh: &str) -> Result<Command, CommandError> {
             c.args(crate::slurm::srun_args(node, r.rank))
                 .args(wrapped_argv(&r.argv))
                 .envs(r.env.iter().map(|(k, v)| (k, v)))
-                .env_remove(sperli_transport::failure_record::ENV_VAR);
+                .env_remove(sperli_wire::failure_record::ENV_VAR);
             c
         }
     };
@@ -228,6 +234,45 @@ pub fn os_error_text(e: &std::io::Error) -> String {
     }
 }
 
+/// Why a rank's program did not start, as the shell, `env` and `timeout`
+/// tell it apart: the launcher exits with their status (docs/launcher.md,
+/// "Exit status").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartError {
+    /// There is no such program (exit status 127).
+    NotFound,
+    /// The program exists but cannot be executed: no execute permission,
+    /// a directory, not an executable format (exit status 126).
+    NotExecutable,
+    /// Anything else: no job description reached it, an output file could
+    /// not be made, the system refused a process (exit status 2).
+    Other,
+}
+
+impl StartError {
+    /// The kind of a failed spawn's OS error.
+    pub fn of_os_error(e: &std::io::Error) -> Self {
+        use nix::errno::Errno;
+        match e.raw_os_error().map(Errno::from_raw) {
+            Some(Errno::ENOENT) => StartError::NotFound,
+            Some(
+                Errno::EACCES | Errno::EPERM | Errno::ENOEXEC | Errno::EISDIR | Errno::ETXTBSY,
+            ) => StartError::NotExecutable,
+            _ => StartError::Other,
+        }
+    }
+
+    /// The kind the rank wrapper's status names (`127`, `126`, else
+    /// other).
+    fn of_shell_status(status: &str) -> Self {
+        match status {
+            "127" => StartError::NotFound,
+            "126" => StartError::NotExecutable,
+            _ => StartError::Other,
+        }
+    }
+}
+
 /// A rank that could not be started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpawnFailure {
@@ -235,6 +280,8 @@ pub struct SpawnFailure {
     pub rank: u32,
     /// Its host.
     pub host: String,
+    /// Why, as a shell tells it apart.
+    pub error: StartError,
     /// What failed and why: `PROGRAM: OS error`.
     pub what: String,
 }
@@ -254,7 +301,7 @@ pub(crate) mod tests {
     use super::*;
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     fn launch(via: Via, argv: &[&str]) -> RankLaunch {
         RankLaunch {
@@ -313,8 +360,18 @@ pub(crate) mod tests {
             Some(Control::Record("H1613 blame=1".into()))
         );
         assert_eq!(
-            Control::parse("\u{1e}sperli:cannot-start x: permission denied"),
-            Some(Control::CannotStart("x: permission denied".into()))
+            Control::parse("\u{1e}sperli:cannot-start 126 x: permission denied"),
+            Some(Control::CannotStart(
+                StartError::NotExecutable,
+                "x: permission denied".into()
+            ))
+        );
+        assert_eq!(
+            Control::parse("\u{1e}sperli:cannot-start - x: no job description on stdin"),
+            Some(Control::CannotStart(
+                StartError::Other,
+                "x: no job description on stdin".into()
+            ))
         );
         assert_eq!(Control::parse("sperli:started"), None);
         assert_eq!(Control::parse("\u{1e}sperli:other"), None);
@@ -399,31 +456,24 @@ pub(crate) mod tests {
         assert_eq!(line, "ready\n");
         let pgid = child.id();
         drop(stdin);
-        let t = Instant::now();
         let status = child.wait().unwrap();
         assert!(status.code().is_none() || status.code() != Some(0));
         // Every member of the group (the two sleeps) is gone.
-        loop {
-            let alive = crate::procfs::group_members(pgid)
+        crate::procfs::wait_until("a member of the group is left", || {
+            crate::procfs::group_members(pgid)
                 .into_iter()
-                .filter(|p| crate::procfs::proc_state(*p) != crate::procfs::ProcState::Gone)
-                .count();
-            if alive == 0 {
-                break;
-            }
-            assert!(t.elapsed() < Duration::from_secs(10), "{alive} left");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+                .all(|p| crate::procfs::proc_state(p) == crate::procfs::ProcState::Gone)
+        });
     }
 
     #[test]
     fn the_wrapper_says_when_the_program_cannot_start() {
         let plain = not_executable("wrapper");
         let plain = plain.to_str().unwrap();
-        for (prog, why) in [
-            ("/nonexistent/prog", "no such file or directory"),
-            (plain, "permission denied"),
-            ("no-such-command-sperli", "command not found"),
+        for (prog, why, status) in [
+            ("/nonexistent/prog", "no such file or directory", 127),
+            (plain, "permission denied", 126),
+            ("no-such-command-sperli", "command not found", 127),
         ] {
             let mut c = Command::new("sh");
             c.args(["-c", RANK_WRAPPER, "sperli-rank", prog])
@@ -431,10 +481,10 @@ pub(crate) mod tests {
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped());
             let out = c.output().unwrap();
-            assert_eq!(out.status.code(), Some(127));
+            assert_eq!(out.status.code(), Some(status));
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(
-                err.contains(&format!("\u{1e}sperli:cannot-start {prog}: {why}")),
+                err.contains(&format!("\u{1e}sperli:cannot-start {status} {prog}: {why}")),
                 "{err}"
             );
         }

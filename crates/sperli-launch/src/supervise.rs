@@ -25,15 +25,20 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use sperli_transport::failure_record::{self, FailureRecord};
+use sperli_wire::failure_record::{self, FailureRecord};
 
 use crate::os::{is_subreaper, signal_group};
-pub use crate::outcome::{Blame, Outcome, RankExit, EXIT_TIMEOUT, EXIT_USAGE};
+use crate::outcome::{Blame, Outcome};
+// `crate::supervise::EXIT_USAGE` is the path `mailbox_cli` uses.
+pub(crate) use crate::outcome::EXIT_USAGE;
 use crate::output::{open_output_file, pump, PumpEvent, PumpTarget, Sink, Stream};
 use crate::procfs::{proc_state, ProcState};
-use crate::root_cause::{root_cause, Cause, Failure, Liveness, RecordDir, Verdict};
-pub use crate::spawn::RankLaunch;
-use crate::spawn::{command_for, os_error_text, Control, SpawnFailure, Via};
+use crate::rank_exit::RankExit;
+use crate::record_dir::RecordDir;
+use crate::root_cause::{root_cause, Cause, Failure, Liveness, Verdict};
+use crate::spawn::{
+    command_for, os_error_text, Control, RankLaunch, SpawnFailure, StartError, Via,
+};
 use crate::watchdog::Watchdog;
 
 /// How long after its spawn a rank must have started (for a wrapped rank:
@@ -181,13 +186,14 @@ fn spawn_rank(
     opts: &Options,
     records: Option<&RecordDir>,
 ) -> Result<Spawned, SpawnFailure> {
-    let fail = |what: String| SpawnFailure {
+    let fail = |error: StartError, what: String| SpawnFailure {
         rank: r.rank,
         host: r.host.clone(),
+        error,
         what,
     };
-    let mut cmd = command_for(&r, &opts.rsh).map_err(|e| fail(e.to_string()))?;
-    let files = output_files(opts, r.rank).map_err(fail)?;
+    let mut cmd = command_for(&r, &opts.rsh).map_err(|e| fail(StartError::Other, e.to_string()))?;
+    let files = output_files(opts, r.rank).map_err(|e| fail(StartError::Other, e))?;
     if let (Some(d), Via::Direct) = (records, &r.via) {
         cmd.env(failure_record::ENV_VAR, d.file(r.rank));
     }
@@ -196,7 +202,10 @@ fn spawn_rank(
         .stderr(Stdio::piped());
     let child = cmd.spawn().map_err(|e| {
         let what = cmd.get_program().to_string_lossy().into_owned();
-        fail(format!("{what}: {}", os_error_text(&e)))
+        fail(
+            StartError::of_os_error(&e),
+            format!("{what}: {}", os_error_text(&e)),
+        )
     })?;
     Ok(Spawned {
         launch: r,
@@ -315,12 +324,13 @@ impl Job<'_> {
             Event::Pump(i, PumpEvent::Control(c)) => match c {
                 Control::Started => self.slots[i].started = true,
                 Control::Record(line) => self.slots[i].record = FailureRecord::parse(&line),
-                Control::CannotStart(what) => {
+                Control::CannotStart(error, what) => {
                     if self.outcome.is_none() {
                         let s = &self.slots[i];
                         self.outcome = Some(Outcome::SpawnFailed(SpawnFailure {
                             rank: s.rank,
                             host: s.host.clone(),
+                            error,
                             what,
                         }));
                         self.end_now = true;
@@ -664,7 +674,7 @@ mod tests {
             &none,
         );
         assert_eq!(o, Outcome::TimedOut);
-        assert_eq!(o.exit_code(), EXIT_TIMEOUT);
+        assert_eq!(o.exit_code(), crate::outcome::EXIT_TIMEOUT);
         assert!(t.elapsed() < Duration::from_secs(10));
     }
 
@@ -674,16 +684,25 @@ mod tests {
         let plain = crate::spawn::tests::not_executable("supervise");
         let mut r = sh(0, "");
         r.argv = vec![plain.to_string_lossy().into_owned()];
-        match run_job(vec![sh(1, "sleep 30"), r], &quick(), &none) {
-            Outcome::SpawnFailed(f) => assert_eq!(
-                f.to_string(),
-                format!(
-                    "cannot start rank 0 on 127.0.0.1: {}: permission denied",
-                    plain.display()
-                )
-            ),
+        let o = run_job(vec![sh(1, "sleep 30"), r], &quick(), &none);
+        match &o {
+            Outcome::SpawnFailed(f) => {
+                assert_eq!(
+                    f.to_string(),
+                    format!(
+                        "cannot start rank 0 on 127.0.0.1: {}: permission denied",
+                        plain.display()
+                    )
+                );
+                assert_eq!(f.error, StartError::NotExecutable);
+            }
             other => panic!("{other:?}"),
         }
+        assert_eq!(o.exit_code(), crate::outcome::EXIT_NOT_EXECUTABLE);
+        let mut r = sh(0, "");
+        r.argv = vec!["/nonexistent/sperli-supervise".into()];
+        let o = run_job(vec![r], &quick(), &none);
+        assert_eq!(o.exit_code(), crate::outcome::EXIT_NOT_FOUND, "{o:?}");
     }
 
     #[test]

@@ -66,6 +66,7 @@ impl Watchdog {
     }
 
     /// The watchdog's pid (tests).
+    #[cfg(test)]
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -82,14 +83,11 @@ impl Watchdog {
 mod tests {
     use super::*;
     use crate::procfs::{proc_state, ProcState};
-    use std::time::{Duration, Instant};
 
     fn wait_gone(pid: u32) {
-        let t = Instant::now();
-        while proc_state(pid) != ProcState::Gone {
-            assert!(t.elapsed() < Duration::from_secs(10), "{pid} still there");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        crate::procfs::wait_until(&format!("{pid} still there"), || {
+            proc_state(pid) == ProcState::Gone
+        });
     }
 
     fn group() -> Child {

@@ -43,6 +43,15 @@ fn exclusive_cpu() -> std::sync::RwLockWriteGuard<'static, ()> {
 /// said `[R] rank R joined` (each has its job description and its
 /// connections), at most 60 s, else fails the test; drains the rest.
 fn wait_joined(child: &mut std::process::Child, n: u32) {
+    wait_for_lines(
+        child,
+        (0..n).map(|r| format!("[{r}] rank {r} joined")).collect(),
+    );
+}
+
+/// Reads the launcher's stdout until every line of `missing` came (in any
+/// order), at most 60 s, else fails the test; drains the rest.
+fn wait_for_lines(child: &mut std::process::Child, mut missing: Vec<String>) {
     use std::io::BufRead;
     let out = child.stdout.take().expect("the launcher's stdout is piped");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -51,15 +60,79 @@ fn wait_joined(child: &mut std::process::Child, n: u32) {
             let _ = tx.send(l);
         }
     });
-    let mut missing: Vec<String> = (0..n).map(|r| format!("[{r}] rank {r} joined")).collect();
     let deadline = Instant::now() + Duration::from_secs(60);
     while !missing.is_empty() {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
             Ok(l) => missing.retain(|m| *m != l),
-            Err(_) => panic!("the ranks did not join; missing {missing:?}"),
+            Err(_) => panic!("the ranks did not say {missing:?}"),
         }
     }
+}
+
+/// `cargo build ARGS` of another crate of the workspace, by the cargo that
+/// runs these tests, into this test binary's target directory and
+/// profile; fails the test if it fails. Returns the profile directory
+/// (`target/<profile>`, where the `sperli` binary under test is).
+fn cargo_build(args: &[&str]) -> std::path::PathBuf {
+    // This binary is target/<profile>/deps/launch-<hash>.
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>/deps")
+        .to_path_buf();
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev".to_string(),
+        Some(p) => p.to_string(),
+        None => panic!("no profile directory above {}", exe.display()),
+    };
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = profile_dir.parent().expect("the target directory");
+    let mut c = Command::new(cargo);
+    // What cargo sets for this test binary (CARGO_PKG_NAME, ...): a build
+    // script that reruns when one changes (ring's) would otherwise be
+    // rebuilt here and again by the next plain `cargo test`.
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        let set_for_this_crate = [
+            "CARGO_PKG_",
+            "CARGO_MANIFEST_",
+            "CARGO_BIN_",
+            "CARGO_CRATE_",
+        ]
+        .iter()
+        .any(|p| k.starts_with(p))
+            || ["CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "OUT_DIR"].contains(&&*k);
+        if set_for_this_crate {
+            c.env_remove(&*k);
+        }
+    }
+    let status = c
+        .arg("build")
+        .args(args)
+        .args(["--profile", &profile, "--target-dir"])
+        .arg(target)
+        .current_dir(root)
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "cargo build {args:?}: {status}");
+    profile_dir
+}
+
+/// The example rank program `sperli-example` (crates/sperli-example),
+/// next to the `sperli` binary under test. The first call builds it
+/// ([`cargo_build`]) with the crash tests' checkpoint hook (its
+/// `fault-injection` feature, read from `SPERLI_TEST_CKPT_KILL`).
+fn example() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let dir = cargo_build(&["-p", "sperli-example", "--features", "fault-injection"]);
+        let example = dir.join("sperli-example");
+        assert!(example.is_file(), "no {}", example.display());
+        example.to_string_lossy().into_owned()
+    })
 }
 
 /// `sperli ARGS` to the end, `EXAMPLE` (also inside a word) replaced by
@@ -99,6 +172,39 @@ fn four_ranks_on_four_loopback_hosts() {
         stdout.contains("[0] allreduce of 5000 f64 over 4 ranks: correct"),
         "{stdout}"
     );
+}
+
+/// `sperli demo` runs the `sperli-example` next to it: rank 2 kills
+/// itself, the job restarts from its last COMMIT and ends well; and
+/// `sperli example MODE` runs that program too.
+#[test]
+fn the_demo_runs_the_example_next_to_sperli() {
+    let _cpu = crate::shared_cpu();
+    example();
+    let out = sperli(&["demo"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("[2] rank 2: killing myself with SIGKILL before step 35"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Done in "), "{stdout}");
+    // `sperli example MODE` runs the same program.
+    let out = sperli(&[
+        "run",
+        "-n",
+        "2",
+        "--timeout",
+        "60",
+        "--",
+        env!("CARGO_BIN_EXE_sperli"),
+        "example",
+        "hello",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("[1] hello from rank 1 of 2"), "{stdout}");
 }
 
 #[test]
@@ -241,15 +347,44 @@ fn children_of(pid: u32) -> Vec<u32> {
     out
 }
 
+/// Checks `done` until it holds (true) or `limit` passed (false). For what
+/// sends no event a test could block on: a process's state in /proc, the
+/// job steps in Slurm's view.
+fn poll_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    loop {
+        if done() {
+            return true;
+        }
+        if t.elapsed() >= limit {
+            return false;
+        }
+        // Not a delay: the interval at which the state is read again
+        // while waiting for it to change.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (at most `limit`) until none of `pids` runs (each gone or a
+/// zombie); the time it took from `since`, or `None`.
+fn wait_gone(pids: &[u32], since: Instant, limit: Duration) -> Option<Duration> {
+    let running = |p: &u32| {
+        std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| !s.contains(") Z "))
+    };
+    poll_until(limit.saturating_sub(since.elapsed()), || {
+        !pids.iter().any(running)
+    })
+    .then(|| since.elapsed())
+}
+
 /// The pids of the launcher `pid`'s `n` rank processes, once all run
 /// (waits at most 20 s, then fails the test).
 fn wait_for_ranks(pid: u32, n: usize) -> Vec<u32> {
-    let t = Instant::now();
     let mut ranks = Vec::new();
-    while t.elapsed() < Duration::from_secs(20) && ranks.len() < n {
-        std::thread::sleep(Duration::from_millis(100));
+    poll_until(Duration::from_secs(20), || {
         ranks = children_of(pid);
-    }
+        ranks.len() >= n
+    });
     assert_eq!(ranks.len(), n, "ranks not found");
     ranks
 }
@@ -273,7 +408,7 @@ fn the_job_description_is_in_no_cmdline_environ_or_file() {
     std::fs::create_dir_all(scratch.join("tmp")).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_sperli"))
         .args(["run", "-n", "3", "--timeout", "60", "--"])
-        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .arg(crate::example())
         .args(["sleep", "2500"])
         .current_dir(&scratch)
         .env("TMPDIR", scratch.join("tmp"))
@@ -328,7 +463,7 @@ fn sigkill_of_a_rank_stops_the_others_and_the_launcher_restarts() {
             "90",
             "--",
         ])
-        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .arg(crate::example())
         .args(["sleep", "4000"])
         .env_remove("SPERLI_REFUSED_HOSTS")
         .stdout(std::process::Stdio::piped())
@@ -345,24 +480,10 @@ fn sigkill_of_a_rank_stops_the_others_and_the_launcher_restarts() {
     // The survivors of the first incarnation must be gone within the
     // silence limit plus a margin.
     let survivors: Vec<u32> = ranks.iter().copied().filter(|p| *p != victim).collect();
-    loop {
-        let alive = survivors
-            .iter()
-            .filter(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/stat"))
-                    .map(|s| !s.contains(") Z "))
-                    .unwrap_or(false)
-            })
-            .count();
-        if alive == 0 {
-            break;
-        }
-        assert!(
-            killed_at.elapsed() < Duration::from_millis(2000 + 3000),
-            "survivors still running"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        wait_gone(&survivors, killed_at, Duration::from_millis(2000 + 3000)).is_some(),
+        "survivors still running"
+    );
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("restarting the job as incarnation 2"), "{err}");
@@ -404,7 +525,7 @@ fn sigterm_to_the_launcher_ends_every_rank() {
     let _cpu = crate::shared_cpu();
     let child = Command::new(env!("CARGO_BIN_EXE_sperli"))
         .args(["run", "-n", "3", "--timeout", "60", "--"])
-        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .arg(crate::example())
         .args(["sleep", "30000"])
         .env_remove("SPERLI_REFUSED_HOSTS")
         .stdout(std::process::Stdio::null())
@@ -457,7 +578,7 @@ fn undisturbed_ckpt_run(dir: &std::path::Path) -> Option<String> {
         .args(["run", "-n", "3", "--timeout", "60", "--checkpoint-dir"])
         .arg(dir)
         .arg("--")
-        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .arg(crate::example())
         .args(CKPT_ARGS)
         .env_remove("SPERLI_REFUSED_HOSTS")
         .output()
@@ -488,7 +609,7 @@ fn killed_ckpt_run(dir: &std::path::Path) -> Option<(String, String, bool)> {
         .args(["--timeout", "90", "--checkpoint-dir"])
         .arg(dir)
         .arg("--")
-        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .arg(crate::example())
         .args(CKPT_ARGS)
         .env_remove("SPERLI_REFUSED_HOSTS")
         .stdout(std::process::Stdio::piped())

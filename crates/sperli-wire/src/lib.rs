@@ -30,6 +30,7 @@ pub mod data;
 pub mod element;
 pub mod env;
 pub mod error;
+pub mod failure_record;
 pub mod frame;
 pub mod frame_type;
 pub mod header;

@@ -13,30 +13,15 @@ use std::sync::OnceLock;
 fn examples_dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        // This binary is target/<profile>/deps/launch-<hash>.
-        let exe = std::env::current_exe().expect("the test binary's path");
-        let profile_dir = exe
-            .parent()
-            .and_then(|d| d.parent())
-            .expect("target/<profile>/deps")
-            .to_path_buf();
-        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") => "dev".to_string(),
-            Some(p) => p.to_string(),
-            None => panic!("no profile directory above {}", exe.display()),
-        };
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let target = profile_dir.parent().expect("the target directory");
-        let status = Command::new(cargo)
-            .args(["build", "-p", "sperli-collective", "--profile", &profile])
-            .args(["--example", "jacobi", "--example", "cg", "--target-dir"])
-            .arg(target)
-            .current_dir(root)
-            .status()
-            .expect("run cargo build --example");
-        assert!(status.success(), "cargo build of the examples: {status}");
-        profile_dir.join("examples")
+        crate::cargo_build(&[
+            "-p",
+            "sperli-collective",
+            "--example",
+            "jacobi",
+            "--example",
+            "cg",
+        ])
+        .join("examples")
     })
 }
 

@@ -18,8 +18,11 @@ fn not_executable() -> std::path::PathBuf {
     p
 }
 
-/// `sperli: cannot start rank 0 on 127.0.0.1: PROGRAM: OS error`, exit 2,
-/// for a program started directly and for one behind a remote shell.
+/// `sperli: cannot start rank 0 on 127.0.0.1: PROGRAM: OS error`, for a
+/// program started directly and for one behind a remote shell; exit
+/// status 127 for a program that is not found, 126 for one that is not
+/// executable, as the shell, `env` and `timeout` (docs/launcher.md, "Exit
+/// status").
 #[test]
 fn a_start_failure_names_the_rank_host_program_and_os_error() {
     let _cpu = crate::shared_cpu();
@@ -39,25 +42,39 @@ fn a_start_failure_names_the_rank_host_program_and_os_error() {
         "--rsh",
         rsh.as_str(),
     ];
-    for (base, program, why) in [
-        (&direct[..], plain, "permission denied"),
+    for (base, program, why, status) in [
+        (&direct[..], plain, "permission denied", 126),
         (
             &direct[..],
             "/nonexistent/sperli-prog",
             "no such file or directory",
+            127,
         ),
-        (&remote[..], plain, "permission denied"),
+        (
+            &direct[..],
+            "no-such-command-sperli",
+            "no such file or directory",
+            127,
+        ),
+        (&remote[..], plain, "permission denied", 126),
         (
             &remote[..],
             "/nonexistent/sperli-prog",
             "no such file or directory",
+            127,
+        ),
+        (
+            &remote[..],
+            "no-such-command-sperli",
+            "command not found",
+            127,
         ),
     ] {
         let mut args = base.to_vec();
         args.extend(["--", program]);
         let out = sperli(&args);
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(status), "{args:?}: {err}");
         assert!(
             err.contains(&format!(
                 "sperli: cannot start rank 0 on 127.0.0.1: {program}: {why}"
@@ -83,7 +100,7 @@ fn timeout_0_is_refused() {
 #[test]
 fn a_rank_program_run_by_hand_says_how_to_start_it() {
     let _cpu = crate::shared_cpu();
-    let example = env!("CARGO_BIN_EXE_sperli-example");
+    let example = crate::example();
     let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
     for stdin in [Stdio::null(), Stdio::from(pty.slave)] {
         let t = Instant::now();

@@ -40,7 +40,7 @@ fn run_once() -> Option<(Vec<Line>, bool)> {
             "240",
             "--",
         ])
-        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .arg(crate::example())
         // Rank 1 relays PARTIAL chunks 0 -> 1 -> 2 and FINAL ones 0 -> 1 -> 2.
         .args(["pipe-kill", "1", "6"])
         .env_remove("SPERLI_REFUSED_HOSTS")

@@ -114,15 +114,14 @@ pub fn rank_process(mark: &str, rank: u32, incarnation: u32) -> Option<Proc> {
 /// time it took, or the processes still there.
 pub fn wait_none_left(mark: &str, limit: Duration) -> Result<Duration, Vec<Proc>> {
     let t = Instant::now();
-    loop {
-        let left = job(mark);
-        if left.is_empty() {
-            return Ok(t.elapsed());
-        }
-        if t.elapsed() >= limit {
-            return Err(left);
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let mut left = Vec::new();
+    if crate::poll_until(limit, || {
+        left = job(mark);
+        left.is_empty()
+    }) {
+        Ok(t.elapsed())
+    } else {
+        Err(left)
     }
 }
 
@@ -149,7 +148,7 @@ pub struct Launched {
 /// Replaces the word `EXAMPLE` by the example program's path, and
 /// `EXAMPLE` inside a longer word (a `sh -c` script) too.
 pub fn with_example(words: &[&str]) -> Vec<String> {
-    let example = env!("CARGO_BIN_EXE_sperli-example");
+    let example = crate::example();
     words
         .iter()
         .map(|w| w.replace("EXAMPLE", example))

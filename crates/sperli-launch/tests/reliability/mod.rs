@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use sperli_wire::ckpt_path::{buddy_file_name, rank_file_name};
 use sperli_wire::ids::Sha256Digest;
 
-use super::{children_of, port_race, result_line, wait_for_ranks};
+use super::{children_of, port_race, result_line, wait_for_lines, wait_for_ranks, wait_gone};
 
 /// `sperli ARGS -- sperli-example EXAMPLE...` with `env`, killed after
 /// `limit` (a watchdog over the launcher's own --timeout); None after a
@@ -28,7 +28,7 @@ fn launch(
     let mut c = Command::new(env!("CARGO_BIN_EXE_sperli"));
     c.args(args)
         .arg("--")
-        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .arg(crate::example())
         .args(example)
         .env_remove("SPERLI_REFUSED_HOSTS")
         .env_remove("SPERLI_TEST_CKPT_KILL")
@@ -128,7 +128,7 @@ fn sigkill_inside_each_collective_ends_every_rank_promptly() {
 #[test]
 fn sigstop_of_a_rank_is_h1613_silence_within_the_limit() {
     let _cpu = crate::shared_cpu();
-    let child = Command::new(env!("CARGO_BIN_EXE_sperli"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sperli"))
         .args([
             "run",
             "-n",
@@ -139,7 +139,7 @@ fn sigstop_of_a_rank_is_h1613_silence_within_the_limit() {
             "60",
             "--",
         ])
-        .arg(env!("CARGO_BIN_EXE_sperli-example"))
+        .arg(crate::example())
         .args(["die-in", "barrier", "99", "1", "20000"])
         .env_remove("SPERLI_REFUSED_HOSTS")
         .stdout(Stdio::piped())
@@ -149,7 +149,12 @@ fn sigstop_of_a_rank_is_h1613_silence_within_the_limit() {
     let ranks = wait_for_ranks(child.id(), 3);
     // Past the first barrier: rank 1 sleeps, the others wait in the
     // second barrier, heartbeats flow.
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_for_lines(
+        &mut child,
+        (0..3)
+            .map(|r| format!("[{r}] rank {r} past the first barrier"))
+            .collect(),
+    );
     let victim = ranks
         .iter()
         .copied()
@@ -160,22 +165,7 @@ fn sigstop_of_a_rank_is_h1613_silence_within_the_limit() {
         .args(["-STOP", &victim.to_string()])
         .status();
     let survivors: Vec<u32> = ranks.iter().copied().filter(|p| *p != victim).collect();
-    let mut gone_after = None;
-    while stopped_at.elapsed() < Duration::from_secs(30) {
-        let alive = survivors
-            .iter()
-            .filter(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/stat"))
-                    .map(|s| !s.contains(") Z "))
-                    .unwrap_or(false)
-            })
-            .count();
-        if alive == 0 {
-            gone_after = Some(stopped_at.elapsed());
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let gone_after = wait_gone(&survivors, stopped_at, Duration::from_secs(30));
     let out = child.wait_with_output().unwrap();
     let _ = Command::new("kill")
         .args(["-9", &victim.to_string()])

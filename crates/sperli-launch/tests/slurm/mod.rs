@@ -189,11 +189,14 @@ fn slurm_allreduce_exit_codes_and_a_killed_launcher() {
     let left = wait_none_left(&mark, Duration::from_secs(15));
     let procs_gone = killed.elapsed();
     // Slurm shows a step until its end is recorded.
-    let mut steps = rank_steps(&cluster);
-    while !steps.is_empty() && killed.elapsed() < Duration::from_secs(15) {
-        std::thread::sleep(Duration::from_millis(50));
-        steps = rank_steps(&cluster);
-    }
+    let mut steps = Vec::new();
+    crate::poll_until(
+        Duration::from_secs(15).saturating_sub(killed.elapsed()),
+        || {
+            steps = rank_steps(&cluster);
+            steps.is_empty()
+        },
+    );
     // salloc ends with its command (Slurm 22.05 exits 0 for a command
     // killed by a signal, so its status is not checked).
     let _ = l.finish(Duration::from_secs(30));

@@ -203,7 +203,10 @@ impl Shared {
                 return false;
             }
             if let Some(path) = &self.error_file {
-                crate::failure_record::FailureRecord::of(&error).write(path);
+                crate::failure_record::write(
+                    &crate::failure_record::FailureRecord::of(&error),
+                    path,
+                );
             }
             self.local_abort.store(local, Ordering::SeqCst);
             let _ = self.error.set(error);

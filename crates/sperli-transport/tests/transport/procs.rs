@@ -67,7 +67,7 @@ impl Rank {
     }
 
     fn record(&self) -> Option<FailureRecord> {
-        FailureRecord::read(&self.error_file)
+        sperli_transport::failure_record::read(&self.error_file)
     }
 }
 

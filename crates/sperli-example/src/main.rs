@@ -1,5 +1,8 @@
-//! Example rank programs, run by `sperli-example MODE` or the launcher's
-//! own `sperli example MODE` (what `sperli demo` starts):
+//! `sperli-example MODE [ARGS]`: the example rank programs the `sperli`
+//! launcher ships (docs/launcher.md, "Examples"). `sperli demo`
+//! runs the one found next to the `sperli` binary; the launcher's tests
+//! build it and run it as their ranks. Each mode is one rank of the job
+//! whose description is on stdin:
 //!
 //! - `hello`: every rank says who it is, then a barrier;
 //! - `allreduce [N]`: an f64 sum allreduce of N elements (default 1000);
@@ -17,7 +20,8 @@
 //!   others fail with H1612 naming it (the launcher prints the
 //!   originator's reason and code);
 //! - `die-in OP VICTIM LATE [LATE_MS]` (docs/reliability.md, crash tests):
-//!   after a barrier every rank calls the collective OP (`barrier`, `bcast`,
+//!   after a barrier (each rank then prints `rank R past the first
+//!   barrier`) every rank calls the collective OP (`barrier`, `bcast`,
 //!   `reduce`, `allreduce`, `gather`, `scatter`) once; rank LATE enters it
 //!   LATE_MS (default 1500) ms late (for `bcast` and `scatter` it is the root, for `reduce`
 //!   and `gather` VICTIM is), so rank VICTIM is blocked inside the call
@@ -40,7 +44,11 @@
 //!   incarnation; rank 0 prints the final allreduce result as hex and
 //!   checks it against [`ckpt_reference`]. Needs `sperli run
 //!   --checkpoint-dir DIR`. With KILL_STEP, rank KILL_RANK kills itself
-//!   with SIGKILL before step KILL_STEP in incarnation 1 (`sperli demo`).
+//!   with SIGKILL before step KILL_STEP in incarnation 1 (`sperli demo`);
+//! - `ckpt-reference SIZE STEPS`: no job; prints `result <hex>`, the line
+//!   rank 0 of an undisturbed `ckpt` run of SIZE ranks and STEPS steps
+//!   prints ([`ckpt_reference`]), so that a test can compare a run that
+//!   was killed and restarted with it.
 
 use std::process::ExitCode;
 
@@ -84,10 +92,10 @@ impl Failure {
 }
 
 /// Elements per rank in the `ckpt` example.
-pub const CKPT_LEN: usize = 16;
+const CKPT_LEN: usize = 16;
 
 /// Rank `rank`'s start vector in the `ckpt` example.
-pub fn ckpt_initial(rank: u32) -> Vec<f64> {
+fn ckpt_initial(rank: u32) -> Vec<f64> {
     (0..CKPT_LEN)
         .map(|i| f64::from(rank + 1) * (i as f64 + 1.0) / 7.0)
         .collect()
@@ -96,7 +104,7 @@ pub fn ckpt_initial(rank: u32) -> Vec<f64> {
 /// One step of the `ckpt` example: `x = x/2 + sum/(4 size) + 1/(step+1)`,
 /// element by element, where `sum` is the allreduce (sum) of every rank's
 /// `x`. Only IEEE +, *, / so every machine gets the same bits.
-pub fn ckpt_step(x: &mut [f64], sum: &[f64], size: u32, step: u64) {
+fn ckpt_step(x: &mut [f64], sum: &[f64], size: u32, step: u64) {
     let q = 4.0 * f64::from(size);
     let c = 1.0 / (step as f64 + 1.0);
     for (xi, si) in x.iter_mut().zip(sum) {
@@ -118,7 +126,7 @@ fn fold_sum(xs: &[Vec<f64>]) -> Vec<f64> {
 
 /// The final result of an undisturbed `ckpt` run of `size` ranks and
 /// `steps` steps, computed in one process.
-pub fn ckpt_reference(size: u32, steps: u64) -> Vec<f64> {
+fn ckpt_reference(size: u32, steps: u64) -> Vec<f64> {
     let mut xs: Vec<Vec<f64>> = (0..size).map(ckpt_initial).collect();
     for step in 0..steps {
         let sum = fold_sum(&xs);
@@ -130,7 +138,7 @@ pub fn ckpt_reference(size: u32, steps: u64) -> Vec<f64> {
 }
 
 /// Lowercase hex of the little-endian bytes of `v`.
-pub fn f64_hex(v: &[f64]) -> String {
+fn f64_hex(v: &[f64]) -> String {
     v.iter()
         .flat_map(|x| x.to_le_bytes())
         .map(|b| format!("{b:02x}"))
@@ -141,6 +149,15 @@ fn arg<T: std::str::FromStr>(args: &[String], i: usize) -> Option<T> {
     args.get(i).and_then(|s| s.parse().ok())
 }
 
+/// Joins the job on stdin with a checkpointer; exit status 1, said on
+/// stderr, when that fails.
+fn join_checkpointer() -> Result<Checkpointer, ExitCode> {
+    Checkpointer::join().map_err(|e| {
+        eprintln!("cannot join the job: {e}");
+        ExitCode::from(1)
+    })
+}
+
 /// The `ckpt` example (see the module docs).
 fn run_ckpt(args: &[String]) -> ExitCode {
     let steps: u64 = arg(args, 1).unwrap_or(60);
@@ -148,12 +165,9 @@ fn run_ckpt(args: &[String]) -> ExitCode {
     let sleep_ms: u64 = arg(args, 3).unwrap_or(0);
     let kill_step: Option<u64> = arg(args, 4);
     let kill_rank: u32 = arg(args, 5).unwrap_or(1);
-    let mut ck = match Checkpointer::join() {
+    let mut ck = match join_checkpointer() {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("cannot join the job: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     let rank = ck.comm().rank();
     let size = ck.comm().size();
@@ -220,6 +234,7 @@ fn die_in<L: sperli_collective::Peers>(comm: &mut Comm<L>, args: &[String]) -> R
     let rank = comm.rank();
     let size = comm.size();
     comm.barrier()?;
+    println!("rank {rank} past the first barrier");
     if rank == victim {
         let op = op.clone();
         std::thread::spawn(move || {
@@ -262,7 +277,7 @@ fn die_in<L: sperli_collective::Peers>(comm: &mut Comm<L>, args: &[String]) -> R
 }
 
 /// `VmHWM`, `VmRSS` (KiB) of this process and its open descriptors.
-pub fn own_memory_and_fds() -> (u64, u64, usize) {
+fn own_memory_and_fds() -> (u64, u64, usize) {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let field = |k: &str| -> u64 {
         s.lines()
@@ -276,12 +291,9 @@ pub fn own_memory_and_fds() -> (u64, u64, usize) {
 
 /// The `scale` example (see the module docs).
 fn run_scale() -> ExitCode {
-    let mut ck = match Checkpointer::join() {
+    let mut ck = match join_checkpointer() {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("cannot join the job: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     let rank = ck.comm().rank();
     let size = ck.comm().size();
@@ -415,8 +427,31 @@ fn run_pipe_kill(args: &[String]) -> ExitCode {
     }
 }
 
+/// `ckpt-reference SIZE STEPS`: the `result` line of an undisturbed `ckpt`
+/// run (exit status 2 for arguments that are not numbers).
+fn run_ckpt_reference(args: &[String]) -> ExitCode {
+    match (arg::<u32>(args, 1), arg::<u64>(args, 2)) {
+        (Some(size), Some(steps)) if size > 0 => {
+            println!("result {}", f64_hex(&ckpt_reference(size, steps)));
+            ExitCode::SUCCESS
+        }
+        _ => {
+            eprintln!("usage: sperli-example ckpt-reference SIZE STEPS");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    run(&args)
+}
+
 /// Runs the example named by `args[0]` as one rank of the job on stdin.
-pub fn run(args: &[String]) -> ExitCode {
+fn run(args: &[String]) -> ExitCode {
+    if args.first().map(String::as_str) == Some("ckpt-reference") {
+        return run_ckpt_reference(args);
+    }
     if args.first().map(String::as_str) == Some("ckpt") {
         return run_ckpt(args);
     }
