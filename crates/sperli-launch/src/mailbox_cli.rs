@@ -17,6 +17,7 @@ use sperli_mailbox::files::{self, Manifest};
 use sperli_mailbox::{Mailbox, MailboxError, Replies, Target, MAILBOX_ENV};
 
 use crate::supervise::{is_local, EXIT_USAGE};
+use crate::watchdog::PipeShell;
 
 /// The mailbox options of `sperli run`.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -38,7 +39,10 @@ pub struct MailboxArgs {
 #[derive(Debug)]
 pub struct MailboxJob {
     name: String,
-    cleaner: Option<Cleaner>,
+    /// A small `sh` that outlives the launcher and removes the mailbox
+    /// and manifest when the launcher dies however it dies
+    /// (docs/mailbox.md §1.1), as the job's watchdog does for the ranks.
+    cleaner: Option<PipeShell>,
 }
 
 /// The cleaner's script: `$1` the mailbox, `$2` the manifest, `$3` the
@@ -52,50 +56,6 @@ IFS= read -r l
 grep -qx "launcher_pid $3" "$2" 2>/dev/null || exit 0
 rm -f "$1" "$2"
 "#;
-
-/// A small `sh` in a process group of its own that outlives the
-/// launcher and removes the mailbox and manifest when the launcher dies
-/// however it dies (docs/mailbox.md §1.1); the job's watchdog does the
-/// same for the ranks (docs/launcher.md, "Process groups").
-#[derive(Debug)]
-struct Cleaner {
-    child: std::process::Child,
-    pipe: Option<std::process::ChildStdin>,
-}
-
-impl Cleaner {
-    /// Starts it; `None` when `sh` cannot be started (the files are then
-    /// removed only by a launcher that ends normally, or by the client
-    /// that started it).
-    fn start(name: &str) -> Option<Self> {
-        use std::os::unix::process::CommandExt;
-        use std::process::{Command, Stdio};
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(CLEANER)
-            .arg("sperli-mailbox-cleaner")
-            .arg(files::mailbox_path(name))
-            .arg(files::manifest_path(name))
-            .arg(std::process::id().to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .ok()?;
-        let pipe = child.stdin.take();
-        Some(Self { child, pipe })
-    }
-
-    /// The launcher removed the files itself: the cleaner ends without
-    /// touching them.
-    fn end(mut self) {
-        if let Some(mut p) = self.pipe.take() {
-            let _ = p.write_all(b"end\n");
-        }
-        let _ = self.child.wait();
-    }
-}
 
 /// The signal number the stdin watch reports as the launcher's interrupt
 /// (the job ends as on SIGHUP: SIGTERM to every rank, SIGKILL after the
@@ -139,7 +99,18 @@ impl MailboxJob {
         Manifest::new(name, ranks)
             .write()
             .map_err(|e| format!("--mailbox {name}: {e}"))?;
-        job.cleaner = Cleaner::start(name);
+        // `None` when `sh` cannot be started: the files are then removed
+        // only by a launcher that ends normally, or by the client that
+        // started it.
+        job.cleaner = PipeShell::start(
+            CLEANER,
+            "sperli-mailbox-cleaner",
+            &[
+                files::mailbox_path(name).into_os_string(),
+                files::manifest_path(name).into_os_string(),
+                std::process::id().to_string().into(),
+            ],
+        );
         if args.exit_on_stdin_eof {
             let flag = interrupt.clone();
             std::thread::spawn(move || {

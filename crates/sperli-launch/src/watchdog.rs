@@ -10,6 +10,7 @@
 //! watchdog without killing. At end of file without `end` (the launcher
 //! died) it sends SIGKILL to every group on its list, then exits.
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -26,19 +27,23 @@ done
 for x in $g; do kill -9 -"$x" 2>/dev/null; done
 "#;
 
-/// The watchdog of one run of a job.
+/// A small `sh` script in a process group of its own, fed by a pipe only
+/// the launcher writes: it outlives the launcher, and acts when the pipe
+/// ends without an `end` line (the launcher died however it died). The
+/// watchdog below and the mailbox's cleaner are two such scripts.
 #[derive(Debug)]
-pub struct Watchdog {
+pub(crate) struct PipeShell {
     child: Child,
     pipe: Option<ChildStdin>,
 }
 
-impl Watchdog {
-    /// Starts it; `None` when `sh` cannot be started (the ranks' own
-    /// death signal still ends their first processes).
-    pub fn start() -> Option<Self> {
+impl PipeShell {
+    /// Starts `sh -c script name args...`; `None` when `sh` cannot be
+    /// started.
+    pub(crate) fn start(script: &str, name: &str, args: &[OsString]) -> Option<Self> {
         let mut child = Command::new("sh")
-            .args(["-c", SCRIPT, "sperli-watchdog"])
+            .args(["-c", script, name])
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -49,33 +54,53 @@ impl Watchdog {
         Some(Self { child, pipe })
     }
 
-    fn say(&mut self, line: &str) {
+    /// Writes one line (with its newline) to the script.
+    pub(crate) fn say(&mut self, line: &str) {
         if let Some(p) = &mut self.pipe {
             let _ = p.write_all(line.as_bytes());
         }
     }
 
+    /// Says `end` (the script then exits without acting) and waits for it.
+    pub(crate) fn end(mut self) {
+        self.say("end\n");
+        self.pipe = None;
+        let _ = self.child.wait();
+    }
+}
+
+/// The watchdog of one run of a job.
+#[derive(Debug)]
+pub struct Watchdog {
+    shell: PipeShell,
+}
+
+impl Watchdog {
+    /// Starts it; `None` when `sh` cannot be started (the ranks' own
+    /// death signal still ends their first processes).
+    pub fn start() -> Option<Self> {
+        PipeShell::start(SCRIPT, "sperli-watchdog", &[]).map(|shell| Self { shell })
+    }
+
     /// Adds a rank's process group.
     pub fn watch(&mut self, pgid: u32) {
-        self.say(&format!("+{pgid}\n"));
+        self.shell.say(&format!("+{pgid}\n"));
     }
 
     /// Takes an empty process group off the list.
     pub fn forget(&mut self, pgid: u32) {
-        self.say(&format!("-{pgid}\n"));
+        self.shell.say(&format!("-{pgid}\n"));
     }
 
     /// The watchdog's pid (tests).
     #[cfg(test)]
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.shell.child.id()
     }
 
     /// Stops the watchdog without killing anything.
-    pub fn end(mut self) {
-        self.say("end\n");
-        self.pipe = None;
-        let _ = self.child.wait();
+    pub fn end(self) {
+        self.shell.end();
     }
 }
 
@@ -108,12 +133,12 @@ mod tests {
         w.forget(b.id());
         let pid = w.pid();
         // The launcher "dies": the pipe closes without `end`.
-        drop(w.pipe.take());
+        drop(w.shell.pipe.take());
         let _ = a.wait();
         let _ = c.wait();
         wait_gone(a.id());
         wait_gone(c.id());
-        let _ = w.child.wait();
+        let _ = w.shell.child.wait();
         wait_gone(pid);
         assert_eq!(proc_state(b.id()), ProcState::Alive);
         let _ = b.kill();
