@@ -92,6 +92,12 @@ impl DataHeader {
 
 /// A whole DATA payload of a job with feature bit 3: the DATA header and
 /// the data bytes of this frame.
+///
+/// The data is the rest of the payload, so a proper prefix shorter than
+/// the header does not decode, and one that keeps the header decodes as a
+/// frame with fewer data bytes, which check 3 (`length`) of protocol
+/// §16.4 rejects ([`MessageStream`](crate::message_stream::MessageStream)).
+/// A match notice is exactly 24 bytes: every proper prefix fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DataFrame<'a> {
     /// The DATA header.

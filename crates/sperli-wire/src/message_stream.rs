@@ -356,6 +356,26 @@ mod tests {
         assert!(s.arrive(1, &h(8, S, 3, 0), 0, 1, &Known, false).is_err());
     }
 
+    #[test]
+    fn every_proper_prefix_of_a_frame_is_refused() {
+        use crate::codec::Codec;
+        use crate::data_header::DataFrame;
+        let frame = DataFrame {
+            header: h(0, S, 1, 6),
+            data: b"abcdef",
+        }
+        .to_vec();
+        for n in 0..frame.len() {
+            let refused = match DataFrame::decode(&frame[..n]) {
+                Err(_) => true,
+                Ok(f) => MessageStream::new()
+                    .arrive(0, &f.header, f.data.len(), 1, &Known, true)
+                    .is_err(),
+            };
+            assert!(refused, "prefix of {n} bytes");
+        }
+    }
+
     proptest! {
         /// Any series of messages, cut into frames as protocol §16.2 says,
         /// is accepted frame by frame, each message once complete.
