@@ -11,8 +11,11 @@ format header of the vectors file (xtask/src/vectors_header.txt); the
 pipelined collectives of HELLO feature bit 1 (the `features=` receivers
 and the `collective-stream` kind) from its section 14, the communicators
 of feature bit 2 (communicator ids in COLLECTIVE tags, the
-`communicator-split` and `communicator-take` kinds) from its section 15.
-It never calls the Rust code.
+`communicator-split` and `communicator-take` kinds) from its section 15,
+point-to-point on communicators of feature bit 3 (the DATA header, the
+`message-stream` kind) from its section 16, and the element types and
+reductions of feature bit 4 (new `reduce` types, the `fold` kind) from its
+section 17. It never calls the Rust code.
 
 Every entry is checked on its own: the verdict is recomputed from the bytes,
 the stated fields are compared with what the bytes decode to, the bytes are
@@ -76,12 +79,26 @@ ELEMENT_TYPES = {
 }
 REDUCTIONS = ("sum", "prod", "min", "max", "land", "lor", "lxor", "band",
               "bor", "bxor")
+# feature bit 4 (section 17.2): kind 'b' bool, 'c' complex, 'p' a pair
+ELEMENT_TYPES.update({
+    "bool": (7, 1, "b"), "i8": (8, 1, "s"), "i16": (9, 2, "s"),
+    "u16": (10, 2, "u"), "complex64": (11, 8, "c"), "complex128": (12, 16, "c"),
+    "f32_i32": (13, 8, "p"), "f64_i32": (14, 12, "p"), "i64_i32": (15, 12, "p"),
+    "i32_i32": (16, 8, "p"), "i16_i32": (17, 6, "p"),
+})
+# a pair's value: (kind, width); the index is an i32 after it
+PAIR_VALUE = {"f32_i32": ("f", 4), "f64_i32": ("f", 8), "i64_i32": ("s", 8),
+              "i32_i32": ("s", 4), "i16_i32": ("s", 2)}
+REDUCTIONS = REDUCTIONS + ("minloc", "maxloc")
 
 # ---------------------------------------------------------------------------
 # Vectors file parsing
 # ---------------------------------------------------------------------------
 
 KIND_KEYS = {
+    "fold": (("type", "reduction", "ranks", "result"), ()),
+    "message-stream": (("receiver", "communicators", "sent", "frames",
+                        "outcomes", "verdict"), ("at",)),
     # kind: (required keys, optional keys) -- besides name and kind
     "frame": (("receiver", "bytes", "verdict"), ("header", "payload", "signed")),
     "rank-file": (("expect", "bytes", "verdict"), ("header", "state")),
@@ -617,10 +634,15 @@ def decode_payload(t, payload, features=1):
     """Decode and validate a payload (whose length already passed the
     per-type rule). Returns (values, canonical list) or None if it does not
     decode."""
-    if t == COLLECTIVE and features & FEATURE_PIPELINED:
+    if t == COLLECTIVE and features & (FEATURE_PIPELINED | FEATURE_ELEMENT_TYPES):
         if collective_rule(payload, features) is not None:
             return None
         v, canon, _ = decode_spec(pipelined_spec(payload[3]), payload)
+        return v, canon
+    if t == DATA and features & FEATURE_P2P:
+        if data_rule(payload) is not None:
+            return None
+        v, canon, _ = decode_spec(DATA3_SPEC, payload)
         return v, canon
     spec = payload_spec_for(t, payload)
     try:
@@ -752,9 +774,11 @@ def check_frame(entry):
         pspec = PAYLOAD_SPECS[t]
         if t == RESUME and len(sp) > len(RESUME_FIXED):
             pspec = RESUME_WITH_COMMIT
-        if t == COLLECTIVE and rx["features"] & FEATURE_PIPELINED:
+        if t == COLLECTIVE and rx["features"] & (FEATURE_PIPELINED | FEATURE_ELEMENT_TYPES):
             phase = dict(sp).get("phase", "")
             pspec = pipelined_spec(dec(phase, 8) if DEC_RE.match(phase) else 0)
+        if t == DATA and rx["features"] & FEATURE_P2P:
+            pspec = DATA3_SPEC
         enc = encode_spec(HEADER_SPEC, sh) + encode_spec(pspec, sp)
         if enc != data:
             probs.append("bytes: re-encoding the stated fields gives different bytes%s"
@@ -1230,6 +1254,15 @@ def check_token_kind(entry, spec, with_sig):
 
 def reduction_allowed(tname, red):
     kind = ELEMENT_TYPES[tname][2]
+    # 17.2: minloc and maxloc only on the pairs, the pairs only them
+    if (kind == "p") != (red in ("minloc", "maxloc")):
+        return False
+    if kind == "p":
+        return True
+    if kind == "b":
+        return red in ("land", "lor", "lxor")
+    if kind == "c":
+        return red in ("sum", "prod")
     if tname == "u8":
         return red in ("band", "bor", "bxor")
     if kind == "f":
@@ -1266,10 +1299,78 @@ def float_minmax(a_bits, b_bits, width, want_min):
     return a_bits if a > b else b_bits
 
 
+def f_op(x, y, op, width):
+    """One IEEE operation of binary32 (width 4) or binary64: Python's
+    doubles give binary64; a binary32 operation computed in binary64 and
+    rounded once to binary32 is exact for + - * (53 >= 2*24 + 2)."""
+    r = x + y if op == "+" else (x - y if op == "-" else x * y)
+    return f32_round(r) if width == 4 else r
+
+
+def complex_combine(red, a_bits, b_bits, w):
+    """17.3: complex sum and the textbook product, one rounding per
+    operation of the component format. Returns bytes, or 'nan' when a part
+    is NaN."""
+    fmt = "<f" if w == 4 else "<d"
+    ar, ai = struct.unpack(fmt, a_bits[:w])[0], struct.unpack(fmt, a_bits[w:])[0]
+    br, bi = struct.unpack(fmt, b_bits[:w])[0], struct.unpack(fmt, b_bits[w:])[0]
+    if red == "sum":
+        re_, im = f_op(ar, br, "+", w), f_op(ai, bi, "+", w)
+    else:
+        re_ = f_op(f_op(ar, br, "*", w), f_op(ai, bi, "*", w), "-", w)
+        im = f_op(f_op(ar, bi, "*", w), f_op(ai, br, "*", w), "+", w)
+    if math.isnan(re_) or math.isnan(im):
+        return "nan"
+    return struct.pack(fmt, re_) + struct.pack(fmt, im)
+
+
+def loc_combine(tname, red, a_bits, b_bits):
+    """17.3: minloc/maxloc; the left NaN wins, then the smaller (larger)
+    value with -0 below +0, equal values the smaller index."""
+    kind, w = PAIR_VALUE[tname]
+
+    def key(bits):
+        v = bits[:w]
+        if kind == "f":
+            x = struct.unpack("<f" if w == 4 else "<d", v)[0]
+            return x, math.isnan(x), math.copysign(1.0, x) < 0
+        return int.from_bytes(v, "little", signed=True), False, False
+
+    u, unan, uneg = key(a_bits)
+    v, vnan, vneg = key(b_bits)
+    if unan:
+        return a_bits
+    if vnan:
+        return b_bits
+
+    def below(x, xneg, y, yneg):
+        return x < y or (x == y and xneg and not yneg)
+
+    if red == "minloc":
+        if below(v, vneg, u, uneg):
+            return b_bits
+    elif below(u, uneg, v, vneg):
+        return b_bits
+    if not below(u, uneg, v, vneg) and not below(v, vneg, u, uneg):
+        i = int.from_bytes(a_bits[w:], "little", signed=True)
+        j = int.from_bytes(b_bits[w:], "little", signed=True)
+        if j < i:
+            return a_bits[:w] + b_bits[w:]
+    return a_bits
+
+
 def combine_element(tname, red, a_bits, b_bits):
     """Returns the result element's bytes, or the string 'nan' for a NaN
     whose bits are not fixed (float sum/prod)."""
     _, width, kind = ELEMENT_TYPES[tname]
+    if kind == "c":
+        return complex_combine(red, a_bits, b_bits, width // 2)
+    if kind == "p":
+        return loc_combine(tname, red, a_bits, b_bits)
+    if kind == "b":
+        x, y = a_bits[0] != 0, b_bits[0] != 0
+        r = {"land": x and y, "lor": x or y, "lxor": x != y}[red]
+        return bytes([int(r)])
     bits = 8 * width
     mask = (1 << bits) - 1
     if kind == "f":
@@ -1374,9 +1475,9 @@ def check_reduce(entry):
     probs = []
     for i, (s, g) in enumerate(zip(items, got)):
         if s == "nan":
-            if kind != "f":
+            if kind not in ("f", "c"):
                 probs.append("result[%d]: `nan` for an integer type" % i)
-            elif g != "nan" and not is_nan_bits(g, width):
+            elif g != "nan" and (kind == "c" or not is_nan_bits(g, width)):
                 probs.append("result[%d]: entry says nan, computed %s" % (i, g.hex()))
             continue
         try:
@@ -1398,12 +1499,45 @@ def fmt_elements(got):
     return " ".join(g if isinstance(g, str) else g.hex() for g in got)
 
 
+def check_fold(entry):
+    """17.3: the ascending left fold of 2 or more ranks' contributions."""
+    tname, red = entry["type"], entry["reduction"]
+    if tname not in ELEMENT_TYPES:
+        return ["type: unknown element type %r" % tname]
+    if red not in REDUCTIONS:
+        return ["reduction: unknown reduction %r" % red]
+    width = ELEMENT_TYPES[tname][1]
+    try:
+        ranks = [parse_elements(p, width, "ranks") for p in entry["ranks"].split(" | ")]
+    except Problem as e:
+        return [str(e)]
+    if len(ranks) < 2:
+        return ["ranks: a fold needs at least 2 ranks"]
+    if any(len(r) != len(ranks[0]) for r in ranks):
+        return ["ranks: contributions of different lengths"]
+    if not reduction_allowed(tname, red):
+        got = "reject H1618"
+    else:
+        acc = ranks[0]
+        for r in ranks[1:]:
+            if any(isinstance(x, str) for x in acc):
+                return ["ranks: a NaN with unfixed bits in the middle of the fold"]
+            acc = [combine_element(tname, red, a, b) for a, b in zip(acc, r)]
+        got = fmt_elements(acc)
+    if entry["result"] != got:
+        return ["result: entry says %r, computed %r" % (short(entry["result"]), short(got))]
+    return []
+
+
 # ---------------------------------------------------------------------------
 # Pipelined collectives: HELLO feature bit 1 (docs/sperli-protocol.md, 14)
 # ---------------------------------------------------------------------------
 
 FEATURE_PIPELINED = 2
 FEATURE_COMMUNICATORS = 4
+FEATURE_P2P = 8
+FEATURE_ELEMENT_TYPES = 16
+ELEMENT_WIDTH_BY_CODE = {c: w for c, w, _ in ELEMENT_TYPES.values()}
 MAX_COMMUNICATOR_ID = (1 << 31) - 1
 MAX_CHUNK_DATA = MAX_PAYLOAD - 16 - 16
 REDUCING_OPS = (3, 4, 8)          # reduce, allreduce, reduce_scatter
@@ -1446,9 +1580,10 @@ def collective_rule(p, features):
     if ph not in phases or (ph == 3 and op not in REDUCING_OPS):
         return "phase"
     if op in REDUCING_OPS:
-        if et > 6:
+        bit4 = features & FEATURE_ELEMENT_TYPES
+        if et > (17 if bit4 else 6):
             return "element_type"
-        if not 1 <= red <= 10:
+        if not 1 <= red <= (13 if bit4 else 10):
             return "reduction"
     else:
         if et != 0:
@@ -1477,7 +1612,12 @@ def collective_rule(p, features):
             return "chunk_empty"
         if offset + n > total:       # Python ints: an overflow is past the end too
             return "chunk_end"
-        if offset + n < total and n % 8 != 0:
+        align = 8
+        if features & FEATURE_ELEMENT_TYPES and op in REDUCING_OPS:
+            # 17.3: lcm(8, width) of the header's element type
+            w = ELEMENT_WIDTH_BY_CODE[et]
+            align = 8 * w // math.gcd(8, w)
+        if offset + n < total and n % align != 0:
             return "chunk_align"
     elif len(body) > MAX_COLLECTIVE_DATA:
         return "payload_length"
@@ -1731,6 +1871,147 @@ def check_communicator_take(entry):
 
 
 # ---------------------------------------------------------------------------
+# Point-to-point on communicators: HELLO feature bit 3 (section 16)
+# ---------------------------------------------------------------------------
+
+DATA_HEADER_LEN = 24
+MAX_MESSAGE_FRAME_DATA = MAX_PAYLOAD - DATA_HEADER_LEN
+DATA3_SPEC = ((("communicator", U32, None), ("kind", U8, None),
+               ("reserved", "hex", 3), ("message", U64, None),
+               ("total", U64, None), ("data", "rest", None)))
+MESSAGE_CHECKS = ("continuation", "message_number", "length", "communicator",
+                  "notice", "notice_fields")
+
+
+def data_rule(p):
+    """16.2: the decode rules of a DATA payload with bit 3, in order.
+    Returns None when it decodes, else the rule's word."""
+    if len(p) < DATA_HEADER_LEN:
+        return "data_header"
+    comm = int.from_bytes(p[0:4], "little")
+    kind = p[4]
+    message = int.from_bytes(p[8:16], "little")
+    total = int.from_bytes(p[16:24], "little")
+    n = len(p) - DATA_HEADER_LEN
+    if comm > MAX_COMMUNICATOR_ID:
+        return "communicator_id"
+    if kind > 2:
+        return "kind"
+    if p[5:8] != b"\0\0\0":
+        return "reserved"
+    if message == 0:
+        return "message_zero"
+    if kind < 2 and n > total:
+        return "data_length"
+    if kind == 2 and (total != 0 or n != 0):
+        return "notice_body"
+    return None
+
+
+def slash_numbers(item, n, what):
+    parts = item.split("/")
+    if len(parts) != n or not all(DEC_RE.match(x) for x in parts):
+        raise Problem("%s: %r is not %d numbers separated by /" % (what, item, n))
+    return [int(x) for x in parts]
+
+
+def check_message_stream(entry):
+    """16.4: the DATA frames one receiver takes from one peer."""
+    rx = dict(parse_field_list(entry["receiver"]))
+    if sorted(rx) != ["features", "frame_data", "highest", "peer", "rank"]:
+        return ["receiver: fields must be rank peer features highest frame_data"]
+    me, peer = dec(rx["rank"], 32), dec(rx["peer"], 32)
+    features, highest = dec(rx["features"], 64), dec(rx["highest"], 32)
+    max_data = dec(rx["frame_data"], 64)
+    if not features & FEATURE_P2P or max_data == 0:
+        return ["receiver: needs bit 3 and frame_data >= 1"]
+    comms = {}
+    for item in entry["communicators"].split(" "):
+        if item in ("", "none"):
+            continue
+        cid, _, mem = item.partition(":")
+        members = [dec(m, 32) for m in mem.split(",")]
+        if me not in members:
+            return ["communicators: %s does not hold the receiver" % cid]
+        comms[dec(cid, 32)] = members
+    waiting = {}
+    for item in entry["sent"].split(" "):
+        if item in ("", "none"):
+            continue
+        number, comm, tag = slash_numbers(item, 3, "sent")
+        waiting[number] = (comm, tag)
+    can_make = bool(features & FEATURE_COMMUNICATORS)
+
+    def route(c):
+        # 16.4 check 4: kept, kept pending, or rejected
+        if c == 0 or (c in comms and peer in comms[c]):
+            return "keep"
+        if c not in comms and can_make and c > highest:
+            return "pending"
+        return None
+
+    last, coming, outcomes = 0, None, []
+    verdict, at = "accept", None
+    items = [x for x in entry["frames"].split(" ") if x not in ("", "none")]
+    for i, item in enumerate(items):
+        tag, comm, kind, number, total, n = slash_numbers(item, 6, "frames")
+        if tag > MAX_COMMUNICATOR_ID or comm > MAX_COMMUNICATOR_ID or kind > 2:
+            return ["frames: %r is not a frame that decodes" % item]
+        if number == 0 or (kind < 2 and (n > total or n > MAX_MESSAGE_FRAME_DATA)) \
+                or (kind == 2 and (total or n)):
+            return ["frames: %r breaks a decode rule of 16.2" % item]
+        fail = None
+        if kind == 2:
+            if number not in waiting:
+                fail = "notice"
+            elif waiting[number] != (comm, tag):
+                fail = "notice_fields"
+            else:
+                del waiting[number]
+                outcomes.append("notice:%d" % number)
+        else:
+            if coming is not None:
+                first = False
+                if coming["fields"] != (comm, kind, number, total, tag):
+                    fail = "continuation"
+                received = coming["received"]
+            else:
+                first = True
+                if number != last + 1:
+                    fail = "message_number"
+                received = 0
+            if fail is None and n != min(max_data, total - received):
+                fail = "length"
+            if fail is None:
+                r = route(comm) if first else coming["route"]
+                if r is None:
+                    fail = "communicator"
+            if fail is None:
+                if first:
+                    last = number
+                received += n
+                if received == total:
+                    coming = None
+                    outcomes.append("%s:%d" % (r, number))
+                else:
+                    coming = {"fields": (comm, kind, number, total, tag),
+                              "received": received, "route": r}
+                    outcomes.append("part:%d" % number)
+        if fail is not None:
+            verdict, at = "reject H1610 " + fail, str(i)
+            break
+    probs = []
+    if entry["verdict"] != verdict:
+        probs.append("verdict: entry says %r, computed %r" % (entry["verdict"], verdict))
+    if entry.get("at") != at:
+        probs.append("at: entry says %r, computed %r" % (entry.get("at"), at))
+    want = " ".join(outcomes) if outcomes else "none"
+    if entry["outcomes"] != want:
+        probs.append("outcomes: entry says %r, computed %r" % (entry["outcomes"], want))
+    return probs
+
+
+# ---------------------------------------------------------------------------
 # Driver
 # ---------------------------------------------------------------------------
 
@@ -1745,6 +2026,8 @@ CHECKERS = {
     "collective-stream": check_collective_stream,
     "communicator-split": check_communicator_split,
     "communicator-take": check_communicator_take,
+    "message-stream": check_message_stream,
+    "fold": check_fold,
 }
 
 

@@ -7,6 +7,7 @@ Run:  python3 -m unittest discover -s scripts -p 'test_*.py'
 
 import importlib.util
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -477,6 +478,97 @@ class Communicators(unittest.TestCase):
         e = dict(by_name["take-id-above-highest-while-making"])
         e["receiver"] = "rank=1 highest=5 making=no"
         self.assertProblem(e, "verdict")
+
+
+class PointToPoint(unittest.TestCase):
+    """Feature bit 3 (protocol 16): the DATA header and message streams."""
+
+    assertProblem = NegativeChecks.assertProblem
+
+    def test_data_rules(self):
+        rule = sv.data_rule
+        head = lambda comm, kind, msg, total: (comm.to_bytes(4, "little") + bytes([kind])
+                                               + bytes(3) + msg.to_bytes(8, "little")
+                                               + total.to_bytes(8, "little"))
+        self.assertIsNone(rule(head(3, 1, 1, 5) + b"hello"))
+        self.assertEqual(rule(head(3, 1, 1, 5)[:23]), "data_header")
+        self.assertEqual(rule(head(2**31, 9, 1, 0)), "communicator_id")
+        self.assertEqual(rule(head(0, 3, 1, 0)), "kind")
+        self.assertEqual(rule(head(0, 0, 0, 0)), "message_zero")
+        self.assertEqual(rule(head(0, 0, 1, 4) + b"hello"), "data_length")
+        self.assertIsNone(rule(head(0, 2, 1, 0)))
+        self.assertEqual(rule(head(0, 2, 1, 1)), "notice_body")
+        self.assertEqual(rule(head(0, 2, 1, 0) + b"x"), "notice_body")
+
+    def test_bit_3_decides_the_data_form(self):
+        by_name = {e["name"]: e for e in load(VECTORS)}
+        e = dict(by_name["reject-data-v1-payload-with-bit-3"])
+        e["receiver"] = e["receiver"].replace(" features=9", "")
+        self.assertProblem(e, "accept")
+        e = dict(by_name["frame-data-synchronous-on-communicator-3"])
+        e["payload"] = e["payload"].replace("kind=1", "kind=0")
+        self.assertProblem(e, "payload")
+
+    def test_wrong_stream_lines(self):
+        by_name = {e["name"]: e for e in load(VECTORS)}
+        e = dict(by_name["stream-message-of-three-frames"])
+        e["outcomes"] = "part:1 keep:1 part:1 keep:2"
+        self.assertProblem(e, "outcomes")
+        e = dict(by_name["stream-pending-communicator-being-made"])
+        e["receiver"] = e["receiver"].replace("features=13", "features=9")
+        self.assertProblem(e, "reject H1610 communicator")
+        e = dict(by_name["stream-notice-twice"])
+        e["at"] = "0"
+        self.assertProblem(e, "at")
+        e = dict(by_name["stream-notices-in-any-order"])
+        e["sent"] = "2/3/7"
+        self.assertProblem(e, "reject H1610 notice")
+
+
+class ElementTypes(unittest.TestCase):
+    """Feature bit 4 (protocol 17): new types, folds, header codes."""
+
+    assertProblem = NegativeChecks.assertProblem
+
+    def test_combine(self):
+        c = sv.combine_element
+        f = lambda re_, im: struct.pack("<ff", re_, im)
+        # (1+2i)(3+4i) = -5+10i; 16777217 is not a binary32: products round
+        self.assertEqual(c("complex64", "prod", f(1, 2), f(3, 4)), f(-5, 10))
+        self.assertEqual(c("bool", "land", b"\x02", b"\xff"), b"\x01")
+        pair = lambda v, i: struct.pack("<ii", v, i)
+        self.assertEqual(c("i32_i32", "minloc", pair(3, 5), pair(3, 2)), pair(3, 2))
+        self.assertEqual(c("i32_i32", "maxloc", pair(3, 5), pair(4, 9)), pair(4, 9))
+        d = lambda v, i: struct.pack("<di", v, i)
+        self.assertEqual(c("f64_i32", "minloc", d(0.0, 1), d(-0.0, 2)), d(-0.0, 2))
+        self.assertFalse(sv.reduction_allowed("f64", "minloc"))
+        self.assertFalse(sv.reduction_allowed("f64_i32", "min"))
+        self.assertFalse(sv.reduction_allowed("complex128", "max"))
+
+    def test_header_codes_need_bit_4(self):
+        rule = sv.collective_rule
+        head = lambda et, red: bytes([4, et, red, 0]) + bytes(12)
+        self.assertIsNone(rule(head(17, 13), 17))
+        self.assertEqual(rule(head(17, 1), 1), "element_type")
+        self.assertEqual(rule(head(6, 11), 3), "reduction")
+        self.assertEqual(rule(head(18, 1), 17), "element_type")
+        chunk = lambda n, total: (bytes([4, 14, 11, 3]) + bytes(12) + bytes(8)
+                                  + total.to_bytes(8, "little") + bytes(n))
+        self.assertIsNone(rule(chunk(24, 48), 19))
+        self.assertEqual(rule(chunk(16, 48), 19), "chunk_align")
+        self.assertEqual(rule(chunk(24, 48), 3), "element_type")  # bit 1 alone
+
+    def test_wrong_fold_and_reduce_lines(self):
+        by_name = {e["name"]: e for e in load(VECTORS)}
+        e = dict(by_name["fold-complex128-sum-3-ranks-order-matters"])
+        e["ranks"] = " | ".join(reversed(e["ranks"].split(" | ")))
+        self.assertProblem(e, "result")
+        e = dict(by_name["fold-i32_i32-minloc-5-ranks-ties-take-the-smaller-index"])
+        e["result"] = "0200000003000000"
+        self.assertProblem(e, "result")
+        e = dict(by_name["reduce-refused-f64-minloc"])
+        e["result"] = "0101010101010101"
+        self.assertProblem(e, "reject H1618")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
 
 use crate::codec::{Codec, PutLe, Reader};
 use crate::error::DecodeError;
-use crate::limits::{FEATURE_PIPELINED, FEATURE_V1_CORE};
+use crate::limits::{FEATURE_ELEMENT_TYPES, FEATURE_PIPELINED, FEATURE_V1_CORE};
 
 /// Collective operations (protocol §7.3; 7 and 8 only with feature bit 1,
 /// protocol §14.2).
@@ -171,7 +171,8 @@ impl CollectiveHeader {
     /// rules are judged in the order operation, phase, element_type,
     /// reduction; `root` and `sequence` decode whatever their value (the
     /// call that takes the frame judges them: H1617, protocol §8.4 "What
-    /// decodes").
+    /// decodes"). With bit 4 (protocol §17.1) a reducing operation takes
+    /// element types 0..=17 and reductions 1..=13.
     pub fn read_with(r: &mut Reader<'_>, features: u64) -> Result<Self, DecodeError> {
         let pipelined = features & FEATURE_PIPELINED != 0;
         let max_op = if pipelined { 8 } else { 6 };
@@ -206,19 +207,26 @@ impl CollectiveHeader {
         let root = r.u32("root")?;
         let sequence = r.u64("sequence")?;
         if operation.reduces() {
-            if element_type > 6 {
+            // Protocol §17.1: with feature bit 4, element types 0..=17 and
+            // reductions 1..=13; without it the v1 ranges of §8.4.
+            let (max_type, max_reduction) = if features & FEATURE_ELEMENT_TYPES != 0 {
+                (17, 13)
+            } else {
+                (6, 10)
+            };
+            if element_type > max_type {
                 return Err(DecodeError::OutOfRange {
                     field: "element_type",
                     min: 0,
-                    max: 6,
+                    max: u64::from(max_type),
                     got: u64::from(element_type),
                 });
             }
-            if !(1..=10).contains(&reduction) {
+            if !(1..=max_reduction).contains(&reduction) {
                 return Err(DecodeError::OutOfRange {
                     field: "reduction",
                     min: 1,
-                    max: 10,
+                    max: u64::from(max_reduction),
                     got: u64::from(reduction),
                 });
             }
@@ -278,6 +286,23 @@ mod tests {
             root: 0,
             sequence: 1,
         }
+    }
+
+    #[test]
+    fn bit_4_widens_element_types_and_reductions() {
+        use crate::limits::FEATURE_ELEMENT_TYPES;
+        let ext = FEATURE_V1_CORE | FEATURE_ELEMENT_TYPES;
+        let read = |h: CollectiveHeader, f| {
+            CollectiveHeader::read_with(&mut Reader::new(&h.to_bytes()), f)
+        };
+        for (et, red) in [(17, 11), (7, 13), (12, 2)] {
+            let h = sample(Operation::Allreduce, et, red);
+            assert_eq!(read(h, ext), Ok(h));
+            assert!(read(h, FEATURE_V1_CORE).is_err());
+        }
+        assert!(read(sample(Operation::Reduce, 18, 1), ext).is_err());
+        assert!(read(sample(Operation::Reduce, 1, 14), ext).is_err());
+        assert!(read(sample(Operation::Bcast, 7, 0), ext).is_err());
     }
 
     #[test]

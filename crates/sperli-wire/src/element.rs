@@ -179,14 +179,24 @@ impl Reduction {
             Land | Lor | Lxor => t != ElementType::U8 && !t.is_float(),
             Band | Bor | Bxor => !t.is_float(),
         };
-        if allowed {
-            Ok(())
-        } else {
-            Err(ArgumentError::Refused {
-                element_type: t.name(),
-                reduction: self.name(),
-            })
-        }
+        allowed_or_refused(allowed, t.name(), self.name())
+    }
+}
+
+/// `Ok` when `allowed`, else the refused pair (H1618): the one place the
+/// tables of protocol §8.3 and §17.2 turn into an error.
+pub(crate) fn allowed_or_refused(
+    allowed: bool,
+    element_type: &'static str,
+    reduction: &'static str,
+) -> Result<(), ArgumentError> {
+    if allowed {
+        Ok(())
+    } else {
+        Err(ArgumentError::Refused {
+            element_type,
+            reduction,
+        })
     }
 }
 

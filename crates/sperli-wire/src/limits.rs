@@ -35,6 +35,17 @@ pub const FEATURE_PIPELINED: u64 = 1 << 1;
 pub const FEATURE_COMMUNICATORS: u64 = 1 << 2;
 /// The largest communicator id (protocol §15.2); 0 is the job's own.
 pub const MAX_COMMUNICATOR_ID: u32 = 0x7fff_ffff;
+/// HELLO feature bit 3: point-to-point on communicators (protocol
+/// §7.1.1, §16): every DATA payload starts with the 24-byte DATA header.
+pub const FEATURE_P2P_COMMUNICATORS: u64 = 1 << 3;
+/// HELLO feature bit 4: more element types and reductions (protocol
+/// §7.1.1, §17): element types 7..=17, reductions 11..=13.
+pub const FEATURE_ELEMENT_TYPES: u64 = 1 << 4;
+/// The DATA header of a job with feature bit 3 (protocol §16.2).
+pub const DATA_HEADER_LEN: usize = 24;
+/// The data bytes of every frame of a message but its last, with feature
+/// bit 3: the largest payload less the DATA header (protocol §16.2).
+pub const MAX_MESSAGE_FRAME_DATA: usize = MAX_PAYLOAD as usize - DATA_HEADER_LEN;
 /// The feature bits this implementation announces in its HELLO by
 /// default: the extensions it implements. An extension is used only when
 /// every rank of the job announced it (protocol §7.1.1).

@@ -19,8 +19,9 @@ use std::ops::Range;
 
 use crate::codec::{PutLe, Reader};
 use crate::collective::{CollectiveHeader, Operation, Phase};
+use crate::element_ext::ExtElementType;
 use crate::error::DecodeError;
-use crate::limits::{COLLECTIVE_HEADER_LEN, MAX_PAYLOAD};
+use crate::limits::{COLLECTIVE_HEADER_LEN, FEATURE_ELEMENT_TYPES, MAX_PAYLOAD};
 
 /// Length of an OPEN body.
 pub const OPEN_LEN: usize = 16;
@@ -144,7 +145,15 @@ impl<'a> CollectivePayload<'a> {
                     total: r.u64("chunk total")?,
                 };
                 let data = r.rest();
-                check_chunk(&chunk, data.len())?;
+                // Protocol §17.3: with bit 4 a chunk that does not end
+                // its stream is a multiple of lcm(8, width).
+                let align = if features & FEATURE_ELEMENT_TYPES != 0 {
+                    ExtElementType::from_code(header.element_type)
+                        .map_or(CHUNK_ALIGN, ExtElementType::chunk_align)
+                } else {
+                    CHUNK_ALIGN
+                };
+                check_chunk(&chunk, data.len(), align)?;
                 Body::Chunk(chunk, data)
             }
         };
@@ -183,7 +192,7 @@ fn read_open(r: &mut Reader<'_>, op: Operation) -> Result<Open, DecodeError> {
 }
 
 /// The rules a chunk is judged by alone (protocol §14.2).
-fn check_chunk(c: &ChunkHeader, len: usize) -> Result<(), DecodeError> {
+fn check_chunk(c: &ChunkHeader, len: usize, align: usize) -> Result<(), DecodeError> {
     if len == 0 {
         return Err(DecodeError::OutOfRange {
             field: "chunk data length",
@@ -195,11 +204,15 @@ fn check_chunk(c: &ChunkHeader, len: usize) -> Result<(), DecodeError> {
     let end = c.offset.checked_add(len as u64);
     match end {
         Some(end) if end <= c.total => {
-            if end < c.total && len % CHUNK_ALIGN != 0 {
+            if end < c.total && len % align != 0 {
                 return Err(DecodeError::Mismatch {
-                    field: "chunk data length mod 8",
+                    field: if align == CHUNK_ALIGN {
+                        "chunk data length mod 8"
+                    } else {
+                        "chunk data length mod lcm(8, width)"
+                    },
                     expected: 0,
-                    got: (len % CHUNK_ALIGN) as u64,
+                    got: (len % align) as u64,
                 });
             }
             Ok(())
@@ -415,6 +428,31 @@ mod tests {
             Err(DecodeError::TrailingBytes { item, .. }) => item,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn bit_4_chunks_keep_whole_elements_of_every_width() {
+        use crate::limits::{FEATURE_ELEMENT_TYPES, FEATURE_V1_CORE};
+        let f = FEATURE_V1_CORE | FEATURE_PIPELINED | FEATURE_ELEMENT_TYPES;
+        let h = CollectiveHeader {
+            operation: Operation::Allreduce,
+            element_type: 14, // f64_i32, width 12: chunks of 24k bytes
+            reduction: 11,
+            phase: Phase::Partial,
+            root: 0,
+            sequence: 1,
+        };
+        let chunk = |len: usize, total: u64| {
+            let mut p = Vec::new();
+            encode_chunk(&h, ChunkHeader { offset: 0, total }, &vec![0; len], &mut p);
+            p
+        };
+        assert!(CollectivePayload::decode(&chunk(24, 48), f).is_ok());
+        assert!(CollectivePayload::decode(&chunk(16, 48), f).is_err());
+        assert!(CollectivePayload::decode(&chunk(36, 36), f).is_ok()); // ends its stream
+        assert!(
+            CollectivePayload::decode(&chunk(24, 48), FEATURE_V1_CORE | FEATURE_PIPELINED).is_err()
+        );
     }
 
     #[test]

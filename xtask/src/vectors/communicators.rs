@@ -224,10 +224,42 @@ fn splits() -> Vec<Entry> {
 
 // ---- communicator-take --------------------------------------------------------
 
-struct Known {
-    comms: BTreeMap<u32, Vec<u32>>,
-    highest: u32,
-    making: bool,
+/// What a receiver holds: its communicators (members as job ranks), its
+/// highest id, whether it is making one (protocol §15.4, §16.4).
+pub(super) struct Known {
+    pub comms: BTreeMap<u32, Vec<u32>>,
+    pub highest: u32,
+    pub making: bool,
+}
+
+/// Parses a `communicators:` line, `id:member,member,...` items (`none`
+/// for no item), each of which must hold job rank `me`.
+pub(super) fn parse_communicators(line: &str, me: u32) -> Result<BTreeMap<u32, Vec<u32>>, String> {
+    let mut comms = BTreeMap::new();
+    for item in line.split(' ').filter(|x| !x.is_empty() && *x != "none") {
+        let (id, members) = item.split_once(':').ok_or("communicators: id:members")?;
+        let id: u32 = id.parse().map_err(|_| "communicator id")?;
+        let members: Vec<u32> = members
+            .split(',')
+            .map(|m| m.parse().map_err(|_| "member"))
+            .collect::<Result<_, _>>()?;
+        if !members.contains(&me) {
+            return Err(format!("communicator {id} does not hold the receiver"));
+        }
+        comms.insert(id, members);
+    }
+    Ok(comms)
+}
+
+/// Builds an entry of `kind` from its inputs, derives it and asserts its
+/// verdict (the generator's guard that an entry states what it is for).
+pub(super) fn derived(name: &str, kind: &str, inputs: &[(&str, &str)], verdict: &str) -> Entry {
+    let e = inputs
+        .iter()
+        .fold(Entry::new(name, kind), |e, (k, v)| e.with(k, *v));
+    let e = derive(e).unwrap_or_else(|why| panic!("{name}: {why}"));
+    assert_eq!(e.get("verdict"), Some(verdict), "{name}");
+    e
 }
 
 impl Communicators for Known {
@@ -251,19 +283,7 @@ pub fn derive_take(e: Entry) -> Result<Entry, String> {
         "no" => false,
         _ => return Err("making is yes or no".into()),
     };
-    let mut comms = BTreeMap::new();
-    for item in e.get("communicators").unwrap_or("").split(' ') {
-        let (id, members) = item.split_once(':').ok_or("communicators: id:members")?;
-        let id: u32 = id.parse().map_err(|_| "communicator id")?;
-        let members: Vec<u32> = members
-            .split(',')
-            .map(|m| m.parse().map_err(|_| "member"))
-            .collect::<Result<_, _>>()?;
-        if !members.contains(&me) {
-            return Err(format!("communicator {id} does not hold the receiver"));
-        }
-        comms.insert(id, members);
-    }
+    let comms = parse_communicators(e.get("communicators").unwrap_or(""), me)?;
     let known = Known {
         comms,
         highest: num(rx, "highest")?,
@@ -296,14 +316,17 @@ pub fn derive_take(e: Entry) -> Result<Entry, String> {
 }
 
 fn take(name: &str, rx: &str, comms: &str, take: &str, frames: &str, verdict: &str) -> Entry {
-    let e = Entry::new(name, "communicator-take")
-        .with("receiver", rx)
-        .with("communicators", comms)
-        .with("take", take)
-        .with("frames", frames);
-    let e = derive(e).unwrap_or_else(|why| panic!("{name}: {why}"));
-    assert_eq!(e.get("verdict"), Some(verdict), "{name}");
-    e
+    derived(
+        name,
+        "communicator-take",
+        &[
+            ("receiver", rx),
+            ("communicators", comms),
+            ("take", take),
+            ("frames", frames),
+        ],
+        verdict,
+    )
 }
 
 fn takes() -> Vec<Entry> {

@@ -3,7 +3,9 @@
 //! generates and that every entry decodes to what it states.
 
 mod communicators;
+mod element_types;
 mod entries;
+mod p2p;
 mod pipelined;
 mod render;
 mod verify;

@@ -49,7 +49,7 @@ pub fn decode_rule(e: &DecodeError) -> &'static str {
                 "open reserved" => "open_reserved",
                 "chunk data length" => "chunk_empty",
                 "chunk end" => "chunk_end",
-                "chunk data length mod 8" => "chunk_align",
+                "chunk data length mod 8" | "chunk data length mod lcm(8, width)" => "chunk_align",
                 f => f,
             }
         }

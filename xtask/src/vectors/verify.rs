@@ -15,7 +15,7 @@ use sperli_wire::limits::{CONTEXT_COMMIT, CONTEXT_JOIN, HEADER_LEN};
 use sperli_wire::payload::Payload;
 use sperli_wire::rank_file::{verify_rank_file, RankFileExpect, RankFileHeader};
 use sperli_wire::refused_hosts::RefusedHosts;
-use sperli_wire::{reduce, ElementType, FrameType, JobId, Reduction};
+use sperli_wire::{FrameType, JobId};
 
 use super::{render, Entry};
 
@@ -30,6 +30,8 @@ pub fn inputs(kind: &str) -> Option<&'static [&'static str]> {
         "collective-stream" => &["receiver", "call", "due", "frames"],
         "communicator-split" => &["parent", "exchange"],
         "communicator-take" => &["receiver", "communicators", "take", "frames"],
+        "message-stream" => &["receiver", "communicators", "sent", "frames"],
+        "fold" => &["type", "reduction", "ranks"],
         _ => return None,
     })
 }
@@ -154,6 +156,8 @@ pub fn derive(e: Entry) -> Result<Entry, String> {
         "collective-stream" => super::pipelined::derive_stream(e),
         "communicator-split" => super::communicators::derive_split(e),
         "communicator-take" => super::communicators::derive_take(e),
+        "message-stream" => super::p2p::derive_stream(e),
+        "fold" => super::element_types::derive_fold(e),
         k => Err(format!("unknown kind {k}")),
     }
 }
@@ -185,6 +189,24 @@ fn frame(e: Entry) -> Result<Entry, String> {
             return Err("a header-rejected frame carries no payload bytes".into());
         }
         return Ok(e.with("verdict", format!("reject H1610 {}", check_name(&err))));
+    }
+    // Protocol §16.2: with feature bit 3 every DATA payload starts with
+    // the DATA header (check 13).
+    if head[4] == FrameType::Data.code()
+        && features & sperli_wire::limits::FEATURE_P2P_COMMUNICATORS != 0
+    {
+        if let sperli_wire::header::Verdict::Accept(h) = sperli_wire::header::check(head, &rx) {
+            if b.len() != HEADER_LEN + h.length as usize {
+                return Err("bytes do not hold the header's length of payload".into());
+            }
+            return Ok(match super::p2p::frame_payload(&b[HEADER_LEN..]) {
+                Ok(p) => e
+                    .with("verdict", "accept")
+                    .with("header", render::header(&h))
+                    .with("payload", p),
+                Err(_) => e.with("verdict", "reject H1610 payload"),
+            });
+        }
     }
     if head[4] == FrameType::Collective.code() {
         if let sperli_wire::header::Verdict::Accept(h) = sperli_wire::header::check(head, &rx) {
@@ -296,7 +318,19 @@ fn token_offset(d: &JobDescription) -> usize {
         + 2
 }
 
-fn parse_elements(s: &str, width: usize) -> Result<Vec<u8>, String> {
+fn reduce_entry(e: Entry) -> Result<Entry, String> {
+    let (t, r) = super::element_types::type_and_reduction(&e)?;
+    let left = parse_elements(e.get("left").unwrap_or(""), t.width())?;
+    let right = parse_elements(e.get("right").unwrap_or(""), t.width())?;
+    let result = super::element_types::result_line(
+        sperli_wire::reduce::ext::combine_ext(&left, &right, t, r),
+        t,
+        r,
+    );
+    Ok(e.with("result", result))
+}
+
+pub(super) fn parse_elements(s: &str, width: usize) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     for el in s.split(' ').filter(|x| !x.is_empty()) {
         let b = hex::decode(el.as_bytes()).map_err(|x| x.to_string())?;
@@ -306,44 +340,4 @@ fn parse_elements(s: &str, width: usize) -> Result<Vec<u8>, String> {
         out.extend(b);
     }
     Ok(out)
-}
-
-fn reduce_entry(e: Entry) -> Result<Entry, String> {
-    let t = ElementType::from_name(e.get("type").unwrap_or("")).ok_or("unknown type")?;
-    let r = Reduction::from_name(e.get("reduction").unwrap_or("")).ok_or("unknown reduction")?;
-    let left = parse_elements(e.get("left").unwrap_or(""), t.width())?;
-    let right = parse_elements(e.get("right").unwrap_or(""), t.width())?;
-    let result = match reduce::combine(&left, &right, t, r) {
-        Err(err) => format!(
-            "reject {}",
-            Error::from(err)
-                .h_code()
-                .map(|c| c.to_string())
-                .unwrap_or_default()
-        ),
-        Ok(bytes) => {
-            let nan_free = matches!(r, Reduction::Sum | Reduction::Prod) && t.is_float();
-            bytes
-                .chunks(t.width())
-                .map(|c| {
-                    let is_nan = match t {
-                        ElementType::F32 => {
-                            f32::from_le_bytes(c.try_into().unwrap_or([0; 4])).is_nan()
-                        }
-                        ElementType::F64 => {
-                            f64::from_le_bytes(c.try_into().unwrap_or([0; 8])).is_nan()
-                        }
-                        _ => false,
-                    };
-                    if nan_free && is_nan {
-                        "nan".to_string()
-                    } else {
-                        hex::encode(c)
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join(" ")
-        }
-    };
-    Ok(e.with("result", result))
 }

@@ -1,7 +1,7 @@
 //! Why a frame is rejected (H1610): [`FrameError`], by the checks of
 //! protocol §6.2 and the connection's rules (protocol §5, §7).
 
-use super::DecodeError;
+use super::{DecodeError, MessageError};
 use crate::ckpt_chunks::ChunkError;
 use crate::frame_type::FrameType;
 use crate::ids::JobId;
@@ -136,4 +136,8 @@ pub enum FrameError {
     /// (protocol §7.8: chunks in order, the total never changes).
     #[error("CKPT_DATA chunk: {0}")]
     Chunk(ChunkError),
+    /// With feature bit 3: a DATA frame that breaks a rule of the
+    /// receiver's connection state (protocol §16.4).
+    #[error("DATA frame: {0}")]
+    Message(MessageError),
 }

@@ -18,6 +18,7 @@ pub mod collective;
 pub mod decode;
 pub mod frame;
 pub mod local;
+pub mod message;
 pub mod peer;
 
 pub use auth::{AuthError, TlsFailure, TokenError};
@@ -27,6 +28,7 @@ pub use collective::{ArgumentError, MismatchError};
 pub use decode::{DecodeError, HexError, HostError};
 pub use frame::FrameError;
 pub use local::{IdentityProblem, LocalError, UsageError};
+pub use message::MessageError;
 pub use peer::{LaunchStdin, LossCause, RefusalRule};
 
 /// What the project's operations can fail with. Each variant maps to one

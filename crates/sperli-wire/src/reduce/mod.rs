@@ -254,5 +254,7 @@ fn dispatch(acc: &mut [u8], right: &[u8], t: ElementType, r: Reduction) {
     }
 }
 
+pub mod ext;
+
 #[cfg(test)]
 mod tests;

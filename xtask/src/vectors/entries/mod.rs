@@ -112,5 +112,7 @@ pub fn all() -> Vec<Entry> {
     v.extend(reduces());
     v.extend(super::pipelined::entries());
     v.extend(super::communicators::entries());
+    v.extend(super::p2p::entries());
+    v.extend(super::element_types::entries());
     v
 }
