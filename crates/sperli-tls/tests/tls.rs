@@ -35,23 +35,21 @@ fn listen() -> (TcpListener, SocketAddr) {
     (l, a)
 }
 
+/// Accepts one connection on `l`, waiting at most [`IO_TIMEOUT`] for it
+/// (the accept runs on a thread of its own and reports on a channel).
 fn accept_one(l: &TcpListener) -> TcpStream {
-    l.set_nonblocking(true).unwrap();
-    let start = std::time::Instant::now();
-    loop {
-        match l.accept() {
-            Ok((s, _)) => {
-                s.set_nonblocking(false).unwrap();
-                timeouts(&s);
-                return s;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                assert!(start.elapsed() < IO_TIMEOUT, "no connection came");
-                thread::sleep(Duration::from_millis(5));
-            }
-            Err(e) => panic!("accept: {e}"),
-        }
-    }
+    let l = l.try_clone().unwrap();
+    l.set_nonblocking(false).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(l.accept());
+    });
+    let (s, _) = rx
+        .recv_timeout(IO_TIMEOUT)
+        .expect("no connection came")
+        .unwrap_or_else(|e| panic!("accept: {e}"));
+    timeouts(&s);
+    s
 }
 
 fn dial(addr: SocketAddr) -> TcpStream {
@@ -368,7 +366,6 @@ mod openssl {
     //! Interop with Debian's openssl binary (installed by CI's script).
     use super::*;
     use std::process::{Child, Command, Output, Stdio};
-    use std::time::Instant;
 
     fn openssl() -> &'static str {
         let ok = Command::new("openssl")
@@ -386,20 +383,21 @@ mod openssl {
         "openssl"
     }
 
-    /// Waits for a child at most `limit`, killing it after that.
-    fn wait_bounded(mut child: Child, limit: Duration) -> Output {
-        let start = Instant::now();
-        loop {
-            match child.try_wait() {
-                Ok(Some(_)) => break,
-                Ok(None) if start.elapsed() < limit => thread::sleep(Duration::from_millis(20)),
-                _ => {
-                    let _ = child.kill();
-                    break;
-                }
+    /// Waits for a child's exit at most `limit`, killing it after that.
+    fn wait_bounded(child: Child, limit: Duration) -> Output {
+        let pid = child.id().to_string();
+        let (tx, rx) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        let out = match rx.recv_timeout(limit) {
+            Ok(out) => out,
+            Err(_) => {
+                let _ = Command::new("kill").args(["-9", &pid]).status();
+                rx.recv().expect("the waiting thread reports")
             }
-        }
-        child.wait_with_output().expect("child output")
+        };
+        out.expect("child output")
     }
 
     fn free_port() -> u16 {
@@ -410,20 +408,26 @@ mod openssl {
             .port()
     }
 
-    /// Dials `port` until something listens (the child needs a moment).
-    fn dial_retry(port: u16) -> TcpStream {
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-        let start = Instant::now();
-        loop {
-            match TcpStream::connect_timeout(&addr, IO_TIMEOUT) {
-                Ok(s) => {
-                    timeouts(&s);
-                    return s;
+    /// Dials `port` once `server` (openssl s_server) says it listens: it
+    /// prints `ACCEPT` on its stdout then. The rest of its stdout is read
+    /// and dropped, so the pipe never fills.
+    fn dial_when_listening(server: &mut Child, port: u16) -> TcpStream {
+        use std::io::BufRead;
+        let out = server.stdout.take().expect("s_server's stdout is piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                if line.trim() == "ACCEPT" {
+                    let _ = tx.send(());
                 }
-                Err(_) if start.elapsed() < IO_TIMEOUT => thread::sleep(Duration::from_millis(50)),
-                Err(e) => panic!("openssl s_server did not listen: {e}"),
             }
-        }
+        });
+        rx.recv_timeout(IO_TIMEOUT)
+            .expect("openssl s_server did not listen");
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).unwrap();
+        timeouts(&s);
+        s
     }
 
     fn files(id: &RankIdentity) -> PrivatePemDir {
@@ -496,8 +500,8 @@ mod openssl {
         let (r0, r1) = ids();
         let d1 = files(&r1);
         let port = free_port();
-        let child = s_server(&d1, port, "-tls1_3");
-        let sock = dial_retry(port);
+        let mut child = s_server(&d1, port, "-tls1_3");
+        let sock = dial_when_listening(&mut child, port);
         let result = config::connect(client_cfg(&r0), sock, "127.0.0.1", &JOB, 1).map(
             |mut s: StreamOwned<ClientConnection, TcpStream>| {
                 s.write_all(b"sperli\n").unwrap();
@@ -578,8 +582,8 @@ mod openssl {
         let (r0, r1) = ids();
         let d1 = files(&r1);
         let port = free_port();
-        let child = s_server(&d1, port, "-tls1_2");
-        let sock = dial_retry(port);
+        let mut child = s_server(&d1, port, "-tls1_2");
+        let sock = dial_when_listening(&mut child, port);
         let result = config::connect(client_cfg(&r0), sock, "127.0.0.1", &JOB, 1);
         let _ = wait_bounded(child, Duration::from_secs(5));
         let e = result.expect_err("TLS 1.2 server must be refused");

@@ -127,8 +127,9 @@ impl EventLoop {
             if now >= self.next_timer {
                 // Read what arrived before judging silence: this thread
                 // may not have polled for a while, and bytes waiting in a
-                // socket are life (protocol §5.2).
-                self.poll_once(Some(Duration::ZERO), false);
+                // socket are life (protocol §5.2). This batch too may hold
+                // many handshakes: heartbeats go out between them.
+                self.poll_once(Some(Duration::ZERO));
                 self.timers(Instant::now(), true);
             }
             if self.ended() {
@@ -139,14 +140,15 @@ impl EventLoop {
             if !self.unfinished.is_empty() {
                 timeout = Duration::ZERO;
             }
-            self.poll_once(Some(timeout), true);
+            self.poll_once(Some(timeout));
             for t in std::mem::take(&mut self.unfinished) {
                 self.dispatch(t);
+                self.heartbeats_if_due();
             }
         }
     }
 
-    fn poll_once(&mut self, timeout: Option<Duration>, heartbeats: bool) {
+    fn poll_once(&mut self, timeout: Option<Duration>) {
         if let Err(e) = self.poll.poll(&mut self.events, timeout) {
             if e.kind() != std::io::ErrorKind::Interrupted {
                 self.fail(Error::io("polling sockets", &e), None);
@@ -156,12 +158,19 @@ impl EventLoop {
         let tokens: Vec<Token> = self.events.iter().map(|e| e.token()).collect();
         for t in tokens {
             self.dispatch(t);
-            // A long batch (many handshakes at set-up, sockets with more
-            // than their read budget) must not keep heartbeats from going
-            // out; silence is judged only at the top of the loop.
-            if heartbeats && Instant::now() >= self.next_timer {
-                self.timers(Instant::now(), false);
-            }
+            self.heartbeats_if_due();
+        }
+    }
+
+    /// Between two events of a batch: the heartbeats that are due go out.
+    /// A long batch (many handshakes at set-up, each a slice of CPU work
+    /// that may take a few hundred ms on a loaded machine, or sockets with
+    /// more than their read budget) must not keep them from the peers
+    /// already authenticated, or those judge this rank silent (protocol
+    /// §5.2, §7.4); silence is judged only at the top of the loop.
+    fn heartbeats_if_due(&mut self) {
+        if Instant::now() >= self.next_timer {
+            self.timers(Instant::now(), false);
         }
     }
 
@@ -343,11 +352,22 @@ impl EventLoop {
         let tokens: Vec<Token> = self.socks.keys().copied().collect();
         if judge {
             // What a peer sent while this thread (or the callers) were
-            // busy is read before the peer is judged silent.
+            // busy is read before the peer is judged silent. A patient
+            // connection is not judged, so not read here (its bytes come
+            // with their own event). Reading one that awaits HELLO may
+            // verify a HELLO or finish a handshake, a slice of CPU work:
+            // heartbeats that fall due meanwhile go out between them, or
+            // after a long set-up batch this pass alone could keep them
+            // from the authenticated peers past their limit (protocol §5.2).
             for &t in &tokens {
                 let silent = self.socks.get(&t).is_some_and(|s| {
                     let l = s.link.lock();
-                    !l.dead && l.conn.as_ref().is_some_and(|c| c.is_silent(now))
+                    !l.dead
+                        && l.conn.as_ref().is_some_and(|c| {
+                            let awaiting = c.state() == ConnState::AwaitingHello;
+                            c.is_silent(now)
+                                && !self.setup.is_patient(s.dialled.is_some(), awaiting, now)
+                        })
                 });
                 if silent {
                     match self.socks.get(&t).map(|s| (s.peer, s.link.clone())) {
@@ -358,6 +378,7 @@ impl EventLoop {
                         Some((None, _)) => self.drive_setup(t),
                         None => {}
                     }
+                    self.heartbeats_if_due();
                 }
             }
         }

@@ -24,7 +24,7 @@ use sperli_wire::error::{LossCause, TlsFailure};
 use sperli_wire::header::FrameHeader;
 use sperli_wire::Error;
 
-use crate::proto::connection::{ConnState, Connection, Deliver, Outgoing};
+use crate::proto::connection::{ConnState, Connection, Deliver, Fed, Outgoing};
 
 /// The most bytes one read batch takes under the lock; a socket with more
 /// is read again after the lock was released once.
@@ -235,16 +235,21 @@ impl LinkIo {
                 Ok([]) => return Ok(Some(ReadStatus::Closed)),
                 Ok(chunk) => {
                     let k = chunk.len();
-                    let mut used = k;
+                    let mut fed = Fed {
+                        taken: k,
+                        stopped: false,
+                    };
                     if !drain_only {
                         if let Some(c) = conn.as_mut() {
-                            used = c
+                            fed = c
                                 .handle_bytes_pausing(chunk, now, now_ms, out)
                                 .map_err(SockFail::Frame)?;
                         }
                     }
-                    reader.consume(used);
-                    if used < k {
+                    reader.consume(fed.taken);
+                    // A stop at the chunk's very end is a stop too: the
+                    // next chunk (the next TLS record) must wait as well.
+                    if fed.stopped || fed.taken < k {
                         return Ok(Some(ReadStatus::Paused));
                     }
                 }

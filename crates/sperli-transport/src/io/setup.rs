@@ -228,7 +228,13 @@ impl EventLoop {
                         l.stream = sink.stream.take();
                     }
                     match status {
-                        ReadStatus::More if !self.unfinished.contains(&t) => {
+                        // More bytes wait: in the socket (the budget), or
+                        // in rustls behind the HELLO (the connection stops
+                        // right after it verifies). They are the
+                        // authenticated peer's now and are read at once,
+                        // where a rejected frame ends the job (protocol
+                        // §5.3, §6.2).
+                        ReadStatus::More | ReadStatus::Paused if !self.unfinished.contains(&t) => {
                             self.unfinished.push(t);
                         }
                         ReadStatus::Closed => {

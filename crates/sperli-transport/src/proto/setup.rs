@@ -126,13 +126,17 @@ impl Setup {
         let peer = peer.or(dialled);
         self.auth_error = match error {
             Some(e @ (Error::Authentication { .. } | Error::HostRefused { .. })) => Some(e),
-            // "including a first frame that is not a valid HELLO" (protocol §5.3)
-            Some(Error::FrameRejected(FrameError::Unexpected { frame_type, .. })) => {
-                Some(Error::Authentication {
-                    peer,
-                    error: AuthError::NotHello { got: frame_type },
-                })
-            }
+            // "including a first frame that is not a valid HELLO" (protocol
+            // §5.3). Only a frame before any HELLO verified comes here: the
+            // connection stops its feed right after the HELLO, so a frame
+            // behind it is the authenticated peer's and ends the job.
+            Some(Error::FrameRejected(FrameError::Unexpected {
+                frame_type,
+                when: "before HELLO",
+            })) => Some(Error::Authentication {
+                peer,
+                error: AuthError::NotHello { got: frame_type },
+            }),
             Some(Error::FrameRejected(f)) => Some(Error::Authentication {
                 peer,
                 error: AuthError::BadFirstFrame(f),

@@ -27,8 +27,8 @@ fn big(seed: u8) -> Vec<u8> {
 /// What the raw peer saw: frame type, tag, payload.
 type Seen = Vec<(u8, u32, Vec<u8>)>;
 
-/// Rank 0 is an Endpoint; rank 1 a raw TLS peer that reads nothing for
-/// 2.5 s, so rank 0's 16 MiB `isend` stays queued on the I/O thread
+/// Rank 0 is an Endpoint; rank 1 a raw TLS peer that reads nothing until
+/// rank 0 has idled with its backlog, so rank 0's 16 MiB `isend` stays queued on the I/O thread
 /// (socket full) while small sends take the fast path: they must queue
 /// behind it, and HEARTBEATs the I/O thread adds while the user's thread
 /// is idle must keep consecutive counters without disturbing the order.
@@ -39,12 +39,14 @@ fn fast_path_sends_keep_wire_order_behind_queued_frames_and_heartbeats() {
         let plan = std::sync::Arc::new(JobPlan::localhost_bound(2).unwrap());
         let l = held_listener(&plan, 1);
         let p = plan.clone();
+        let (idle_tx, idle_rx) = std::sync::mpsc::channel::<()>();
         let raw = thread::spawn(move || -> Seen {
             let (rank, mut s) = accept_as(&p, 1, &l);
             assert_eq!(rank, 0);
             s.write_all(&hello(&p, 1, 0, p.token(1))).unwrap();
             s.flush().unwrap();
-            thread::sleep(Duration::from_millis(2500));
+            // Reads nothing until rank 0 has idled with its backlog.
+            idle_rx.recv().unwrap();
             s.sock
                 .set_read_timeout(Some(Duration::from_secs(20)))
                 .unwrap();
@@ -75,14 +77,17 @@ fn fast_path_sends_keep_wire_order_behind_queued_frames_and_heartbeats() {
         for i in 0..20u32 {
             ep.send(1, 100 + i, &i.to_le_bytes()).unwrap();
         }
-        // Idle with a backlog: the I/O thread queues HEARTBEAT 1 behind it.
+        // Idle with a backlog: the I/O thread queues HEARTBEAT 1 behind it
+        // (protocol §7.4: one after 1000 ms without a frame sent).
         thread::sleep(Duration::from_millis(1800));
         for i in 20..40u32 {
             ep.send(1, 100 + i, &i.to_le_bytes()).unwrap();
         }
         ep.send_collective(1, &BCAST).unwrap();
+        idle_tx.send(()).unwrap();
         h1.wait().unwrap();
-        // Idle with nothing queued: the next HEARTBEAT leaves alone.
+        // Idle with nothing queued: the next HEARTBEAT leaves alone
+        // (protocol §7.4: 1000 ms without a frame sent).
         thread::sleep(Duration::from_millis(1500));
         for i in 40..60u32 {
             ep.send(1, 100 + i, &i.to_le_bytes()).unwrap();
@@ -152,7 +157,8 @@ fn fast_path_send_after_failure_returns_the_job_error() {
                 // are busy.
                 ep.recv(0, 9)?;
                 ep.recv(1, 9)?;
-                thread::sleep(Duration::from_millis(300));
+                // Rank 0 has a big message through and sends the next.
+                ep.recv(0, 10)?;
                 ep.abort(sperli_wire::abort::AbortReason::Application, 0, "stop");
                 return Ok(None);
             }
@@ -161,9 +167,13 @@ fn fast_path_send_after_failure_returns_the_job_error() {
             let e = if me == 0 {
                 // Sending big messages when the failure comes: returns.
                 let m = vec![5u8; BIG];
+                let mut busy = false;
                 loop {
                     if let Err(e) = ep.send(other, 1, &m) {
                         break e;
+                    }
+                    if !std::mem::replace(&mut busy, true) {
+                        ep.send(2, 10, b"busy")?;
                     }
                 }
             } else {

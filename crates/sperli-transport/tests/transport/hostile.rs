@@ -94,6 +94,7 @@ fn hostile_peer_frame_is_rejected_with_h1610() {
         let l = held_listener(&plan, 2);
         let plan = std::sync::Arc::new(plan);
         let p2 = plan.clone();
+        let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
         let hostile = thread::spawn(move || {
             let mut streams = Vec::new();
             for _ in 0..2 {
@@ -102,7 +103,10 @@ fn hostile_peer_frame_is_rejected_with_h1610() {
                 s.flush().unwrap();
                 streams.push((rank, s));
             }
-            thread::sleep(Duration::from_millis(300));
+            // Both ranks are set up: the frame comes after set-up.
+            for _ in 0..2 {
+                up_rx.recv().unwrap();
+            }
             let (_, victim) = streams.iter_mut().find(|(r, _)| *r == 1).unwrap();
             let bad = RawHeader {
                 frame_type: FrameType::Data.code(),
@@ -116,16 +120,18 @@ fn hostile_peer_frame_is_rejected_with_h1610() {
             victim.write_all(&bad.to_bytes()).unwrap();
             victim.flush().unwrap();
             let abort = read_until(victim, FrameType::Abort).expect("ABORT from the victim");
-            thread::sleep(Duration::from_secs(2));
-            abort
+            // The connections stay open until the ranks ended: a close of
+            // ours must not reach rank 0 before the victim's ABORT.
+            (abort, streams)
         });
-        let res = run_ranks(&plan, &[0, 1], settings(), |ep: Endpoint| {
+        let res = run_ranks(&plan, &[0, 1], settings(), move |ep: Endpoint| {
+            let _ = up_tx.send(());
             let e = ep.recv(if ep.rank() == 0 { 1 } else { 2 }, 0).unwrap_err();
             // Every later call fails with the same error.
             assert_eq!(ep.send(0, 0, b"x").unwrap_err(), e);
             Err::<(), Error>(e)
         });
-        let abort = hostile.join().unwrap();
+        let (abort, _streams) = hostile.join().unwrap();
         assert_eq!(
             &abort[..8],
             &[7, 0, 0, 0, 0x4a, 0x06, 0, 0],
@@ -163,7 +169,8 @@ fn strangers_during_setup_do_not_abort() {
             ep.send(0, 1, &m)?;
             ep.finish()
         });
-        thread::sleep(Duration::from_millis(300));
+        // Rank 1's listener is bound already (the plan holds it): a
+        // connection queues until rank 1 accepts it.
         let h1 = &plan.hosts[1];
         // 1. Garbage.
         let mut s = TcpStream::connect((h1.host.as_str(), h1.port)).unwrap();
@@ -197,8 +204,11 @@ fn strangers_during_setup_do_not_abort() {
         let mut buf = Vec::new();
         let _ = tls.read_to_end(&mut buf);
         drop(tls);
+        // The garbage client is dropped too (EOF or an error) before the
+        // real rank 0 comes, so every stranger met a rank in set-up.
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = s.read_to_end(&mut buf);
         drop(s);
-        thread::sleep(Duration::from_millis(200));
         // The real rank 0.
         let ep0 = start_rank(&plan, 0, settings()).unwrap();
         ep0.send(1, 1, b"ping").unwrap();
@@ -221,7 +231,7 @@ fn setup_with_only_a_bad_token_fails_with_h1611() {
             };
             start_rank(&p, 1, s).map(|_| ())
         });
-        thread::sleep(Duration::from_millis(300));
+        // Rank 1's listener is bound already (the plan holds it).
         let h1 = &plan.hosts[1];
         let id = plan.identity(0);
         let cfg = client_config_from_pem(
@@ -256,12 +266,14 @@ enum Leave {
 fn raw_rank0_leaves(how: Leave, silence: Duration) -> Error {
     let plan = std::sync::Arc::new(JobPlan::localhost_bound(2).unwrap());
     let p = plan.clone();
+    let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
     let rank1 = thread::spawn(move || {
         let s = Settings {
             silence,
             ..settings()
         };
         let ep = start_rank(&p, 1, s)?;
+        let _ = up_tx.send(());
         ep.recv(0, 0).map(|_| ())
     });
     let h1 = &plan.hosts[1];
@@ -272,19 +284,17 @@ fn raw_rank0_leaves(how: Leave, silence: Duration) -> Error {
         id.key_pem().as_bytes(),
     )
     .unwrap();
-    let sock = loop {
-        match TcpStream::connect((h1.host.as_str(), h1.port)) {
-            Ok(s) => break s,
-            Err(_) => thread::sleep(Duration::from_millis(50)),
-        }
-    };
+    // Rank 1's listener is bound already (the plan holds it).
+    let sock = TcpStream::connect((h1.host.as_str(), h1.port)).unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let raw = sock.try_clone().unwrap();
     let mut tls = sperli_tls::config::connect(cfg, sock, &h1.host, &plan.job_id, 1).unwrap();
     tls.write_all(&hello(&plan, 0, 1, plan.token(0))).unwrap();
     tls.flush().unwrap();
     assert!(read_until(&mut tls, FrameType::Hello).is_some());
-    thread::sleep(Duration::from_millis(300));
+    // Rank 1 counted us (its set-up is done): what follows is an
+    // authenticated peer's.
+    up_rx.recv().unwrap();
     match how {
         Leave::Close => {
             tls.conn.send_close_notify();

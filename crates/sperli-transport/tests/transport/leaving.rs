@@ -27,12 +27,14 @@ fn a_frame_after_bye_reaches_the_program_as_h1610() {
             let plan = std::sync::Arc::new(JobPlan::localhost_bound(2).unwrap());
             let l = held_listener(&plan, 1);
             let p = plan.clone();
+            let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
             let raw = thread::spawn(move || {
                 let (rank, mut s) = accept_as(&p, 1, &l);
                 assert_eq!(rank, 0);
                 s.write_all(&hello(&p, 1, 0, p.token(1))).unwrap();
                 s.flush().unwrap();
-                thread::sleep(Duration::from_millis(300));
+                // Rank 0 is set up and waits in its call.
+                up_rx.recv().unwrap();
                 let bye = FrameHeader::new(FrameType::Bye, p.job_id, 1, 0, p.incarnation);
                 let after = if round % 2 == 0 {
                     let bcast = [2u8, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0];
@@ -48,16 +50,18 @@ fn a_frame_after_bye_reaches_the_program_as_h1610() {
                     s.write_all(&both).unwrap();
                     s.flush().unwrap();
                 } else {
+                    // BYE and the frame in TCP segments of their own.
+                    s.sock.set_nodelay(true).unwrap();
                     s.write_all(&bye.to_bytes()).unwrap();
                     s.flush().unwrap();
-                    thread::sleep(Duration::from_millis(50));
                     s.write_all(&after).unwrap();
                     s.flush().unwrap();
                 }
                 let _ = s.sock.set_read_timeout(Some(Duration::from_secs(5)));
                 read_until(&mut s, FrameType::Abort)
             });
-            let res = run_ranks(&plan, &[0], settings(), |ep: Endpoint| {
+            let res = run_ranks(&plan, &[0], settings(), move |ep: Endpoint| {
+                let _ = up_tx.send(());
                 Ok(ep.recv_collective(1))
             });
             let abort = raw.join().unwrap().expect("an ABORT from rank 0");

@@ -92,7 +92,7 @@ fn nonblocking_large_and_collective_seam() {
                         assert_eq!(m, b"after-collective");
                         break;
                     }
-                    std::thread::sleep(Duration::from_millis(1));
+                    std::thread::yield_now();
                 }
                 drop(r2);
                 assert_eq!(ep.recv_large(other, 9)?, big);
@@ -173,6 +173,8 @@ fn heartbeats_keep_a_computing_rank_alive() {
             for i in 0..2u8 {
                 ep.send(other, 3, &[i])?;
                 assert_eq!(ep.recv(other, 3)?, vec![i]);
+                // protocol §7.4: computing for twice the 1500 ms silence
+                // limit; only the heartbeats keep the peer alive.
                 std::thread::sleep(Duration::from_millis(3000));
             }
             ep.finish()

@@ -62,6 +62,7 @@ pub fn hostile_job(
     let plan = Arc::new(JobPlan::localhost_bound(3).unwrap());
     let l = held_listener(&plan, 2);
     let p = plan.clone();
+    let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
     let hostile = thread::spawn(move || {
         let mut streams = Vec::new();
         for _ in 0..2 {
@@ -70,7 +71,10 @@ pub fn hostile_job(
             s.flush().unwrap();
             streams.push((rank, s));
         }
-        thread::sleep(Duration::from_millis(300));
+        // Both ranks are set up and in their calls.
+        for _ in 0..2 {
+            up_rx.recv().unwrap();
+        }
         let start = Instant::now();
         let i = streams.iter().position(|(r, _)| *r == 1).unwrap();
         act(&p, &mut streams[i].1);
@@ -87,7 +91,8 @@ pub fn hostile_job(
         silence,
         ..settings()
     };
-    let res = run_ranks(&plan, &[0, 1], s, |ep: Endpoint| {
+    let res = run_ranks(&plan, &[0, 1], s, move |ep: Endpoint| {
+        let _ = up_tx.send(());
         if ep.rank() == 0 {
             let m = ep.recv(1, 1)?;
             ep.finish()?;
@@ -133,7 +138,6 @@ pub fn scenario_cut_short() -> Outcome {
         let full = data(p, 2, 1, 1, &[7u8; 100]);
         s.write_all(&full[..52 + 10]).unwrap();
         s.flush().unwrap();
-        thread::sleep(Duration::from_millis(100));
         s.conn.send_close_notify();
         let _ = s.flush();
         let _ = s.sock.shutdown(std::net::Shutdown::Write);
@@ -284,13 +288,8 @@ fn stranger_then_job<T: Send + 'static>(
         ep.send(0, 1, &m)?;
         ep.finish()
     });
-    let h1 = &plan.hosts[1];
-    // Rank 1 listens once its port answers.
-    let t = Instant::now();
-    while TcpStream::connect((h1.host.as_str(), h1.port)).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(10));
-        thread::sleep(Duration::from_millis(20));
-    }
+    // Rank 1's listener is bound already (the plan holds it): the
+    // stranger's connection queues until rank 1 accepts it.
     let out = stranger(&plan);
     let ep0 = start_rank(&plan, 0, settings()).unwrap();
     ep0.send(1, 1, b"ping").unwrap();
@@ -429,10 +428,15 @@ fn a_replayed_token_of_an_older_incarnation_is_refused() {
         plan.next_incarnation(sperli_tls::job_plan::local_hosts(2).unwrap())
             .unwrap();
         let plan = Arc::new(plan);
+        let h1 = &plan.hosts[1];
+        // The next incarnation's listeners are not held by the plan: rank
+        // 1's is bound here and handed over, so it answers at once.
+        let l1 = Arc::new(std::net::TcpListener::bind((h1.host.as_str(), h1.port)).unwrap());
         let p = plan.clone();
         let rank1 = thread::spawn(move || {
             let s = Settings {
                 silence: Duration::from_millis(1500),
+                listener: Some(l1),
                 ..settings()
             };
             let ep = start_rank(&p, 1, s)?;
@@ -440,12 +444,6 @@ fn a_replayed_token_of_an_older_incarnation_is_refused() {
             ep.send(0, 1, &m)?;
             ep.finish()
         });
-        let h1 = &plan.hosts[1];
-        let t = Instant::now();
-        while TcpStream::connect((h1.host.as_str(), h1.port)).is_err() {
-            assert!(t.elapsed() < Duration::from_secs(10));
-            thread::sleep(Duration::from_millis(20));
-        }
         let cfg = client_config_from_pem(ca.as_bytes(), cert.as_bytes(), key.as_bytes()).unwrap();
         // 1. Old token, current header incarnation.
         let mut a =
@@ -512,6 +510,7 @@ fn a_silent_tcp_client_neither_blocks_the_job_nor_stays_forever() {
     with_deadline(Duration::from_secs(60), || {
         let plan = Arc::new(JobPlan::localhost_bound(2).unwrap());
         let p = plan.clone();
+        let (seen_tx, seen_rx) = std::sync::mpsc::channel::<()>();
         let rank1 = thread::spawn(move || {
             let s = Settings {
                 silence: Duration::from_millis(1500),
@@ -519,22 +518,14 @@ fn a_silent_tcp_client_neither_blocks_the_job_nor_stays_forever() {
             };
             let ep = start_rank(&p, 1, s)?;
             let m = ep.recv(0, 1)?;
-            // Stay in the job a while so the silent socket's fate is seen.
-            thread::sleep(Duration::from_millis(3500));
+            // Stay in the job until the silent socket's fate is seen.
+            let _ = seen_rx.recv();
             ep.send(0, 1, &m)?;
             ep.finish()
         });
         let h1 = &plan.hosts[1];
-        let t = Instant::now();
-        let mut silent = loop {
-            match TcpStream::connect((h1.host.as_str(), h1.port)) {
-                Ok(s) => break s,
-                Err(_) => {
-                    assert!(t.elapsed() < Duration::from_secs(10));
-                    thread::sleep(Duration::from_millis(20));
-                }
-            }
-        };
+        // Rank 1's listener is bound already (the plan holds it).
+        let mut silent = TcpStream::connect((h1.host.as_str(), h1.port)).unwrap();
         silent
             .set_read_timeout(Some(Duration::from_secs(6)))
             .unwrap();
@@ -543,6 +534,7 @@ fn a_silent_tcp_client_neither_blocks_the_job_nor_stays_forever() {
         let ts = Instant::now();
         let dropped = closed_by_peer(&mut silent);
         let waited = ts.elapsed();
+        seen_tx.send(()).unwrap();
         assert_eq!(ep0.recv(1, 1).unwrap(), b"ping");
         ep0.finish().unwrap();
         rank1.join().unwrap().unwrap();
@@ -627,19 +619,21 @@ fn rss_probe() {
     ];
     for (name, f, bound) in scenarios {
         let before = vm_rss_kib();
-        // The peak while the scenario runs, sampled every 5 ms.
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let st = stop.clone();
+        // The peak while the scenario runs, sampled every 5 ms until the
+        // scenario says it is over.
+        let (stop, st) = std::sync::mpsc::channel::<()>();
         let sampler = thread::spawn(move || {
             let mut peak = 0;
-            while !st.load(std::sync::atomic::Ordering::Relaxed) {
+            loop {
                 peak = peak.max(vm_rss_kib());
-                thread::sleep(Duration::from_millis(5));
+                match st.recv_timeout(Duration::from_millis(5)) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return peak,
+                }
             }
-            peak
         });
         let o = f();
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = stop.send(());
         let peak = sampler.join().unwrap().max(vm_rss_kib());
         let after = vm_rss_kib();
         let grew = peak.saturating_sub(before);

@@ -98,6 +98,7 @@ fn run_one(v: &Vector) {
     let discard = v.verdict == "discard";
     let features = v.features;
     let p = plan.clone();
+    let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
     let hostile = thread::spawn(move || {
         let mut streams = Vec::new();
         for _ in 0..2 {
@@ -107,7 +108,10 @@ fn run_one(v: &Vector) {
             s.flush().unwrap();
             streams.push((rank, s));
         }
-        thread::sleep(Duration::from_millis(150));
+        // Both ranks are set up: the job's features are negotiated.
+        for _ in 0..2 {
+            up_rx.recv().unwrap();
+        }
         let (_, s) = streams.iter_mut().find(|(r, _)| *r == 1).unwrap();
         s.write_all(&bytes).unwrap();
         if discard {
@@ -121,6 +125,7 @@ fn run_one(v: &Vector) {
         abort
     });
     let res = run_ranks(&plan, &[0, 1], settings(), move |ep: Endpoint| {
+        let _ = up_tx.send(());
         if ep.rank() == 0 {
             // The bystander waits until the job ends one way or the other.
             return ep.recv(1, 99);

@@ -33,6 +33,7 @@ use crate::proto::frame_reader::FrameReader;
 
 pub use context::{verify_token, JobContext};
 pub use outgoing::Outgoing;
+pub use receive::Fed;
 
 mod context;
 mod outgoing;

@@ -27,23 +27,35 @@ impl Connection {
         out: &mut dyn Deliver,
     ) -> Result<(), Error> {
         // A pause is asked once per frame end: every call takes more.
-        let mut at = self.handle_bytes_pausing(bytes, now, now_ms, out)?;
+        let mut at = self.handle_bytes_pausing(bytes, now, now_ms, out)?.taken;
         while at < bytes.len() {
-            at += self.handle_bytes_pausing(&bytes[at..], now, now_ms, out)?;
+            at += self
+                .handle_bytes_pausing(&bytes[at..], now, now_ms, out)?
+                .taken;
         }
         Ok(())
     }
 
     /// As [`Connection::handle_bytes`], but stops at a frame boundary when
-    /// `out` asks for a pause ([`Deliver::pause`]); returns the bytes
-    /// taken (the rest is fed again later).
+    /// `out` asks for a pause ([`Deliver::pause`]), and always right after
+    /// the peer's HELLO verified; returns the bytes taken (the rest is fed
+    /// again later) and whether it stopped ([`Fed`]).
+    ///
+    /// The stop after HELLO is what lets the caller act on
+    /// [`Incoming::Authenticated`] before the next frame is judged: from
+    /// that frame on the bytes are an authenticated peer's, so a rejected
+    /// one ends the job (H1610, ABORT reason 7, protocol §6.2, §7.5)
+    /// instead of being taken for a failed authentication, which only
+    /// closes the connection (protocol §5.3). Without the stop, a frame
+    /// that came in the same read as the HELLO failed the whole read, and
+    /// the peer never counted as authenticated.
     pub fn handle_bytes_pausing(
         &mut self,
         bytes: &[u8],
         now: Instant,
         now_ms: u64,
         out: &mut dyn Deliver,
-    ) -> Result<usize, Error> {
+    ) -> Result<Fed, Error> {
         self.last_recv = now;
         if self.state == ConnState::Closed {
             return Err(FrameError::Unexpected {
@@ -55,17 +67,18 @@ impl Connection {
         let fresh = FrameReader::new(self.rx());
         let mut reader = std::mem::replace(&mut self.reader, fresh);
         let pre_hello = self.state == ConnState::AwaitingHello;
-        let result = reader.feed(
-            bytes,
-            &mut Judge {
-                conn: self,
-                now_ms,
-                out,
-            },
-        );
+        let mut judge = Judge {
+            conn: self,
+            now_ms,
+            out,
+            hello_verified: false,
+            stopped: false,
+        };
+        let result = reader.feed(bytes, &mut judge);
+        let stopped = judge.stopped;
         self.reader = reader;
         match result {
-            Ok(n) => Ok(n),
+            Ok(taken) => Ok(Fed { taken, stopped }),
             Err(e) => {
                 self.state = ConnState::Closed;
                 Err(match e {
@@ -245,6 +258,23 @@ struct Judge<'a> {
     conn: &'a mut Connection,
     now_ms: u64,
     out: &'a mut dyn Deliver,
+    /// The frame just completed was the peer's HELLO, and it verified:
+    /// the feed stops there (see [`Connection::handle_bytes_pausing`]).
+    hello_verified: bool,
+    /// The feed stopped at a frame boundary.
+    stopped: bool,
+}
+
+/// What one [`Connection::handle_bytes_pausing`] took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fed {
+    /// Bytes taken; the rest is fed again later.
+    pub taken: usize,
+    /// The feed stopped at a frame boundary (the sink asked for a pause,
+    /// or the peer's HELLO just verified): the caller acts on it before it
+    /// feeds anything more, even when `taken` is every byte it gave (the
+    /// next bytes may come in its next chunk).
+    pub stopped: bool,
 }
 
 impl FrameSink for Judge<'_> {
@@ -270,11 +300,19 @@ impl FrameSink for Judge<'_> {
     }
 
     fn frame(&mut self, frame: Frame) -> Result<(), Error> {
-        self.conn.on_frame(frame, self.now_ms, self.out)
+        let before = self.conn.state;
+        self.conn.on_frame(frame, self.now_ms, self.out)?;
+        self.hello_verified =
+            before == ConnState::AwaitingHello && self.conn.state == ConnState::Open;
+        Ok(())
     }
 
     fn pause(&mut self) -> bool {
-        self.out.pause()
+        // Both are asked: the sink's own pause is taken either way.
+        let asked = self.out.pause();
+        let stop = std::mem::take(&mut self.hello_verified) || asked;
+        self.stopped |= stop;
+        stop
     }
 
     fn features(&self) -> Option<u64> {

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use sperli_wire::data::Data;
 use sperli_wire::error::{AuthError, FrameError, LossCause, TokenError};
 use sperli_wire::frame::encode_frame;
-use sperli_wire::header::{check_name, FrameHeader};
+use sperli_wire::header::{check_name, FrameHeader, RawHeader};
 use sperli_wire::job_description::HostEntry;
 use sperli_wire::payload::Payload;
 use sperli_wire::{Error, FrameType, JobId};
@@ -132,6 +132,194 @@ fn hello_twice_is_rejected() {
             when: "twice"
         })
     ));
+}
+
+/// Frames the text rejects, each as rank 0 sends it to rank 1 right behind
+/// its HELLO, with the check it fails (`check_name`): every check of
+/// protocol §6.2 that rejects, a skipped HEARTBEAT counter (§7.4), a second
+/// HELLO (§7.1) and a frame after BYE (§7.6).
+fn rejected_behind_hello(plan: &JobPlan) -> Vec<(&'static str, Vec<u8>)> {
+    let raw = |t: FrameType| FrameHeader::new(t, plan.job_id, 0, 1, plan.incarnation).to_raw();
+    let data = raw(FrameType::Data);
+    let head = |h: RawHeader| h.to_bytes().to_vec();
+    let with_payload = |h: RawHeader, p: &[u8]| {
+        let mut v = RawHeader {
+            length: p.len() as u32,
+            ..h
+        }
+        .to_bytes()
+        .to_vec();
+        v.extend_from_slice(p);
+        v
+    };
+    let mut bye_then_data = frame(plan, FrameType::Bye, 0, 1, &[]);
+    bye_then_data.extend(data_frame(plan, 0, 1, 1, b"x"));
+    vec![
+        (
+            "length",
+            head(RawHeader {
+                length: (16 << 20) + 1,
+                ..data
+            }),
+        ),
+        (
+            "type",
+            head(RawHeader {
+                frame_type: 0,
+                ..data
+            }),
+        ),
+        (
+            "type",
+            head(RawHeader {
+                frame_type: 12,
+                ..data
+            }),
+        ),
+        ("flags", head(RawHeader { flags: 1, ..data })),
+        ("service", head(RawHeader { service: 1, ..data })),
+        (
+            "membership_epoch",
+            head(RawHeader {
+                membership_epoch: 1,
+                ..data
+            }),
+        ),
+        (
+            "job",
+            head(RawHeader {
+                job_id: JobId([0x5a; 16]),
+                ..data
+            }),
+        ),
+        ("source", head(RawHeader { source: 2, ..data })),
+        ("target", head(RawHeader { target: 2, ..data })),
+        (
+            "incarnation",
+            head(RawHeader {
+                incarnation: plan.incarnation + 1,
+                ..data
+            }),
+        ),
+        ("epoch", head(RawHeader { epoch: 1, ..data })),
+        (
+            "payload_length",
+            head(RawHeader {
+                length: 7,
+                ..raw(FrameType::Heartbeat)
+            }),
+        ),
+        (
+            "tag",
+            head(RawHeader {
+                tag: 1 << 31,
+                ..data
+            }),
+        ),
+        (
+            "tag",
+            with_payload(
+                RawHeader {
+                    tag: 5,
+                    ..raw(FrameType::Collective)
+                },
+                &[0; 16],
+            ),
+        ),
+        (
+            "payload",
+            frame(plan, FrameType::Heartbeat, 0, 1, &2u64.to_le_bytes()),
+        ),
+        ("payload", hello_frame(plan, 0, 1, plan.token(0))),
+        ("payload", bye_then_data),
+    ]
+}
+
+/// A rejected frame in the same read as the HELLO is the authenticated
+/// peer's: the feed stops right after the HELLO verifies (so the caller
+/// counts the peer first), and the frame then fails as an open
+/// connection's frame, H1610 (protocol §5.3, §6.2), never as a failed
+/// authentication of a "first frame".
+#[test]
+fn a_rejected_frame_right_behind_hello_fails_the_open_connection() {
+    let plan = plan();
+    let hello = hello_frame(&plan, 0, 1, plan.token(0));
+    let now = Instant::now();
+    let now_ms = unix_ms(std::time::SystemTime::now());
+    let authenticated = Incoming::Authenticated {
+        features: sperli_wire::limits::FEATURE_V1_CORE,
+    };
+    for (check, bad) in rejected_behind_hello(&plan) {
+        let mut bytes = hello.clone();
+        bytes.extend_from_slice(&bad);
+        let fresh = || Connection::new(ctx_of(&plan, 1), 0, Duration::from_secs(5), now);
+        let mut c = fresh();
+        let mut ev = Vec::new();
+        let fed = c
+            .handle_bytes_pausing(&bytes, now, now_ms, &mut ev)
+            .unwrap();
+        let n = fed.taken;
+        assert_eq!(n, hello.len(), "{check}: the feed stops behind HELLO");
+        assert!(fed.stopped, "{check}");
+        assert_eq!(ev, vec![authenticated.clone()], "{check}");
+        assert_eq!(c.state(), ConnState::Open, "{check}");
+        let e = c
+            .handle_bytes(&bytes[n..], now, now_ms, &mut ev)
+            .unwrap_err();
+        let Error::FrameRejected(f) = &e else {
+            panic!("{check}: {e}")
+        };
+        assert_eq!(check_name(f), check, "{e}");
+        assert_eq!(e.h_code().map(|c| c.number()), Some(1610), "{e}");
+        assert!(!e.to_string().contains("first frame"), "{e}");
+        assert_eq!(c.state(), ConnState::Closed, "{check}");
+        // Fed whole, the same error after the same authentication.
+        let mut c = fresh();
+        let mut ev = Vec::new();
+        assert_eq!(c.handle_bytes(&bytes, now, now_ms, &mut ev), Err(e));
+        assert_eq!(ev.first(), Some(&authenticated), "{check}");
+    }
+}
+
+/// The feed stops once, after the HELLO; the frames of an open connection
+/// then flow without a stop.
+#[test]
+fn the_feed_stops_only_behind_the_hello() {
+    let plan = plan();
+    let hello = hello_frame(&plan, 0, 1, plan.token(0));
+    let mut bytes = hello.clone();
+    bytes.extend(data_frame(&plan, 0, 1, 4, b"abc"));
+    bytes.extend(data_frame(&plan, 0, 1, 5, b"de"));
+    let now = Instant::now();
+    let now_ms = unix_ms(std::time::SystemTime::now());
+    let mut c = Connection::new(ctx_of(&plan, 1), 0, Duration::from_secs(5), now);
+    let mut ev = Vec::new();
+    let n = hello.len();
+    assert_eq!(
+        c.handle_bytes_pausing(&bytes, now, now_ms, &mut ev),
+        Ok(Fed {
+            taken: n,
+            stopped: true
+        })
+    );
+    assert_eq!(
+        c.handle_bytes_pausing(&bytes[n..], now, now_ms, &mut ev),
+        Ok(Fed {
+            taken: bytes.len() - n,
+            stopped: false
+        })
+    );
+    assert_eq!(ev.len(), 3, "{ev:?}");
+    // A HELLO that ends the bytes given (its TLS record ended there) stops
+    // the feed all the same: the caller must not feed the next record.
+    let mut c = Connection::new(ctx_of(&plan, 1), 0, Duration::from_secs(5), now);
+    assert_eq!(
+        c.handle_bytes_pausing(&hello, now, now_ms, &mut Vec::new()),
+        Ok(Fed {
+            taken: n,
+            stopped: true
+        })
+    );
 }
 
 #[test]
