@@ -347,21 +347,42 @@ fn children_of(pid: u32) -> Vec<u32> {
     out
 }
 
-/// Checks `done` until it holds (true) or `limit` passed (false). For what
-/// sends no event a test could block on: a process's state in /proc, the
-/// job steps in Slurm's view.
-fn poll_until(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+/// A pidfd of `pid` (`None`: it is gone, or reaped).
+fn pidfd(pid: u32) -> Option<std::os::fd::OwnedFd> {
+    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+}
+
+/// Waits until `done()` holds or `limit` passed (false), looking again at
+/// each exit of a process `watched()` names (pidfd): for a set of
+/// processes that must end, which sends no other event a test could
+/// block on.
+fn until_exits(
+    limit: Duration,
+    mut watched: impl FnMut() -> Vec<u32>,
+    mut done: impl FnMut(&[u32]) -> bool,
+) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
     let t = Instant::now();
     loop {
-        if done() {
+        let pids = watched();
+        if done(&pids) {
             return true;
         }
-        if t.elapsed() >= limit {
+        let left = limit.saturating_sub(t.elapsed());
+        if left.is_zero() {
             return false;
         }
-        // Not a delay: the interval at which the state is read again
-        // while waiting for it to change.
-        std::thread::sleep(Duration::from_millis(20));
+        let fds: Vec<_> = pids.iter().filter_map(|&p| pidfd(p)).collect();
+        if fds.is_empty() {
+            continue;
+        }
+        let mut set: Vec<PollFd<'_>> = fds.iter().map(|f| PollFd::new(f, PollFlags::IN)).collect();
+        let ts = Timespec {
+            tv_sec: left.as_secs() as i64,
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
+        let _ = poll(&mut set, Some(&ts));
     }
 }
 
@@ -371,20 +392,18 @@ fn wait_gone(pids: &[u32], since: Instant, limit: Duration) -> Option<Duration> 
     let running = |p: &u32| {
         std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| !s.contains(") Z "))
     };
-    poll_until(limit.saturating_sub(since.elapsed()), || {
-        !pids.iter().any(running)
-    })
+    until_exits(
+        limit.saturating_sub(since.elapsed()),
+        || pids.iter().copied().filter(running).collect(),
+        |left| left.is_empty(),
+    )
     .then(|| since.elapsed())
 }
 
-/// The pids of the launcher `pid`'s `n` rank processes, once all run
-/// (waits at most 20 s, then fails the test).
-fn wait_for_ranks(pid: u32, n: usize) -> Vec<u32> {
-    let mut ranks = Vec::new();
-    poll_until(Duration::from_secs(20), || {
-        ranks = children_of(pid);
-        ranks.len() >= n
-    });
+/// The pids of the launcher `pid`'s `n` rank processes. Called once the
+/// ranks said they joined (their output is the event), so they all run.
+fn ranks_of(pid: u32, n: usize) -> Vec<u32> {
+    let ranks = children_of(pid);
     assert_eq!(ranks.len(), n, "ranks not found");
     ranks
 }
@@ -417,8 +436,8 @@ fn the_job_description_is_in_no_cmdline_environ_or_file() {
         .spawn()
         .unwrap();
     // Wait until the ranks have joined, then look at them while they sleep.
-    let ranks = wait_for_ranks(child.id(), 3);
     wait_joined(&mut child, 3);
+    let ranks = ranks_of(child.id(), 3);
     for pid in &ranks {
         for what in ["cmdline", "environ"] {
             let bytes = std::fs::read(format!("/proc/{pid}/{what}")).unwrap_or_default();
@@ -470,8 +489,8 @@ fn sigkill_of_a_rank_stops_the_others_and_the_launcher_restarts() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let ranks = wait_for_ranks(child.id(), 3);
     wait_joined(&mut child, 3);
+    let ranks = ranks_of(child.id(), 3);
     let victim = ranks[1];
     let killed_at = Instant::now();
     let _ = Command::new("kill")
@@ -523,17 +542,18 @@ fn a_failed_rank_moves_to_a_spare_host_on_restart() {
 #[test]
 fn sigterm_to_the_launcher_ends_every_rank() {
     let _cpu = crate::shared_cpu();
-    let child = Command::new(env!("CARGO_BIN_EXE_sperli"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sperli"))
         .args(["run", "-n", "3", "--timeout", "60", "--"])
         .arg(crate::example())
         .args(["sleep", "30000"])
         .env_remove("SPERLI_REFUSED_HOSTS")
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let t = Instant::now();
-    let ranks = wait_for_ranks(child.id(), 3);
+    wait_joined(&mut child, 3);
+    let ranks = ranks_of(child.id(), 3);
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();

@@ -115,10 +115,14 @@ pub fn rank_process(mark: &str, rank: u32, incarnation: u32) -> Option<Proc> {
 pub fn wait_none_left(mark: &str, limit: Duration) -> Result<Duration, Vec<Proc>> {
     let t = Instant::now();
     let mut left = Vec::new();
-    if crate::poll_until(limit, || {
-        left = job(mark);
-        left.is_empty()
-    }) {
+    if crate::until_exits(
+        limit,
+        || {
+            left = job(mark);
+            left.iter().map(|p| p.pid).collect()
+        },
+        |pids| pids.is_empty(),
+    ) {
         Ok(t.elapsed())
     } else {
         Err(left)

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use sperli_wire::ckpt_path::{buddy_file_name, rank_file_name};
 use sperli_wire::ids::Sha256Digest;
 
-use super::{children_of, port_race, result_line, wait_for_lines, wait_for_ranks, wait_gone};
+use super::{children_of, port_race, ranks_of, result_line, wait_for_lines, wait_gone};
 
 /// `sperli ARGS -- sperli-example EXAMPLE...` with `env`, killed after
 /// `limit` (a watchdog over the launcher's own --timeout); None after a
@@ -146,7 +146,6 @@ fn sigstop_of_a_rank_is_h1613_silence_within_the_limit() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let ranks = wait_for_ranks(child.id(), 3);
     // Past the first barrier: rank 1 sleeps, the others wait in the
     // second barrier, heartbeats flow.
     wait_for_lines(
@@ -155,6 +154,7 @@ fn sigstop_of_a_rank_is_h1613_silence_within_the_limit() {
             .map(|r| format!("[{r}] rank {r} past the first barrier"))
             .collect(),
     );
+    let ranks = ranks_of(child.id(), 3);
     let victim = ranks
         .iter()
         .copied()
