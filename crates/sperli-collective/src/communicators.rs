@@ -117,9 +117,22 @@ pub(crate) struct Group {
     _membership: Option<Arc<Membership>>,
 }
 
+impl Group {
+    /// A communicator no split or dup made and no frame names (COMM_SELF:
+    /// `crate::self_comm`), kept out of the registry.
+    pub(crate) fn unregistered(id: u32, members: Arc<[u32]>) -> Group {
+        Group {
+            id,
+            members: Some(members),
+            _membership: None,
+        }
+    }
+}
+
 impl<L: Peers> Comm<L> {
     /// This communicator's id: 0 for the job's, 1..=2147483647 for one made
-    /// by [`Comm::split`] or [`Comm::dup`] (protocol §15.2).
+    /// by [`Comm::split`] or [`Comm::dup`] (protocol §15.2), 4294967295 for
+    /// [`Comm::comm_self`] (never on the wire: its calls are local).
     pub fn id(&self) -> u32 {
         self.group.id
     }

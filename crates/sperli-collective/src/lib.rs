@@ -196,30 +196,40 @@
 #![warn(missing_docs)]
 
 mod abort;
+pub mod cart;
 mod collectives;
 mod comm;
 mod communicators;
 mod element;
 mod endpoint_peers;
 mod extra;
+mod group;
 mod large;
+mod mpi_error;
 pub mod nonblocking;
 mod p2p;
 mod peers;
+pub mod persistent;
 pub mod pipeline;
 mod scan;
+mod self_comm;
+mod special;
 mod star;
 mod state;
 pub mod vcoll;
 
 pub mod fake;
 
+pub use cart::{dims_create, Cartcomm};
 pub use comm::Comm;
 pub use element::Element;
+pub use group::{Comparison, Group, GROUP_EMPTY};
 pub use large::max_chunk_elems;
+pub use mpi_error::MpiError;
 pub use nonblocking::Request;
 pub use p2p::{HasEndpoint, RecvRequest, SendRequest};
 pub use peers::{CkptFrame, Peers};
+pub use special::{empty_status, null_status, ANY_SOURCE, ANY_TAG, PROC_NULL, UNDEFINED};
 pub use sperli_transport::Endpoint;
 pub use sperli_transport::Status;
 pub use sperli_wire::abort::AbortReason;
@@ -239,7 +249,10 @@ pub use sperli_wire::{Error, HCode, Reduction};
 pub mod prelude {
     pub use crate::nonblocking::{wait_all, Request};
     pub use crate::p2p::{HasEndpoint, RecvRequest, SendRequest};
+    pub use crate::persistent::{start_all, Persistent, PersistentRecv, PersistentSend};
+    pub use crate::{dims_create, Cartcomm};
     pub use crate::{Comm, Element, Peers};
+    pub use crate::{Comparison, Group, MpiError, ANY_TAG, GROUP_EMPTY, PROC_NULL, UNDEFINED};
     pub use sperli_transport::{Endpoint, Status};
     pub use sperli_wire::abort::AbortReason;
     pub use sperli_wire::error::{ArgumentError, LocalError, MismatchError, UsageError};

@@ -6,12 +6,15 @@
 //!   of a TLS 1.3 mesh on 127.0.0.0/8, every test under a
 //!   watchdog so it can never hang;
 //! - [`vcoll`]: the v-collectives on both (protocol §8.9);
-//! - [`scan`]: scan and exscan (protocol §8.9).
+//! - [`scan`]: scan and exscan (protocol §8.9);
+//! - [`groups_topologies`]: groups, communicators from groups, COMM_SELF
+//!   and Cartesian grids on the fake link.
 
 mod api;
 mod common;
 mod communicators;
 mod fake;
+mod groups_topologies;
 mod pipelined_fake;
 mod pipelined_tls;
 mod scan;
