@@ -8,13 +8,16 @@
 //! - [`vcoll`]: the v-collectives on both (protocol §8.9);
 //! - [`scan`]: scan and exscan (protocol §8.9);
 //! - [`groups_topologies`]: groups, communicators from groups, COMM_SELF
-//!   and Cartesian grids on the fake link.
+//!   and Cartesian grids on the fake link;
+//! - [`p2p_semantics`]: PROC_NULL, persistent requests, point-to-point on
+//!   COMM_SELF and along a Cartesian grid between real TLS ranks.
 
 mod api;
 mod common;
 mod communicators;
 mod fake;
 mod groups_topologies;
+mod p2p_semantics;
 mod pipelined_fake;
 mod pipelined_tls;
 mod scan;
