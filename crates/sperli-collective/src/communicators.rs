@@ -249,6 +249,33 @@ impl<L: Peers> Comm<L> {
         Ok(self.child(id, members, self.rank()))
     }
 
+    /// Makes the communicator of `members` (job ranks; this rank is its
+    /// rank `rank`) with protocol §15.3's id: 1 + the largest `highest`
+    /// of the ranks that make it. `exchange` gets this rank's highest and
+    /// returns the largest of the members' (its own included), while this
+    /// rank is inside the making (protocol §15.4 keeps frames of the new
+    /// id that come meanwhile). The calls of `Comm::create_group`.
+    pub(crate) fn make_from(
+        &self,
+        members: Arc<[u32]>,
+        rank: u32,
+        exchange: impl FnOnce(u32) -> Result<u64, Error>,
+    ) -> Result<Comm<L>, Error> {
+        self.needs_communicators()?;
+        let _one = lock(&self.registry.one_at_a_time);
+        self.registry.set_making(true);
+        let id =
+            match exchange(self.registry.highest()).and_then(|h| next_id(h).map_err(Error::from)) {
+                Ok(id) => id,
+                Err(e) => {
+                    self.registry.set_making(false);
+                    return Err(e);
+                }
+            };
+        self.registry.made(id, Some(members.clone()));
+        Ok(self.child(id, members, rank))
+    }
+
     fn needs_communicators(&self) -> Result<(), Error> {
         if self.features & FEATURE_COMMUNICATORS == 0 {
             return Err(UsageError::NoCommunicators.into());

@@ -9,9 +9,15 @@
 //! directly. Every call on a group is local: no traffic.
 
 use std::collections::HashSet;
+use std::sync::Arc;
+
+use sperli_wire::error::MismatchError;
+use sperli_wire::limits::{MAX_COMMUNICATOR_ID, MAX_USER_TAG};
+use sperli_wire::Error;
 
 use crate::comm::Comm;
 use crate::mpi_error::MpiError;
+use crate::p2p::HasEndpoint;
 use crate::peers::Peers;
 use crate::special::{PROC_NULL, UNDEFINED};
 
@@ -342,5 +348,112 @@ impl<L: Peers> Comm<L> {
         let me = self.job_rank(self.rank());
         let pos = group.position(me);
         Ok(self.split(pos.map(|_| 0), pos.map_or(0, |p| p as i32))?)
+    }
+}
+
+impl<L: HasEndpoint> Comm<L> {
+    /// The communicator of `group`'s members, ranked in the group's order,
+    /// made by the members alone (MPI's `MPI_Comm_create_group`): every
+    /// member calls it with the same group and `tag`, the other ranks of
+    /// this communicator take no part. Needs HELLO feature bit 2 on every
+    /// rank ([`UsageError::NoCommunicators`](sperli_wire::error::UsageError::NoCommunicators)
+    /// otherwise, nothing sent).
+    ///
+    /// The id is protocol §15.3's (1 + the largest `highest` of the
+    /// members), agreed by point-to-point messages (DATA, protocol §7.2)
+    /// with user tag `tag` between the members: each member sends its
+    /// highest (8 bytes, little-endian) to the group's rank 0, which sends
+    /// back the largest. So it is for the real transport only, it does not
+    /// count as a collective call on this communicator, and, as DATA
+    /// carries no communicator (protocol §15.2), a receive with any tag
+    /// posted from a member while the call runs may take one of its
+    /// messages: keep `tag` free and such receives closed meanwhile. A
+    /// member's highest goes up to the id; a non-member's stays, which
+    /// protocol §15.3's id rule allows (a later call that makes a
+    /// communicator with it takes its own highest into account).
+    ///
+    /// Errors, before anything is sent: a group member not in this
+    /// communicator, or a caller not in the group ([`MpiError::NotMember`]),
+    /// a reserved tag ([`MpiError::Tag`]). A member's message that is not 8
+    /// bytes or holds a highest above 2147483647, or a largest below this
+    /// rank's own, ends the job (H1617, ABORT reason 3); no id left is
+    /// H1618 on every member.
+    ///
+    /// ```no_run
+    /// use sperli_collective::prelude::*;
+    /// # fn f(comm: &Comm<Endpoint>) -> Result<(), MpiError> {
+    /// // Ranks 0 and 1 make a communicator; the others go on meanwhile.
+    /// let pair = comm.group().incl(&[0, 1])?;
+    /// if pair.rank().is_some() {
+    ///     let c2 = comm.create_group(&pair, 99)?;
+    ///     c2.barrier()?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn create_group(&self, group: &Group, tag: u32) -> Result<Comm<L>, MpiError> {
+        self.check_subgroup(group)?;
+        let me = self.job_rank(self.rank());
+        let Some(pos) = group.position(me) else {
+            return Err(MpiError::NotMember { job_rank: me });
+        };
+        if tag > MAX_USER_TAG {
+            return Err(MpiError::Tag { tag });
+        }
+        // Ranks of this communicator (members were checked above).
+        let ranks: Vec<u32> = group
+            .ranks
+            .iter()
+            .filter_map(|&j| self.rank_of_job_rank(j))
+            .collect();
+        let members: Arc<[u32]> = group.ranks.iter().copied().collect();
+        let leader = ranks[0];
+        Ok(self.make_from(members, pos, |mine| {
+            let mine = u64::from(mine);
+            if pos == 0 {
+                let mut most = mine;
+                for &r in &ranks[1..] {
+                    let h = self.highest_from(r, tag)?;
+                    if h > u64::from(MAX_COMMUNICATOR_ID) {
+                        return self.exchange_broken(r, h);
+                    }
+                    most = most.max(h);
+                }
+                for &r in &ranks[1..] {
+                    self.send(r, tag, &[most])?;
+                }
+                Ok(most)
+            } else {
+                self.send(leader, tag, &[mine])?;
+                let most = self.highest_from(leader, tag)?;
+                if most < mine || most > u64::from(MAX_COMMUNICATOR_ID) {
+                    return self.exchange_broken(leader, most);
+                }
+                Ok(most)
+            }
+        })?)
+    }
+
+    /// One member's 8-byte highest (or the leader's largest) from rank `r`
+    /// with `tag`; another length ends the job (H1617, ABORT reason 3).
+    fn highest_from(&self, r: u32, tag: u32) -> Result<u64, Error> {
+        let b = self.recv_bytes(r, tag)?;
+        match <[u8; 8]>::try_from(b.as_slice()) {
+            Ok(x) => Ok(u64::from_le_bytes(x)),
+            Err(_) => self.mismatch(MismatchError::Length {
+                from: self.job_rank(r),
+                expected: 8,
+                got: b.len() as u64,
+            }),
+        }
+    }
+
+    /// A highest that breaks its rule (protocol §15.3): H1617, ABORT
+    /// reason 3.
+    fn exchange_broken<X>(&self, r: u32, got: u64) -> Result<X, Error> {
+        self.mismatch(MismatchError::Exchange {
+            from: self.job_rank(r),
+            field: "highest",
+            got,
+        })
     }
 }

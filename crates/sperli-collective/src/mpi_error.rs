@@ -51,7 +51,8 @@ pub enum MpiError {
     },
     /// A group member (a job rank) that is not a member of the
     /// communicator the call was made on (`create`, `create_group`: MPI
-    /// wants a subgroup of the communicator's group).
+    /// wants a subgroup of the communicator's group), or a caller of
+    /// `create_group` that is not a member of the group.
     NotMember {
         /// The member's job rank.
         job_rank: u32,

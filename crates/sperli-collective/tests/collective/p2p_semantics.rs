@@ -1,8 +1,9 @@
 //! MPI's point-to-point semantics without a wire change, between real TLS
 //! ranks on 127.0.0.0/8 (protocol §7.2 DATA only): PROC_NULL in every
 //! call, persistent requests started many times, point-to-point on
-//! COMM_SELF (this rank to itself), and a halo exchange along a
-//! non-periodic Cartesian grid whose edges are PROC_NULL.
+//! COMM_SELF (this rank to itself), a halo exchange along a
+//! non-periodic Cartesian grid whose edges are PROC_NULL, and
+//! `create_group` made by a group's members alone.
 
 use sperli_collective::prelude::*;
 use sperli_collective::{empty_status, null_status, ANY_SOURCE};
@@ -225,4 +226,69 @@ fn proc_null_persistent_requests_comm_self_and_a_grid_at_1_2_3_and_5_tls_ranks()
             );
         });
     }
+}
+
+#[test]
+fn create_group_is_made_by_the_members_alone_at_5_tls_ranks() {
+    tls_test(|| {
+        let out = run_job(
+            5,
+            |ep| ep,
+            |c: Comm<Endpoint>| {
+                let me = c.rank();
+                let world = c.group();
+                let trio = world.incl(&[3, 1, 4]).unwrap();
+                // Misuse, refused before anything is sent.
+                let stranger = Group::from_job_ranks(&[7], None).unwrap();
+                assert_eq!(
+                    c.create_group(&stranger, 1).unwrap_err(),
+                    MpiError::NotMember { job_rank: 7 }
+                );
+                let x = f64::from(me) / 3.0 + 0.1;
+                let made = if trio.rank().is_some() {
+                    assert_eq!(
+                        c.create_group(&trio, 1 << 31).unwrap_err(),
+                        MpiError::Tag { tag: 1 << 31 }
+                    );
+                    let t = c.create_group(&trio, 50).unwrap();
+                    assert_eq!(t.rank(), trio.rank().unwrap());
+                    assert_eq!(t.group().job_ranks(), &[3, 1, 4]);
+                    let s = t.allreduce(&[x], Reduction::Sum).unwrap()[0].to_bits();
+                    Some((t.id(), s))
+                } else {
+                    // The others take no part, and exchange meanwhile.
+                    assert_eq!(
+                        c.create_group(&trio, 50).unwrap_err(),
+                        MpiError::NotMember { job_rank: me }
+                    );
+                    let other = if me == 0 { 2 } else { 0 };
+                    let (_, v) = c
+                        .sendrecv::<u32, u32>(&[me], other, 60, Some(other), Some(60))
+                        .unwrap();
+                    assert_eq!(v, vec![other]);
+                    let pair = c.create_group(&world.incl(&[0, 2]).unwrap(), 61).unwrap();
+                    assert_eq!(pair.allreduce_scalar(1u32, Reduction::Sum).unwrap(), 2);
+                    None
+                };
+                // A split of the whole job afterwards gets an id above both.
+                let all = c.split(Some(0), 0).unwrap().unwrap();
+                assert_eq!(all.allreduce_scalar(1u32, Reduction::Sum).unwrap(), 5);
+                (made, all.id())
+            },
+        );
+        let want = [3u32, 1, 4]
+            .iter()
+            .map(|&r| f64::from(r) / 3.0 + 0.1)
+            .reduce(|a, b| a + b)
+            .unwrap()
+            .to_bits();
+        let split_id = out[0].1;
+        for (r, (made, id)) in out.iter().enumerate() {
+            assert_eq!(*id, split_id);
+            if let Some((tid, bits)) = made {
+                assert_eq!(*bits, want, "rank {r}");
+                assert!(*tid < split_id);
+            }
+        }
+    });
 }
