@@ -69,7 +69,7 @@ fn places(dims: &[u32], size: u32) -> Result<u64, MpiError> {
 ///
 /// ```
 /// use sperli_collective::cart::dims_create;
-/// // The examples of the MPI standard (MPI 4.0 §8.5.2).
+/// // The examples of the MPI standard's `MPI_Dims_create`.
 /// let mut d = [0, 0];
 /// dims_create(6, &mut d).unwrap();
 /// assert_eq!(d, [3, 2]);

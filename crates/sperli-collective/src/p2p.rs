@@ -26,6 +26,11 @@
 //! offered on the job's communicator
 //! ([`UsageError::AnySourceOnSubcommunicator`]).
 //!
+//! [`PROC_NULL`] as a rank or source makes every call here complete at once
+//! without traffic: a send does nothing, a receive or probe gets no data and
+//! MPI's null status ([`crate::null_status`]), and such a receive request is
+//! complete from the start (first in a wait over several).
+//!
 //! Point-to-point needs the real transport: these calls exist on
 //! `Comm<L>` where `L` holds an [`Endpoint`] ([`HasEndpoint`]: `Endpoint`,
 //! `&Endpoint`, `Arc<Endpoint>`).

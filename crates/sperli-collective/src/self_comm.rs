@@ -4,8 +4,9 @@
 //! Its size is 1 and its rank 0, so every collective on it completes
 //! locally (protocol §8.7, §15.2: a communicator of size 1 completes every
 //! call locally) and sends no frame; a send to its rank 0 is a send to this
-//! rank itself, which the transport queues locally (protocol §7.2's DATA
-//! never reaches a socket). Its id (4294967295) names no communicator on
+//! rank itself, which the transport queues locally
+//! ([`Endpoint::send`](sperli_transport::Endpoint::send)): no frame is
+//! written. Its id (4294967295) names no communicator on
 //! the wire, so it needs no HELLO feature bit and it is in no rank's
 //! registry (protocol §15.4 never judges a frame by it).
 
@@ -29,7 +30,8 @@ impl<L: Peers> Comm<L> {
     /// communicator, protocol §15.2: a receive on COMM_SELF also takes a
     /// message this rank sent itself on the job's communicator with the
     /// same tag). A receive from any source is refused on it as on every
-    /// communicator but the job's.
+    /// communicator but the job's. It shares the link, as a communicator
+    /// made by split does: drop it before [`Comm::into_link`].
     ///
     /// ```
     /// use sperli_collective::fake;

@@ -37,7 +37,7 @@ pub const ANY_TAG: u32 = u32::MAX;
 pub const ANY_SOURCE: u32 = u32::MAX - 2;
 
 /// The status of a receive from [`PROC_NULL`]: source `PROC_NULL`, tag
-/// [`ANY_TAG`], length 0 (MPI 4.0 §3.11).
+/// [`ANY_TAG`], length 0, as MPI gives it.
 ///
 /// ```
 /// use sperli_collective::{null_status, ANY_TAG, PROC_NULL};

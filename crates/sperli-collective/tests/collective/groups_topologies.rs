@@ -1,8 +1,8 @@
 //! Groups, communicators from groups, COMM_SELF and Cartesian topologies
 //! (MPI's semantics over split, protocol §15.3) at 1 to 5 ranks on the fake
 //! link: MPI's ordering rules on known cases, the ranks of the
-//! communicators made, bit-exact folds on them, the H1618 refusals, and
-//! that COMM_SELF sends nothing.
+//! communicators made, bit-exact folds on them, the H1618 refusals, that
+//! COMM_SELF sends nothing, and a job without HELLO feature bit 2.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -366,4 +366,27 @@ fn ranks_beyond_the_grid_get_none_and_misuse_is_refused() {
             assert_eq!(e.h_code().map(|h| h.number()), Some(1618));
         }
     }
+}
+
+#[test]
+fn without_feature_bit_2_only_the_local_calls_and_comm_self_work() {
+    use sperli_wire::error::UsageError;
+    use sperli_wire::limits::FEATURE_V1_CORE;
+    let links = fake::FakePeers::job_with_features(&[FEATURE_V1_CORE; 3]);
+    let out = fake::run_links(links, |c| {
+        let no = MpiError::Comm(Error::Usage(UsageError::NoCommunicators));
+        assert_eq!(c.create(&c.group()).unwrap_err(), no);
+        assert_eq!(c.cart_create(&[3], &[true], false).unwrap_err(), no);
+        assert_eq!(no.h_code(), None);
+        // Local calls and COMM_SELF need no bit.
+        let g = c.group().excl(&[1]).unwrap();
+        assert_eq!(g.job_ranks(), &[0, 2]);
+        let me = c.comm_self();
+        assert_eq!(
+            me.allreduce_scalar(c.rank(), Reduction::Max).unwrap(),
+            c.rank()
+        );
+        c.allreduce_scalar(1u32, Reduction::Sum).unwrap()
+    });
+    assert_eq!(out, vec![3; 3]);
 }
