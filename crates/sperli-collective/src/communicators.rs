@@ -117,9 +117,22 @@ pub(crate) struct Group {
     _membership: Option<Arc<Membership>>,
 }
 
+impl Group {
+    /// A communicator no split or dup made and no frame names (COMM_SELF:
+    /// `crate::self_comm`), kept out of the registry.
+    pub(crate) fn unregistered(id: u32, members: Arc<[u32]>) -> Group {
+        Group {
+            id,
+            members: Some(members),
+            _membership: None,
+        }
+    }
+}
+
 impl<L: Peers> Comm<L> {
     /// This communicator's id: 0 for the job's, 1..=2147483647 for one made
-    /// by [`Comm::split`] or [`Comm::dup`] (protocol §15.2).
+    /// by [`Comm::split`] or [`Comm::dup`] (protocol §15.2), 4294967295 for
+    /// [`Comm::comm_self`] (never on the wire: its calls are local).
     pub fn id(&self) -> u32 {
         self.group.id
     }
@@ -234,6 +247,33 @@ impl<L: Peers> Comm<L> {
         let members: Arc<[u32]> = (0..self.size()).map(|r| self.job_rank(r)).collect();
         self.registry.made(id, Some(members.clone()));
         Ok(self.child(id, members, self.rank()))
+    }
+
+    /// Makes the communicator of `members` (job ranks; this rank is its
+    /// rank `rank`) with protocol §15.3's id: 1 + the largest `highest`
+    /// of the ranks that make it. `exchange` gets this rank's highest and
+    /// returns the largest of the members' (its own included), while this
+    /// rank is inside the making (protocol §15.4 keeps frames of the new
+    /// id that come meanwhile). The calls of `Comm::create_group`.
+    pub(crate) fn make_from(
+        &self,
+        members: Arc<[u32]>,
+        rank: u32,
+        exchange: impl FnOnce(u32) -> Result<u64, Error>,
+    ) -> Result<Comm<L>, Error> {
+        self.needs_communicators()?;
+        let _one = lock(&self.registry.one_at_a_time);
+        self.registry.set_making(true);
+        let id =
+            match exchange(self.registry.highest()).and_then(|h| next_id(h).map_err(Error::from)) {
+                Ok(id) => id,
+                Err(e) => {
+                    self.registry.set_making(false);
+                    return Err(e);
+                }
+            };
+        self.registry.made(id, Some(members.clone()));
+        Ok(self.child(id, members, rank))
     }
 
     fn needs_communicators(&self) -> Result<(), Error> {

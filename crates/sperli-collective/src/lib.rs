@@ -19,6 +19,10 @@
 //!     [`Comm::wait_any`], ...: protocol §7.2) where the link is an
 //!     [`Endpoint`] ([`HasEndpoint`]);
 //!   - non-blocking collectives ([`Comm::iallreduce`], ...: [`nonblocking`]);
+//!   - MPI's semantics that need no wire change: [`PROC_NULL`], persistent
+//!     requests ([`persistent`]), groups ([`Group`], [`Comm::create`],
+//!     [`Comm::create_group`]), [`Comm::comm_self`] and Cartesian grids
+//!     ([`cart`]), whose misuse is [`MpiError`];
 //!   - [`Comm::abort`].
 //! - [`Element`]: the sealed map from `u8, i32, u32, i64, u64, f32, f64`
 //!   (and `usize`/`isize` on 64-bit little-endian hosts) to their element
@@ -123,6 +127,29 @@
 //! assert_eq!(out[4], (2, 2));
 //! ```
 //!
+//! ## Groups, grids and PROC_NULL
+//!
+//! A [`Group`] is an ordered set of job ranks, combined with MPI's rules;
+//! [`Comm::create`] makes the communicator of one, [`Comm::cart_create`]
+//! lays a grid on the ranks, whose [`Cartcomm::shift`] gives
+//! [`PROC_NULL`] past a non-periodic edge, and every point-to-point call
+//! with `PROC_NULL` completes at once. [`Comm::comm_self`] is the
+//! communicator of this rank alone.
+//!
+//! ```
+//! use sperli_collective::prelude::*;
+//! let out = sperli_collective::fake::run(6, |c| {
+//!     let mut dims = [0, 0];
+//!     dims_create(c.size(), &mut dims).unwrap(); // [3, 2]
+//!     let grid = c.cart_create(&dims, &[false, true], false).unwrap().unwrap();
+//!     let (up, down) = grid.shift(0, 1).unwrap(); // PROC_NULL at the edges
+//!     let firsts = c.create(&c.group().range_incl(&[(0, 4, 2)]).unwrap()).unwrap();
+//!     (up, down, firsts.map(|f| f.size()))
+//! });
+//! assert_eq!(out[0], (PROC_NULL, 2, Some(3)));
+//! assert_eq!(out[5], (3, PROC_NULL, None));
+//! ```
+//!
 //! ## Errors
 //!
 //! Every call returns [`Error`]; an error the protocol gives a code has
@@ -196,30 +223,40 @@
 #![warn(missing_docs)]
 
 mod abort;
+pub mod cart;
 mod collectives;
 mod comm;
 mod communicators;
 mod element;
 mod endpoint_peers;
 mod extra;
+mod group;
 mod large;
+mod mpi_error;
 pub mod nonblocking;
 mod p2p;
 mod peers;
+pub mod persistent;
 pub mod pipeline;
 mod scan;
+mod self_comm;
+mod special;
 mod star;
 mod state;
 pub mod vcoll;
 
 pub mod fake;
 
+pub use cart::{dims_create, Cartcomm};
 pub use comm::Comm;
 pub use element::Element;
+pub use group::{Comparison, Group, GROUP_EMPTY};
 pub use large::max_chunk_elems;
+pub use mpi_error::MpiError;
 pub use nonblocking::Request;
 pub use p2p::{HasEndpoint, RecvRequest, SendRequest};
 pub use peers::{CkptFrame, Peers};
+pub use special::{empty_status, null_status, ANY_SOURCE, ANY_TAG, PROC_NULL, UNDEFINED};
 pub use sperli_transport::Endpoint;
 pub use sperli_transport::Status;
 pub use sperli_wire::abort::AbortReason;
@@ -239,7 +276,10 @@ pub use sperli_wire::{Error, HCode, Reduction};
 pub mod prelude {
     pub use crate::nonblocking::{wait_all, Request};
     pub use crate::p2p::{HasEndpoint, RecvRequest, SendRequest};
+    pub use crate::persistent::{start_all, Persistent, PersistentRecv, PersistentSend};
+    pub use crate::{dims_create, Cartcomm};
     pub use crate::{Comm, Element, Peers};
+    pub use crate::{Comparison, Group, MpiError, ANY_TAG, GROUP_EMPTY, PROC_NULL, UNDEFINED};
     pub use sperli_transport::{Endpoint, Status};
     pub use sperli_wire::abort::AbortReason;
     pub use sperli_wire::error::{ArgumentError, LocalError, MismatchError, UsageError};

@@ -26,11 +26,15 @@
 //! offered on the job's communicator
 //! ([`UsageError::AnySourceOnSubcommunicator`]).
 //!
+//! [`PROC_NULL`] as a rank or source makes every call here complete at once
+//! without traffic: a send does nothing, a receive or probe gets no data and
+//! MPI's null status ([`crate::null_status`]), and such a receive request is
+//! complete from the start (first in a wait over several).
+//!
 //! Point-to-point needs the real transport: these calls exist on
 //! `Comm<L>` where `L` holds an [`Endpoint`] ([`HasEndpoint`]: `Endpoint`,
 //! `&Endpoint`, `Arc<Endpoint>`).
 
-use std::borrow::{Borrow, BorrowMut};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -42,6 +46,7 @@ use sperli_wire::Error;
 use crate::comm::Comm;
 use crate::element::Element;
 use crate::peers::Peers;
+use crate::special::{check_tag, null_message, null_status, PROC_NULL};
 
 /// A [`Peers`] implementation that is (or holds) the real transport's
 /// [`Endpoint`], so a [`Comm`] over it offers point-to-point calls.
@@ -117,24 +122,14 @@ fn elements_into<T: Element>(bytes: &[u8], buf: &mut [T]) -> Result<(), Error> {
 /// it cancels the receive.
 #[derive(Debug)]
 pub struct RecvRequest<'a, T> {
-    handle: RecvHandle<'a>,
+    /// The transport's receive; `None` for a receive from
+    /// [`PROC_NULL`], complete from the start (its message in `taken`).
+    handle: Option<RecvHandle<'a>>,
     /// The communicator's members (job ranks), to report its ranks.
     members: Option<Arc<[u32]>>,
     /// A message `test_all` took while others were still open.
     taken: Option<Message>,
     _t: PhantomData<fn() -> T>,
-}
-
-impl<'a, T> Borrow<RecvHandle<'a>> for RecvRequest<'a, T> {
-    fn borrow(&self) -> &RecvHandle<'a> {
-        &self.handle
-    }
-}
-
-impl<'a, T> BorrowMut<RecvHandle<'a>> for RecvRequest<'a, T> {
-    fn borrow_mut(&mut self) -> &mut RecvHandle<'a> {
-        &mut self.handle
-    }
 }
 
 /// `st` with its source as a rank of the communicator of `members`.
@@ -155,7 +150,7 @@ impl<T: Element> RecvRequest<'_, T> {
     /// True once the message has been taken by this request (by `test`,
     /// `wait` or a wait over several).
     pub fn is_done(&self) -> bool {
-        self.handle.is_done() && self.taken.is_none()
+        self.handle.as_ref().is_none_or(|h| h.is_done()) && self.taken.is_none()
     }
 
     /// The message, if it has come; `Ok(None)` while it has not (and after
@@ -163,8 +158,11 @@ impl<T: Element> RecvRequest<'_, T> {
     pub fn test(&mut self) -> Result<Option<(Status, Vec<T>)>, Error> {
         let m = match self.taken.take() {
             Some(m) => m,
-            None => match self.handle.test()? {
-                Some(m) => m,
+            None => match self.handle.as_mut() {
+                Some(h) => match h.test()? {
+                    Some(m) => m,
+                    None => return Ok(None),
+                },
                 None => return Ok(None),
             },
         };
@@ -176,12 +174,22 @@ impl<T: Element> RecvRequest<'_, T> {
 
     /// Waits for the message.
     pub fn wait(self) -> Result<(Status, Vec<T>), Error> {
-        let members = self.members.clone();
-        let (st, b) = match self.taken {
-            Some(m) => m,
-            None => self.handle.wait()?,
+        let (st, b) = self.wait_bytes()?;
+        Ok((st, elements(&b)?))
+    }
+
+    /// Waits for the message, as bytes (its status with the
+    /// communicator's ranks).
+    pub(crate) fn wait_bytes(self) -> Result<Message, Error> {
+        let members = self.members;
+        let (st, b) = match (self.taken, self.handle) {
+            (Some(m), _) => m,
+            (None, Some(h)) => h.wait()?,
+            // A receive from PROC_NULL already taken by `test`: MPI's
+            // wait on a completed request returns at once.
+            (None, None) => null_message(),
         };
-        Ok((translated(st, members.as_ref()), elements(&b)?))
+        Ok((translated(st, members.as_ref()), b))
     }
 }
 
@@ -256,6 +264,10 @@ impl<L: HasEndpoint> Comm<L> {
     }
 
     fn joined(&self, source: Option<u32>, tag: Option<u32>) -> Result<Message, Error> {
+        if source == Some(PROC_NULL) {
+            check_tag(tag)?;
+            return Ok(null_message());
+        }
         let (st, b) = self.ep().recv_joined(self.src(source)?, tag)?;
         Ok((self.status(st), b))
     }
@@ -277,6 +289,9 @@ impl<L: HasEndpoint> Comm<L> {
 
     /// [`Comm::send`] of bytes.
     pub fn send_bytes(&self, to: u32, tag: u32, data: &[u8]) -> Result<(), Error> {
+        if to == PROC_NULL {
+            return check_tag(Some(tag));
+        }
         for r in pieces(data.len()) {
             self.ep().send(self.dest(to)?, tag, &data[r])?;
         }
@@ -368,6 +383,10 @@ impl<L: HasEndpoint> Comm<L> {
     /// [`Comm::isend`] of bytes.
     pub fn isend_bytes(&self, to: u32, tag: u32, data: &[u8]) -> Result<SendRequest<'_>, Error> {
         let mut frames = Vec::new();
+        if to == PROC_NULL {
+            check_tag(Some(tag))?;
+            return Ok(SendRequest { frames });
+        }
         for r in pieces(data.len()) {
             frames.push(self.ep().isend(self.dest(to)?, tag, &data[r])?);
         }
@@ -392,8 +411,17 @@ impl<L: HasEndpoint> Comm<L> {
         source: Option<u32>,
         tag: Option<u32>,
     ) -> Result<RecvRequest<'_, T>, Error> {
+        if source == Some(PROC_NULL) {
+            check_tag(tag)?;
+            return Ok(RecvRequest {
+                handle: None,
+                members: None,
+                taken: Some(null_message()),
+                _t: PhantomData,
+            });
+        }
         Ok(RecvRequest {
-            handle: self.ep().irecv_joined(self.src(source)?, tag)?,
+            handle: Some(self.ep().irecv_joined(self.src(source)?, tag)?),
             members: self.group.members.clone(),
             taken: None,
             _t: PhantomData,
@@ -427,23 +455,31 @@ impl<L: HasEndpoint> Comm<L> {
         source: Option<u32>,
         recv_tag: Option<u32>,
     ) -> Result<Status, Error> {
-        let r = self.ep().irecv_joined(self.src(source)?, recv_tag)?;
+        let r = self.irecv::<u8>(source, recv_tag)?;
         self.send(to, send_tag, data)?;
-        let (st, b) = r.wait()?;
+        let (st, b) = r.wait_bytes()?;
         elements_into(&b, buf)?;
-        Ok(self.status(st))
+        Ok(st)
     }
 
     /// Waits until a message matching `source` and `tag` has arrived
     /// (whole, for a message of several frames) and reports it without
     /// taking it.
     pub fn probe(&self, source: Option<u32>, tag: Option<u32>) -> Result<Status, Error> {
+        if source == Some(PROC_NULL) {
+            check_tag(tag)?;
+            return Ok(null_status());
+        }
         Ok(self.status(self.ep().probe_joined(self.src(source)?, tag)?))
     }
 
     /// As [`Comm::probe`] without waiting: `Ok(None)` when no such message
     /// is there yet. Makes progress first.
     pub fn iprobe(&self, source: Option<u32>, tag: Option<u32>) -> Result<Option<Status>, Error> {
+        if source == Some(PROC_NULL) {
+            check_tag(tag)?;
+            return Ok(Some(null_status()));
+        }
         Ok(self
             .ep()
             .iprobe_joined(self.src(source)?, tag)?
@@ -463,8 +499,15 @@ impl<L: HasEndpoint> Comm<L> {
                 return Ok(Some((i, self.status(st), elements(&b)?)));
             }
         }
-        match self.ep().wait_any(requests)? {
-            Some((i, (st, b))) => Ok(Some((i, self.status(st), elements(&b)?))),
+        // Receives from PROC_NULL hold no transport handle (and were taken
+        // above): wait over the others, then map the index back.
+        let (at, mut handles): (Vec<usize>, Vec<&mut RecvHandle<'_>>) = requests
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, r)| r.handle.as_mut().map(|h| (i, h)))
+            .unzip();
+        match self.ep().wait_any(&mut handles)? {
+            Some((k, (st, b))) => Ok(Some((at[k], self.status(st), elements(&b)?))),
             None => Ok(None),
         }
     }
@@ -495,10 +538,12 @@ impl<L: HasEndpoint> Comm<L> {
         self.ep().progress()?;
         let mut all = true;
         for r in requests.iter_mut() {
-            if r.taken.is_none() && !r.handle.is_done() {
-                match r.handle.test()? {
-                    Some(m) => r.taken = Some(m),
-                    None => all = false,
+            if let (None, Some(h)) = (&r.taken, r.handle.as_mut()) {
+                if !h.is_done() {
+                    match h.test()? {
+                        Some(m) => r.taken = Some(m),
+                        None => all = false,
+                    }
                 }
             }
         }

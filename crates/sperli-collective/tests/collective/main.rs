@@ -6,12 +6,18 @@
 //!   of a TLS 1.3 mesh on 127.0.0.0/8, every test under a
 //!   watchdog so it can never hang;
 //! - [`vcoll`]: the v-collectives on both (protocol §8.9);
-//! - [`scan`]: scan and exscan (protocol §8.9).
+//! - [`scan`]: scan and exscan (protocol §8.9);
+//! - [`groups_topologies`]: groups, communicators from groups, COMM_SELF
+//!   and Cartesian grids on the fake link;
+//! - [`p2p_semantics`]: PROC_NULL, persistent requests, point-to-point on
+//!   COMM_SELF and along a Cartesian grid between real TLS ranks.
 
 mod api;
 mod common;
 mod communicators;
 mod fake;
+mod groups_topologies;
+mod p2p_semantics;
 mod pipelined_fake;
 mod pipelined_tls;
 mod scan;
