@@ -31,6 +31,21 @@ comment at the top of each fuzz_targets/*.rs):
                     vectors plus a few hand-written policies
   ckpt_chunks       the push chunks as `u16 len` records (tracker,
                     assembler)
+  data_header, match_notice
+                    the DATA payloads of `features=` receivers with bit 3,
+                    and a few hand-written notices
+  message_stream    the `message-stream` entries: 8 config bytes (frame
+                    data length - 1 | can make communicators << 4 | peer
+                    << 5, highest, three ids, their member masks), then
+                    `u16 len` records: 0 + message u64 + communicator u32 +
+                    tag u32 for each `sent:`, 1 + tag u32 + DATA payload
+                    (data bytes 0) for each frame
+  element_ext       type code, reduction code, the left operand of each
+                    `reduce` and `fold` entry, and a few refused codes
+  reduce_ext        type code, reduction code - 1, a shape byte (number of
+                    contributions - 1, a cut of 1 element << 4), then the
+                    contributions of each `reduce` and `fold` entry
+  failure_record    hand-written record lines
 
 File names are the SHA-1 of the content (like libFuzzer's), so running the
 script twice gives the same files. Only the Python standard library is used.
@@ -51,6 +66,23 @@ FRAME_TYPES = {
 ELEMENT_TYPES = ["u8", "i32", "u32", "i64", "u64", "f32", "f64"]
 REDUCTIONS = ["sum", "prod", "min", "max", "land", "lor", "lxor", "band",
               "bor", "bxor"]
+# Feature bit 4 (protocol section 17.2): codes 0..=17 and 1..=13.
+EXT_ELEMENT_TYPES = ELEMENT_TYPES + [
+    "bool", "i8", "i16", "u16", "complex64", "complex128", "f32_i32",
+    "f64_i32", "i64_i32", "i32_i32", "i16_i32"]
+EXT_REDUCTIONS = REDUCTIONS + ["minloc", "maxloc", "user"]
+FEATURE_COMMUNICATORS = 1 << 2
+FEATURE_P2P_COMMUNICATORS = 1 << 3
+DATA_KIND_NOTICE = 2
+FAILURE_RECORDS = [
+    "H1613 blame=3\n",
+    "H1616 blame=- missing=1,2\n",
+    "H1612 blame=7 reason=1 code=1613 msg=H1613 peer rank 2 lost silent\n",
+    "H1610 blame=-",
+    "H1613 blame=1 cause=silence\n",
+    "H1612 blame=0 reason=2 code=0\n",
+    "H0 blame=- missing=0\n",
+]
 MAX_SEED = 64 * 1024
 
 
@@ -119,6 +151,57 @@ def token_of_hello(payload):
     return tok if len(tok) == n else None
 
 
+def data_header(communicator, kind, message, total):
+    """The 24-byte DATA header of protocol section 16.2."""
+    return struct.pack("<IB3xQQ", communicator, kind, message, total)
+
+
+def message_stream_seed(e):
+    """A `message-stream` entry in the layout of the message_stream
+    target, or None if it does not fit the config bytes."""
+    rx = fields(e["receiver"])
+    frame_data = int(rx["frame_data"])
+    ids = []
+    for c in e["communicators"].split():
+        cid, _, members = c.partition(":")
+        mask = sum(1 << int(m) for m in members.split(",") if int(m) < 8)
+        if int(cid) != 0:
+            ids.append((int(cid), mask))
+    if not 1 <= frame_data <= 16 or len(ids) > 3 or any(i > 255 for i, _ in ids):
+        return None
+    ids += [(0, 0)] * (3 - len(ids))
+    can_make = 1 if int(rx["features"]) & FEATURE_COMMUNICATORS else 0
+    config = bytes([(frame_data - 1) | can_make << 4 | (int(rx["peer"]) & 7) << 5,
+                    min(int(rx["highest"]), 255)]
+                   + [i for i, _ in ids] + [m for _, m in ids])
+    recs = []
+    if e["sent"] != "none":
+        for sent in e["sent"].split():
+            message, communicator, tag = (int(x) for x in sent.split("/"))
+            recs.append(b"\0" + struct.pack("<QII", message, communicator, tag))
+    for f in e["frames"].split():
+        tag, communicator, kind, message, total, length = (int(x) for x in f.split("/"))
+        recs.append(b"\1" + struct.pack("<I", tag)
+                    + data_header(communicator, kind, message, total) + bytes(length))
+    return config + b"".join(struct.pack("<H", len(r)) + r for r in recs)
+
+
+def reduce_seeds(corpus, e):
+    """A `reduce` or `fold` entry for reduce, reduce_ext, element_ext."""
+    ty, red = e["type"], e["reduction"]
+    if "ranks" in e:
+        ranks = [bytes.fromhex(x.replace(" ", "")) for x in e["ranks"].split("|")]
+    else:
+        ranks = [bytes.fromhex(e[k].replace(" ", "")) for k in ("left", "right")]
+    t, r = EXT_ELEMENT_TYPES.index(ty), EXT_REDUCTIONS.index(red) + 1
+    if len(ranks) == 2 and ty in ELEMENT_TYPES and red in REDUCTIONS:
+        corpus.add("reduce", bytes([t, r, 0]) + ranks[0] + ranks[1])
+    corpus.add("element_ext", bytes([t, r]) + ranks[0])
+    if len(ranks) <= 5 and len(set(map(len, ranks))) == 1:
+        shape = (len(ranks) - 1) | 1 << 4
+        corpus.add("reduce_ext", bytes([t, r - 1, shape]) + b"".join(ranks))
+
+
 def host_seeds(corpus, hosts):
     policies = [
         ("", ""),
@@ -166,6 +249,9 @@ def main(argv):
                         corpus.add("join_token", tok)
                 if t == 10 and len(payload) > 8:
                     corpus.add("commit_file", payload[8:])
+                if t == 2 and feats & FEATURE_P2P_COMMUNICATORS:
+                    corpus.add("data_header", payload)
+                    corpus.add("match_notice", payload)
                 if t == 7 and len(payload) > 24:
                     corpus.add("rank_file", payload[24:])
                     if payload[0] == 0:
@@ -204,12 +290,12 @@ def main(argv):
             f = fields(e.get("fields", ""))
             for hp in filter(None, f.get("hosts", "").split(",")):
                 hosts.add(hp.rpartition(":")[0])
-        elif kind == "reduce":
-            t = ELEMENT_TYPES.index(e["type"])
-            r = REDUCTIONS.index(e["reduction"]) + 1
-            left = bytes.fromhex(e["left"].replace(" ", ""))
-            right = bytes.fromhex(e["right"].replace(" ", ""))
-            corpus.add("reduce", bytes([t, r, 0]) + left + right)
+        elif kind in ("reduce", "fold"):
+            reduce_seeds(corpus, e)
+        elif kind == "message-stream":
+            seed = message_stream_seed(e)
+            if seed is not None:
+                corpus.add("message_stream", seed)
 
     # The push chunks as assembler records (u16 len + payload), and the same
     # file sent as two chunks.
@@ -224,6 +310,16 @@ def main(argv):
             b = head + struct.pack("<QQ", half, total) + chunk[half:]
             corpus.add("ckpt_chunks", struct.pack("<H", len(a)) + a
                        + struct.pack("<H", len(b)) + b)
+    for communicator, message in ((0, 1), (3, 4), (0x7fffffff, 2**64 - 1)):
+        notice = data_header(communicator, DATA_KIND_NOTICE, message, 0)
+        corpus.add("match_notice", notice)
+        corpus.add("data_header", notice)
+    for code in (18, 255):
+        corpus.add("element_ext", bytes([code, 1]))
+    for code in (0, 14, 255):
+        corpus.add("element_ext", bytes([0, code]))
+    for line in FAILURE_RECORDS:
+        corpus.add("failure_record", line.encode())
     for small in (b"", b"00", b"0aff", b"0AFF", b"abc"):
         corpus.add("hex", small)
     host_seeds(corpus, hosts)
