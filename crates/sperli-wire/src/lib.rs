@@ -49,6 +49,7 @@ pub mod message_stream;
 pub mod payload;
 pub mod pipeline;
 pub mod rank_file;
+pub mod recovery;
 pub mod reduce;
 pub mod refused_hosts;
 pub mod resume;

@@ -1,0 +1,29 @@
+//! HELLO feature bit 5, membership epochs (protocol §18): the RECOVER
+//! frame's payload (type 12, protocol §18.5), the launcher-signed
+//! MEMBERSHIP record (§18.3), the REPORT record a rank writes to its
+//! control channel (§18.4), the header rules of checks 5 and 9 with bit 5
+//! (§18.2), and their typed errors ([`RecoveryError`], one `h_code()`).
+//! A job without bit 5 on every rank uses none of this (protocol §18).
+
+pub mod error;
+pub mod header;
+pub mod membership;
+pub mod recover;
+pub mod report;
+
+pub use error::{RecordCheck, RecoveryError};
+pub use membership::{Change, MembershipRecord, MembershipView, Mode, Precheck};
+pub use recover::RecoverPayload;
+pub use report::Report;
+
+/// HELLO feature bit 5 (protocol §7.1.1, §18).
+pub const FEATURE_MEMBERSHIP: u64 = 1 << 5;
+/// Frame type 12, RECOVER (protocol §18.2, §18.5); only with bit 5.
+pub const RECOVER_FRAME_TYPE: u8 = 12;
+/// The CompositeSig context of a MEMBERSHIP record (protocol §18.3).
+pub const CONTEXT_MEMBER: &[u8] = b"SPERLI-MEMBER-1";
+/// `rollback` of a shrink record: no rollback (protocol §18.3).
+pub const NO_ROLLBACK: u64 = u64::MAX;
+/// A rank's wait for a record after its revoke before it treats the
+/// launcher as failed (protocol §18.6: 60 s).
+pub const RECORD_WAIT_MS: u64 = 60_000;

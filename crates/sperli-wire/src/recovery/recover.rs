@@ -1,0 +1,189 @@
+//! The RECOVER frame's payload (frame type 12, protocol §18.5): REVOKE
+//! (the sender stops the header's epoch and names the ranks it saw fail)
+//! or MEMBERSHIP (a launcher-signed record, forwarded, §18.6).
+
+use super::error::{malformed, RecordCheck, RecoveryError};
+use super::membership::MembershipRecord;
+use super::report::read_suspects;
+use crate::codec::{PutLe, Reader};
+use crate::error::DecodeError;
+
+const WHAT: &str = "RECOVER payload";
+/// The smallest RECOVER payload (protocol §18.2: length ≥ 8).
+pub const MIN_LEN: usize = 8;
+
+/// A decoded RECOVER payload (protocol §18.5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecoverPayload {
+    /// Kind 1: the sender revokes the header's epoch; its suspects,
+    /// strictly ascending.
+    Revoke {
+        /// The ranks the sender saw fail.
+        suspects: Vec<u32>,
+    },
+    /// Kind 2: a MEMBERSHIP record's bytes (judged by protocol §18.3).
+    Membership {
+        /// The record as received (checked by [`MembershipRecord::decode`]).
+        record: Vec<u8>,
+    },
+}
+
+fn fail(check: RecordCheck, error: DecodeError) -> RecoveryError {
+    malformed(WHAT, check, error)
+}
+
+impl RecoverPayload {
+    /// Writes the payload (protocol §18.5).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        match self {
+            RecoverPayload::Revoke { suspects } => {
+                out.extend_from_slice(&[1, 0, 0, 0]);
+                out.put_u32(suspects.len() as u32);
+                for s in suspects {
+                    out.put_u32(*s);
+                }
+            }
+            RecoverPayload::Membership { record } => {
+                out.extend_from_slice(&[2, 0, 0, 0]);
+                out.extend_from_slice(record);
+            }
+        }
+        out
+    }
+
+    /// Reads a payload of a frame from `sender` in a job of `size` ranks
+    /// (protocol §18.5, in order: truncated, kind, reserved, count,
+    /// suspects, trailing). A MEMBERSHIP body is decoded too (§18.3 checks
+    /// 1-13), so a malformed record fails here with its own check.
+    pub fn decode(bytes: &[u8], size: u32, sender: u32) -> Result<Self, RecoveryError> {
+        use RecordCheck as C;
+        let mut r = Reader::new(bytes);
+        let kind = r.u8("kind").map_err(|e| fail(C::Truncated, e))?;
+        if !(1..=2).contains(&kind) {
+            return Err(fail(
+                C::Kind,
+                DecodeError::OutOfRange {
+                    field: "kind",
+                    min: 1,
+                    max: 2,
+                    got: kind.into(),
+                },
+            ));
+        }
+        let reserved: [u8; 3] = r.array("reserved").map_err(|e| fail(C::Truncated, e))?;
+        if let Some(b) = reserved.iter().find(|b| **b != 0) {
+            return Err(fail(
+                C::Reserved,
+                DecodeError::NotZero {
+                    field: "reserved",
+                    got: (*b).into(),
+                },
+            ));
+        }
+        if kind == 2 {
+            let record = r.rest().to_vec();
+            MembershipRecord::decode(&record)?;
+            return Ok(RecoverPayload::Membership { record });
+        }
+        let count = r.u32("count").map_err(|e| fail(C::Truncated, e))?;
+        if count == 0 || count > size.saturating_sub(1) {
+            return Err(fail(
+                C::Count,
+                DecodeError::OutOfRange {
+                    field: "count",
+                    min: 1,
+                    max: u64::from(size.saturating_sub(1)),
+                    got: count.into(),
+                },
+            ));
+        }
+        let suspects = read_suspects(&mut r, count, size, sender).map_err(|(c, e)| fail(c, e))?;
+        r.expect_end(WHAT).map_err(|e| fail(C::Trailing, e))?;
+        Ok(RecoverPayload::Revoke { suspects })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn revoke_round_trip_and_prefixes() {
+        let p = RecoverPayload::Revoke {
+            suspects: vec![1, 4],
+        };
+        let b = p.encode();
+        assert_eq!(b.len(), 16);
+        assert_eq!(RecoverPayload::decode(&b, 6, 0), Ok(p));
+        for n in 0..b.len() {
+            assert_eq!(
+                RecoverPayload::decode(&b[..n], 6, 0)
+                    .unwrap_err()
+                    .check_name(),
+                "truncated",
+                "prefix {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn checks() {
+        let name = |b: &[u8], size, sender| {
+            RecoverPayload::decode(b, size, sender)
+                .unwrap_err()
+                .check_name()
+        };
+        assert_eq!(name(&[3, 0, 0, 0, 0, 0, 0, 0], 4, 0), "kind");
+        assert_eq!(name(&[1, 0, 1, 0, 0, 0, 0, 0], 4, 0), "reserved");
+        assert_eq!(name(&[1, 0, 0, 0, 0, 0, 0, 0], 4, 0), "count");
+        assert_eq!(
+            name(
+                &RecoverPayload::Revoke {
+                    suspects: vec![1, 2, 3, 0]
+                }
+                .encode(),
+                4,
+                0
+            ),
+            "count"
+        );
+        assert_eq!(
+            name(
+                &RecoverPayload::Revoke {
+                    suspects: vec![2, 1]
+                }
+                .encode(),
+                4,
+                0
+            ),
+            "suspects"
+        );
+        assert_eq!(
+            name(&RecoverPayload::Revoke { suspects: vec![0] }.encode(), 4, 0),
+            "suspects"
+        );
+        assert_eq!(
+            name(&RecoverPayload::Revoke { suspects: vec![4] }.encode(), 4, 0),
+            "suspects"
+        );
+        let mut b = RecoverPayload::Revoke { suspects: vec![1] }.encode();
+        b.push(0);
+        assert_eq!(name(&b, 4, 0), "trailing");
+        assert_eq!(name(&[2, 0, 0, 0, b'S'], 4, 0), "truncated");
+        assert_eq!(name(&[2, 0, 0, 0, b'X', b'P', b'M', b'B'], 4, 0), "magic");
+    }
+
+    proptest! {
+        #[test]
+        fn revoke_round_trips(size in 2u32..=4096, sender_seed: u32,
+                              set in proptest::collection::btree_set(0u32..4096, 1..16)) {
+            let sender = sender_seed % size;
+            let suspects: Vec<u32> = set.into_iter().filter(|s| *s < size && *s != sender).collect();
+            prop_assume!(!suspects.is_empty() && suspects.len() < size as usize);
+            let p = RecoverPayload::Revoke { suspects };
+            prop_assert_eq!(RecoverPayload::decode(&p.encode(), size, sender), Ok(p));
+        }
+    }
+}
