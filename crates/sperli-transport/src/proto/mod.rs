@@ -12,10 +12,12 @@
 //! - [`matching`]: messages to receives, the queues of early frames, the
 //!   peers that left (protocol §6.5, §8.8).
 //! - [`large`]: the `send_large` convention (crate docs).
+//! - [`recovery`]: feature bit 5, a lost rank costs one process (protocol §18).
 
 pub mod connection;
 pub mod ending;
 pub mod frame_reader;
 pub mod large;
 pub mod matching;
+pub mod recovery;
 pub mod setup;

@@ -1,0 +1,566 @@
+//! A rank's side of a recovery (protocol §18.6-18.8).
+
+use std::collections::{BTreeSet, VecDeque};
+
+use sperli_wire::recovery::header::{check_membership_epoch, EpochVerdict};
+use sperli_wire::recovery::{
+    MembershipRecord, MembershipView, Mode, Precheck, RecoverPayload, RecoveryError, Report,
+    RECORD_WAIT_MS,
+};
+
+use super::JOIN_WINDOW_MS;
+
+/// Verifies a record's CompositeSig (protocol §18.3 check 16): given the
+/// signed bytes and the signature, true when it verifies with the job
+/// public key and context `SPERLI-MEMBER-1`.
+pub type Verifier = Box<dyn Fn(&[u8], &[u8]) -> bool>;
+
+/// What the rank is doing (protocol §18.6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// The epoch stands; no recovery under way.
+    Running,
+    /// This rank revoked its epoch and waits for a record (since `at`).
+    Revoked {
+        /// When it revoked.
+        at: u64,
+    },
+    /// The record is applied; this rank waits for connections with these
+    /// ranks (a survivor: the replacements; a replacement: every member)
+    /// until `deadline` (protocol §18.7).
+    Joining {
+        /// Ranks still to authenticate.
+        waiting: BTreeSet<u32>,
+        /// The end of the join window.
+        deadline: u64,
+    },
+    /// The job step ended: the full restart (launcher lost) or a rejected
+    /// frame (protocol §18.6).
+    Ended(RecoveryError),
+    /// This rank was declared failed (protocol §18.3 check 18).
+    Fenced,
+}
+
+/// A decision as a rank takes it from the record it applied (protocol §18.7, §18.8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// The new epoch.
+    pub epoch: u32,
+    /// Replace or shrink.
+    pub mode: Mode,
+    /// The agreed AND of the members' flags.
+    pub agreed: bool,
+    /// The COMMIT epoch to resume (replace).
+    pub rollback: u64,
+    /// `inc[n]` of the new epoch.
+    pub incarnations: Vec<u32>,
+}
+
+/// Events a rank's recovery takes (protocol §18.6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Silence, a close without BYE, or ABORT reason 1 or 2 from `peer` (protocol §18.6).
+    PeerLost {
+        /// The peer.
+        peer: u32,
+    },
+    /// A RECOVER frame from `from` with its header's `membership_epoch`.
+    Recover {
+        /// The sender.
+        from: u32,
+        /// Its header's epoch.
+        header_epoch: u32,
+        /// The decoded payload.
+        payload: RecoverPayload,
+    },
+    /// A record line from the control channel.
+    Control {
+        /// The record's bytes.
+        record: Vec<u8>,
+    },
+    /// The control channel ended (the launcher is gone).
+    ControlClosed,
+    /// A connection of the new epoch with `peer` authenticated (protocol §18.7).
+    Joined {
+        /// The peer.
+        peer: u32,
+    },
+}
+
+/// What the rank must do (taken with [`RankRecovery::poll_output`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Send a RECOVER frame to `to`, header `membership_epoch` = `header_epoch`.
+    Send {
+        /// The receiver.
+        to: u32,
+        /// The header's epoch.
+        header_epoch: u32,
+        /// The payload.
+        payload: RecoverPayload,
+    },
+    /// Write this REPORT to the control channel.
+    Report(Report),
+    /// Close the connection to `peer` without BYE.
+    Close {
+        /// The peer.
+        peer: u32,
+    },
+    /// The new membership stands on this rank.
+    Decided(Decision),
+    /// The job step ends with this error (sends ABORT reason 1 or 7 as v1,
+    /// unless it is `Fenced`, which sends nothing).
+    End(RecoveryError),
+}
+
+/// One rank's recovery state (protocol §18).
+pub struct RankRecovery {
+    rank: u32,
+    incarnation: u32,
+    view: MembershipView,
+    phase: Phase,
+    suspects: BTreeSet<u32>,
+    flag: bool,
+    best_commit: u64,
+    verify: Verifier,
+    out: VecDeque<Output>,
+}
+
+impl RankRecovery {
+    /// A rank in the membership `view` (after set-up: epoch 1, every rank
+    /// at the start incarnation); its own incarnation is `inc[rank]` there.
+    pub fn new(rank: u32, view: MembershipView, verify: Verifier) -> Self {
+        let incarnation = view.incarnations.get(rank as usize).copied().unwrap_or(0);
+        RankRecovery {
+            rank,
+            incarnation,
+            view,
+            phase: Phase::Running,
+            suspects: BTreeSet::new(),
+            flag: true,
+            best_commit: 0,
+            verify,
+            out: VecDeque::new(),
+        }
+    }
+
+    /// A replacement, given the record on its control channel (protocol
+    /// §18.7): it judges it against the record itself and dials every
+    /// member, waiting for them until `now` + the join window.
+    pub fn replacement(
+        rank: u32,
+        record_bytes: &[u8],
+        verify: Verifier,
+        now: u64,
+    ) -> Result<Self, RecoveryError> {
+        let rec = MembershipRecord::decode(record_bytes)?;
+        if !verify(&rec.signed_bytes(), &rec.signature) {
+            return Err(RecoveryError::BadSignature);
+        }
+        let incarnation = rec.incarnations.get(rank as usize).copied().unwrap_or(0);
+        if incarnation == 0 || !rec.changes.iter().any(|c| c.rank == rank) {
+            return Err(RecoveryError::Fenced { epoch: rec.epoch });
+        }
+        let waiting: BTreeSet<u32> = members(&rec.incarnations).filter(|m| *m != rank).collect();
+        let view = MembershipView {
+            job_id: rec.job_id,
+            size: rec.size,
+            start_incarnation: rec.start_incarnation,
+            epoch: rec.epoch,
+            incarnations: rec.incarnations.clone(),
+            current_record: record_bytes.to_vec(),
+        };
+        let mut me = Self::new(rank, view, verify);
+        me.phase = Phase::Joining {
+            waiting,
+            deadline: now + JOIN_WINDOW_MS,
+        };
+        me.finish_join(&rec);
+        Ok(me)
+    }
+
+    /// The agreement flag and best COMMIT epoch this rank reports (protocol §18.4).
+    pub fn set_report_values(&mut self, flag: bool, best_commit: u64) {
+        self.flag = flag;
+        self.best_commit = best_commit;
+    }
+
+    /// The rank's current phase.
+    pub fn phase(&self) -> &Phase {
+        &self.phase
+    }
+
+    /// The rank's current membership epoch.
+    pub fn epoch(&self) -> u32 {
+        self.view.epoch
+    }
+
+    /// The rank's own incarnation.
+    pub fn incarnation(&self) -> u32 {
+        self.incarnation
+    }
+
+    /// `inc[rank]` in this rank's current membership (0: not a member).
+    pub fn incarnation_of(&self, rank: u32) -> u32 {
+        self.view
+            .incarnations
+            .get(rank as usize)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn ended(&self) -> bool {
+        matches!(self.phase, Phase::Ended(_) | Phase::Fenced)
+    }
+
+    fn end(&mut self, e: RecoveryError) {
+        self.out.push_back(Output::End(e.clone()));
+        self.phase = match e {
+            RecoveryError::Fenced { .. } => Phase::Fenced,
+            e => Phase::Ended(e),
+        };
+    }
+
+    /// Takes one event (protocol §18.6).
+    pub fn handle_event(&mut self, event: Event, now: u64) {
+        if self.ended() {
+            return;
+        }
+        match event {
+            Event::PeerLost { peer } => self.suspect(&[peer], now),
+            Event::Recover {
+                from,
+                header_epoch,
+                payload,
+            } => {
+                match check_membership_epoch(false, header_epoch, self.view.epoch) {
+                    Err(e) => return self.end(e),
+                    Ok(EpochVerdict::Discard) => return,
+                    Ok(EpochVerdict::Pass) => {}
+                }
+                match payload {
+                    RecoverPayload::Revoke { suspects } => {
+                        let _ = from;
+                        self.suspect(&suspects, now)
+                    }
+                    RecoverPayload::Membership { record } => self.record(&record, now),
+                }
+            }
+            Event::Control { record } => self.record(&record, now),
+            Event::ControlClosed => self.end(RecoveryError::LauncherLost),
+            Event::Joined { peer } => {
+                if let Phase::Joining { waiting, .. } = &mut self.phase {
+                    waiting.remove(&peer);
+                    if let Some(rec) = self.current_record() {
+                        self.finish_join(&rec);
+                    }
+                }
+            }
+        }
+    }
+
+    fn current_record(&self) -> Option<MembershipRecord> {
+        MembershipRecord::decode(&self.view.current_record).ok()
+    }
+
+    /// Revoke (protocol §18.6): on the first detection or REVOKE of the
+    /// epoch, and again whenever the suspects grow.
+    fn suspect(&mut self, ranks: &[u32], now: u64) {
+        let before = self.suspects.len();
+        for r in ranks {
+            if *r != self.rank
+                && self
+                    .view
+                    .incarnations
+                    .get(*r as usize)
+                    .is_some_and(|i| *i != 0)
+            {
+                self.suspects.insert(*r);
+            }
+        }
+        let first = !matches!(self.phase, Phase::Revoked { .. });
+        if self.suspects.len() == before && !first {
+            return;
+        }
+        if self.suspects.is_empty() {
+            return;
+        }
+        if first {
+            self.phase = Phase::Revoked { at: now };
+        }
+        let suspects: Vec<u32> = self.suspects.iter().copied().collect();
+        for to in members(&self.view.incarnations) {
+            if to != self.rank && !self.suspects.contains(&to) {
+                self.out.push_back(Output::Send {
+                    to,
+                    header_epoch: self.view.epoch,
+                    payload: RecoverPayload::Revoke {
+                        suspects: suspects.clone(),
+                    },
+                });
+            }
+        }
+        self.out.push_back(Output::Report(Report {
+            flag: self.flag,
+            job_id: self.view.job_id,
+            rank: self.rank,
+            incarnation: self.incarnation,
+            epoch: self.view.epoch,
+            best_commit: self.best_commit,
+            suspects,
+        }));
+    }
+
+    /// Learning a record (protocol §18.3, §18.6): checks, forward, apply.
+    fn record(&mut self, bytes: &[u8], now: u64) {
+        let rec = match MembershipRecord::decode(bytes) {
+            Ok(r) => r,
+            Err(e) => return self.end(e),
+        };
+        match rec.precheck(bytes, &self.view) {
+            Err(e) => return self.end(e),
+            Ok(Precheck::Discard) => return,
+            Ok(Precheck::Verify) => {}
+        }
+        if !(self.verify)(&rec.signed_bytes(), &rec.signature) {
+            return self.end(RecoveryError::BadSignature);
+        }
+        if let Err(e) = rec.check_history(&self.view, (self.rank, self.incarnation), |_| false) {
+            return self.end(e);
+        }
+        // Forward before applying (protocol §18.6), with the old epoch.
+        let old = self.view.epoch;
+        let changed: BTreeSet<u32> = rec.changes.iter().map(|c| c.rank).collect();
+        for to in members(&rec.incarnations) {
+            let old_member = self.view.incarnations[to as usize] == rec.incarnations[to as usize];
+            if to != self.rank && old_member && !changed.contains(&to) {
+                self.out.push_back(Output::Send {
+                    to,
+                    header_epoch: old,
+                    payload: RecoverPayload::Membership {
+                        record: bytes.to_vec(),
+                    },
+                });
+            }
+        }
+        for c in &changed {
+            self.out.push_back(Output::Close { peer: *c });
+        }
+        self.view.epoch = rec.epoch;
+        self.view.incarnations = rec.incarnations.clone();
+        self.view.current_record = bytes.to_vec();
+        self.suspects.clear();
+        let waiting = match rec.mode {
+            Mode::Replace => changed,
+            Mode::Shrink => BTreeSet::new(),
+        };
+        self.phase = Phase::Joining {
+            waiting,
+            deadline: now + JOIN_WINDOW_MS,
+        };
+        self.finish_join(&rec);
+    }
+
+    fn finish_join(&mut self, rec: &MembershipRecord) {
+        if let Phase::Joining { waiting, .. } = &self.phase {
+            if waiting.is_empty() {
+                self.phase = Phase::Running;
+                self.out.push_back(Output::Decided(Decision {
+                    epoch: rec.epoch,
+                    mode: rec.mode,
+                    agreed: rec.agreed,
+                    rollback: rec.rollback,
+                    incarnations: rec.incarnations.clone(),
+                }));
+            }
+        }
+    }
+
+    /// Runs the timers (protocol §18.6, §18.7): the join window (a rank
+    /// not joined is suspected) and the 60 s wait for a record.
+    pub fn poll_timers(&mut self, now: u64) {
+        match &self.phase {
+            Phase::Joining { waiting, deadline } if now >= *deadline => {
+                let late: Vec<u32> = waiting.iter().copied().collect();
+                self.suspect(&late, now);
+            }
+            Phase::Revoked { at } if now >= at + RECORD_WAIT_MS => {
+                self.end(RecoveryError::LauncherLost)
+            }
+            _ => {}
+        }
+    }
+
+    /// The next deadline of [`Self::poll_timers`], if any.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        match &self.phase {
+            Phase::Joining { deadline, .. } => Some(*deadline),
+            Phase::Revoked { at } => Some(at + RECORD_WAIT_MS),
+            _ => None,
+        }
+    }
+
+    /// The next thing to do, if any.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+}
+
+/// The members of an incarnation table (`inc` ≠ 0).
+pub fn members(incarnations: &[u32]) -> impl Iterator<Item = u32> + '_ {
+    incarnations
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| **i != 0)
+        .map(|(n, _)| n as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::recovery::decider::{Decider, DeciderOutput};
+    use sperli_wire::ids::JobId;
+
+    fn view(size: u32) -> MembershipView {
+        MembershipView {
+            job_id: JobId([3; 16]),
+            size,
+            start_incarnation: 1,
+            epoch: 1,
+            incarnations: vec![1; size as usize],
+            current_record: vec![],
+        }
+    }
+
+    fn outputs(r: &mut RankRecovery) -> Vec<Output> {
+        std::iter::from_fn(|| r.poll_output()).collect()
+    }
+
+    #[test]
+    fn loss_revokes_reports_and_a_shrink_record_decides() {
+        let mut r = RankRecovery::new(0, view(3), Box::new(|_, _| true));
+        r.handle_event(Event::PeerLost { peer: 2 }, 10);
+        let out = outputs(&mut r);
+        assert_eq!(
+            out[0],
+            Output::Send {
+                to: 1,
+                header_epoch: 1,
+                payload: RecoverPayload::Revoke { suspects: vec![2] }
+            }
+        );
+        let Output::Report(rep) = out[1].clone() else {
+            panic!("{out:?}")
+        };
+        assert_eq!((rep.epoch, rep.suspects.clone()), (1, vec![2]));
+        let mut d = Decider::new(JobId([3; 16]), 3, 1, Mode::Shrink, 0);
+        d.handle_report(rep, 10);
+        let mut rep1 = Report {
+            rank: 1,
+            ..Report::decode(&out[1].report_bytes()).unwrap()
+        };
+        rep1.suspects = vec![2];
+        d.handle_report(rep1, 11);
+        assert_eq!(d.poll_output(), Some(DeciderOutput::Fence { rank: 2 }));
+        let Some(DeciderOutput::Issue { record, to }) = d.poll_output() else {
+            panic!()
+        };
+        assert_eq!((record.epoch, to), (2, vec![0, 1]));
+        r.handle_event(
+            Event::Control {
+                record: record.encode(),
+            },
+            12,
+        );
+        let out = outputs(&mut r);
+        assert!(matches!(
+            &out[0],
+            Output::Send {
+                to: 1,
+                header_epoch: 1,
+                payload: RecoverPayload::Membership { .. }
+            }
+        ));
+        assert!(matches!(
+            out.last(),
+            Some(Output::Decided(Decision { epoch: 2, .. }))
+        ));
+        assert_eq!(r.epoch(), 2);
+        // The same record again, forwarded by a peer with the old epoch: discarded.
+        r.handle_event(
+            Event::Recover {
+                from: 1,
+                header_epoch: 1,
+                payload: RecoverPayload::Revoke { suspects: vec![2] },
+            },
+            13,
+        );
+        assert!(outputs(&mut r).is_empty());
+    }
+
+    #[test]
+    fn a_newer_epoch_frame_and_a_bad_signature_end_the_step() {
+        let mut r = RankRecovery::new(0, view(2), Box::new(|_, _| true));
+        r.handle_event(
+            Event::Recover {
+                from: 1,
+                header_epoch: 2,
+                payload: RecoverPayload::Revoke { suspects: vec![0] },
+            },
+            1,
+        );
+        assert!(matches!(
+            r.phase(),
+            Phase::Ended(RecoveryError::HeaderEpoch { current: 1, got: 2 })
+        ));
+        let mut d = Decider::new(JobId([3; 16]), 2, 1, Mode::Replace, 1);
+        d.handle_exit(1, 1, 0);
+        assert_eq!(d.poll_timeout(), Some(REPORT_WAIT));
+        let rep = Report {
+            flag: true,
+            job_id: JobId([3; 16]),
+            rank: 0,
+            incarnation: 1,
+            epoch: 1,
+            best_commit: 2,
+            suspects: vec![],
+        };
+        d.handle_report(rep, 1);
+        let rec = std::iter::from_fn(|| d.poll_output())
+            .find_map(|o| match o {
+                DeciderOutput::Issue { record, .. } => Some(record),
+                _ => None,
+            })
+            .unwrap();
+        let mut r = RankRecovery::new(0, view(2), Box::new(|_, _| false));
+        r.handle_event(
+            Event::Control {
+                record: rec.encode(),
+            },
+            1,
+        );
+        assert_eq!(r.phase(), &Phase::Ended(RecoveryError::BadSignature));
+    }
+
+    #[test]
+    fn no_record_within_the_wait_is_a_lost_launcher() {
+        let mut r = RankRecovery::new(1, view(2), Box::new(|_, _| true));
+        r.handle_event(Event::PeerLost { peer: 0 }, 5);
+        assert_eq!(r.poll_timeout(), Some(5 + RECORD_WAIT_MS));
+        r.poll_timers(5 + RECORD_WAIT_MS - 1);
+        assert!(matches!(r.phase(), Phase::Revoked { .. }));
+        r.poll_timers(5 + RECORD_WAIT_MS);
+        assert_eq!(r.phase(), &Phase::Ended(RecoveryError::LauncherLost));
+    }
+
+    const REPORT_WAIT: u64 = crate::proto::recovery::REPORT_WAIT_MS;
+
+    impl Output {
+        fn report_bytes(&self) -> Vec<u8> {
+            match self {
+                Output::Report(r) => r.encode(),
+                _ => vec![],
+            }
+        }
+    }
+}
