@@ -5,9 +5,10 @@
 //! the caller verifies the signature (check 16, with the job public key),
 //! and [`MembershipRecord::check_history`] makes checks 17 and 18.
 
-use super::error::{malformed, RecordCheck, RecoveryError};
+use super::error::{RecordCheck, RecoveryError};
+use super::fields::Fields;
 use super::NO_ROLLBACK;
-use crate::codec::{PutLe, Reader};
+use crate::codec::PutLe;
 use crate::error::DecodeError;
 use crate::ids::{JobId, Sha256Digest};
 use crate::limits::{MAX_HOST_LEN, MAX_SIZE, SIGNATURE_LEN};
@@ -101,12 +102,70 @@ pub enum Precheck {
     Verify,
 }
 
-fn rd<T>(r: Result<T, DecodeError>, check: RecordCheck) -> Result<T, RecoveryError> {
-    r.map_err(|e| malformed(WHAT, check, e))
-}
-
-fn fail(check: RecordCheck, error: DecodeError) -> RecoveryError {
-    malformed(WHAT, check, error)
+/// One change entry after its rank (protocol §18.3, check 10 `entry`):
+/// the fields against the mode's column, and `inc[rank]` (`inc`).
+fn read_change(
+    f: &mut Fields<'_>,
+    mode: Mode,
+    rank: u32,
+    inc: u32,
+) -> Result<Change, RecoveryError> {
+    use RecordCheck as C;
+    let cert = Sha256Digest(f.array("cert_sha256", C::Entry)?);
+    match mode {
+        Mode::Replace => {
+            let port = f.u16_in("port", C::Entry, 1, u16::MAX)?;
+            let host_len = f.u8_in("host_len", C::Entry, 1, MAX_HOST_LEN as u8)?;
+            let raw = f.take(host_len.into(), "host", C::Entry)?;
+            let host = std::str::from_utf8(raw).map_err(|_| {
+                f.fail(
+                    C::Entry,
+                    DecodeError::NotZero {
+                        field: "host (not ASCII)",
+                        got: 1,
+                    },
+                )
+            })?;
+            crate::host::validate(host).map_err(|e| f.fail(C::Entry, DecodeError::Host(e)))?;
+            if inc == 0 {
+                return Err(f.fail(
+                    C::Entry,
+                    range("incarnation of a replaced rank", 1, u32::MAX.into(), 0),
+                ));
+            }
+            Ok(Change {
+                rank,
+                cert_sha256: cert,
+                endpoint: Some((port, host.to_string())),
+            })
+        }
+        Mode::Shrink => {
+            if let Some(b) = cert.0.iter().find(|b| **b != 0) {
+                return Err(f.fail(
+                    C::Entry,
+                    DecodeError::NotZero {
+                        field: "cert_sha256",
+                        got: (*b).into(),
+                    },
+                ));
+            }
+            f.u16_in("port", C::Entry, 0, 0)?;
+            f.u8_in("host_len", C::Entry, 0, 0)?;
+            if inc != 0 {
+                let error = DecodeError::Mismatch {
+                    field: "incarnation of a removed rank",
+                    expected: 0,
+                    got: inc.into(),
+                };
+                return Err(f.fail(C::Entry, error));
+            }
+            Ok(Change {
+                rank,
+                cert_sha256: cert,
+                endpoint: None,
+            })
+        }
+    }
 }
 
 fn range(field: &'static str, min: u64, max: u64, got: u64) -> DecodeError {
@@ -177,202 +236,53 @@ impl MembershipRecord {
     /// (a field that does not fit: `truncated`).
     pub fn decode(bytes: &[u8]) -> Result<Self, RecoveryError> {
         use RecordCheck as C;
-        let mut r = Reader::new(bytes);
-        let magic: [u8; 4] = rd(r.array("magic"), C::Magic)?;
-        if magic != MAGIC {
-            return Err(fail(
-                C::Magic,
-                DecodeError::BadMagic {
-                    expected: "SPMB",
-                    got: magic,
-                },
-            ));
-        }
-        let version = rd(r.u16("version"), C::Version)?;
-        if version != 1 {
-            return Err(fail(
-                C::Version,
-                DecodeError::Mismatch {
-                    field: "version",
-                    expected: 1,
-                    got: version.into(),
-                },
-            ));
-        }
-        let mode = match rd(r.u8("mode"), C::Mode)? {
+        let mut f = Fields::new(bytes, WHAT);
+        f.head(MAGIC, "SPMB")?;
+        let mode = match f.u8_in("mode", C::Mode, 1, 2)? {
             1 => Mode::Replace,
-            2 => Mode::Shrink,
-            m => return Err(fail(C::Mode, range("mode", 1, 2, m.into()))),
+            _ => Mode::Shrink,
         };
-        let agreed = match rd(r.u8("agreed"), C::Agreed)? {
-            0 => false,
-            1 => true,
-            a => return Err(fail(C::Agreed, range("agreed", 0, 1, a.into()))),
-        };
-        let job_id = JobId(rd(r.array("job_id"), C::Truncated)?);
-        let start_incarnation = rd(r.u32("start_incarnation"), C::Epoch)?;
-        if start_incarnation == 0 {
-            return Err(fail(
-                C::Epoch,
-                range("start_incarnation", 1, u32::MAX.into(), 0),
-            ));
-        }
-        let epoch = rd(r.u32("epoch"), C::Epoch)?;
-        if epoch < 2 {
-            return Err(fail(
-                C::Epoch,
-                range("epoch", 2, u32::MAX.into(), epoch.into()),
-            ));
-        }
-        let size = rd(r.u32("size"), C::Size)?;
-        if !(1..=MAX_SIZE).contains(&size) {
-            return Err(fail(
-                C::Size,
-                range("size", 1, MAX_SIZE.into(), size.into()),
-            ));
-        }
-        let changed = rd(r.u32("changed"), C::Changed)?;
-        if changed == 0 || changed > size - 1 {
-            return Err(fail(
-                C::Changed,
-                range("changed", 1, u64::from(size) - 1, changed.into()),
-            ));
-        }
-        let rollback = rd(r.u64("rollback"), C::Rollback)?;
-        match mode {
-            Mode::Shrink if rollback != NO_ROLLBACK => {
-                return Err(fail(
-                    C::Rollback,
-                    DecodeError::Mismatch {
-                        field: "rollback",
-                        expected: NO_ROLLBACK,
-                        got: rollback,
-                    },
-                ))
-            }
-            Mode::Replace if rollback == NO_ROLLBACK => {
-                return Err(fail(
-                    C::Rollback,
-                    range("rollback", 0, NO_ROLLBACK - 1, rollback),
-                ))
-            }
-            _ => {}
+        let agreed = f.flag("agreed", C::Agreed)?;
+        let job_id = JobId(f.array("job_id", C::Truncated)?);
+        let start_incarnation = f.u32_in("start_incarnation", C::Epoch, 1, u32::MAX)?;
+        let epoch = f.u32_in("epoch", C::Epoch, 2, u32::MAX)?;
+        let size = f.u32_in("size", C::Size, 1, MAX_SIZE)?;
+        let changed = f.u32_in("changed", C::Changed, 1, size - 1)?;
+        let rollback = f.u64("rollback", C::Rollback)?;
+        if (mode == Mode::Shrink) != (rollback == NO_ROLLBACK) {
+            let error = match mode {
+                Mode::Shrink => DecodeError::Mismatch {
+                    field: "rollback",
+                    expected: NO_ROLLBACK,
+                    got: rollback,
+                },
+                Mode::Replace => range("rollback", 0, NO_ROLLBACK - 1, rollback),
+            };
+            return Err(f.fail(C::Rollback, error));
         }
         // Length cap: size ≤ 4096 was checked, so the table is at most 16 KiB.
         let mut incarnations = Vec::with_capacity(size as usize);
         for _ in 0..size {
-            incarnations.push(rd(r.u32("incarnations"), C::Truncated)?);
+            incarnations.push(f.u32("incarnations", C::Truncated)?);
         }
-        let mut changes = Vec::with_capacity(changed as usize);
-        let mut last: Option<u32> = None;
+        let mut changes: Vec<Change> = Vec::with_capacity(changed as usize);
         for _ in 0..changed {
-            let rank = rd(r.u32("rank"), C::Entry)?;
-            if rank >= size || last.is_some_and(|l| rank <= l) {
-                let min = last.map_or(0, |l| u64::from(l) + 1);
-                return Err(fail(
-                    C::Entry,
-                    range("rank", min, u64::from(size) - 1, rank.into()),
-                ));
-            }
-            last = Some(rank);
-            let cert = Sha256Digest(rd(r.array("cert_sha256"), C::Entry)?);
-            let port = rd(r.u16("port"), C::Entry)?;
-            let host_len = rd(r.u8("host_len"), C::Entry)?;
-            let inc = incarnations[rank as usize];
-            let endpoint = match mode {
-                Mode::Replace => {
-                    if port == 0 {
-                        return Err(fail(C::Entry, range("port", 1, 65535, 0)));
-                    }
-                    if host_len == 0 || usize::from(host_len) > MAX_HOST_LEN {
-                        return Err(fail(
-                            C::Entry,
-                            range("host_len", 1, MAX_HOST_LEN as u64, host_len.into()),
-                        ));
-                    }
-                    let raw = rd(r.take(host_len.into(), "host"), C::Entry)?;
-                    let host = std::str::from_utf8(raw).map_err(|_| {
-                        fail(
-                            C::Entry,
-                            DecodeError::NotZero {
-                                field: "host (not ASCII)",
-                                got: 1,
-                            },
-                        )
-                    })?;
-                    crate::host::validate(host)
-                        .map_err(|e| fail(C::Entry, DecodeError::Host(e)))?;
-                    if inc == 0 {
-                        return Err(fail(
-                            C::Entry,
-                            range("incarnation of a replaced rank", 1, u32::MAX.into(), 0),
-                        ));
-                    }
-                    Some((port, host.to_string()))
-                }
-                Mode::Shrink => {
-                    if let Some(b) = cert.0.iter().find(|b| **b != 0) {
-                        return Err(fail(
-                            C::Entry,
-                            DecodeError::NotZero {
-                                field: "cert_sha256",
-                                got: (*b).into(),
-                            },
-                        ));
-                    }
-                    if port != 0 {
-                        return Err(fail(
-                            C::Entry,
-                            DecodeError::NotZero {
-                                field: "port",
-                                got: port.into(),
-                            },
-                        ));
-                    }
-                    if host_len != 0 {
-                        return Err(fail(
-                            C::Entry,
-                            DecodeError::NotZero {
-                                field: "host_len",
-                                got: host_len.into(),
-                            },
-                        ));
-                    }
-                    if inc != 0 {
-                        return Err(fail(
-                            C::Entry,
-                            DecodeError::Mismatch {
-                                field: "incarnation of a removed rank",
-                                expected: 0,
-                                got: inc.into(),
-                            },
-                        ));
-                    }
-                    None
-                }
-            };
-            changes.push(Change {
-                rank,
-                cert_sha256: cert,
-                endpoint,
-            });
+            let min = changes.last().map_or(0, |l| l.rank + 1);
+            let rank = f.u32_in("rank", C::Entry, min, size - 1)?;
+            let change = read_change(&mut f, mode, rank, incarnations[rank as usize])?;
+            changes.push(change);
         }
         if incarnations.iter().all(|i| *i == 0) {
-            return Err(fail(C::Members, range("members", 1, size.into(), 0)));
+            return Err(f.fail(C::Members, range("members", 1, size.into(), 0)));
         }
-        let sig_len = rd(r.u16("sig_len"), C::SigLen)?;
-        if usize::from(sig_len) != SIGNATURE_LEN {
-            return Err(fail(
-                C::SigLen,
-                DecodeError::Mismatch {
-                    field: "sig_len",
-                    expected: SIGNATURE_LEN as u64,
-                    got: sig_len.into(),
-                },
-            ));
-        }
-        let signature = rd(r.take(SIGNATURE_LEN, "signature"), C::Truncated)?.to_vec();
-        rd(r.expect_end(WHAT), C::Trailing)?;
+        f.u16_in(
+            "sig_len",
+            C::SigLen,
+            SIGNATURE_LEN as u16,
+            SIGNATURE_LEN as u16,
+        )?;
+        let signature = f.take(SIGNATURE_LEN, "signature", C::Truncated)?.to_vec();
+        f.end()?;
         Ok(MembershipRecord {
             mode,
             agreed,

@@ -6,6 +6,7 @@
 //! A job without bit 5 on every rank uses none of this (protocol §18).
 
 pub mod error;
+mod fields;
 pub mod header;
 pub mod membership;
 pub mod recover;

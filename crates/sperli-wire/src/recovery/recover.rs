@@ -2,10 +2,11 @@
 //! (the sender stops the header's epoch and names the ranks it saw fail)
 //! or MEMBERSHIP (a launcher-signed record, forwarded, §18.6).
 
-use super::error::{malformed, RecordCheck, RecoveryError};
+use super::error::{RecordCheck, RecoveryError};
+use super::fields::Fields;
 use super::membership::MembershipRecord;
 use super::report::read_suspects;
-use crate::codec::{PutLe, Reader};
+use crate::codec::PutLe;
 use crate::error::DecodeError;
 
 const WHAT: &str = "RECOVER payload";
@@ -26,10 +27,6 @@ pub enum RecoverPayload {
         /// The record as received (checked by [`MembershipRecord::decode`]).
         record: Vec<u8>,
     },
-}
-
-fn fail(check: RecordCheck, error: DecodeError) -> RecoveryError {
-    malformed(WHAT, check, error)
 }
 
 impl RecoverPayload {
@@ -58,48 +55,25 @@ impl RecoverPayload {
     /// 1-13), so a malformed record fails here with its own check.
     pub fn decode(bytes: &[u8], size: u32, sender: u32) -> Result<Self, RecoveryError> {
         use RecordCheck as C;
-        let mut r = Reader::new(bytes);
-        let kind = r.u8("kind").map_err(|e| fail(C::Truncated, e))?;
-        if !(1..=2).contains(&kind) {
-            return Err(fail(
-                C::Kind,
-                DecodeError::OutOfRange {
-                    field: "kind",
-                    min: 1,
-                    max: 2,
-                    got: kind.into(),
-                },
-            ));
-        }
-        let reserved: [u8; 3] = r.array("reserved").map_err(|e| fail(C::Truncated, e))?;
+        let mut f = Fields::new(bytes, WHAT);
+        let kind = f.u8_in("kind", C::Kind, 1, 2)?;
+        let reserved: [u8; 3] = f.array("reserved", C::Truncated)?;
         if let Some(b) = reserved.iter().find(|b| **b != 0) {
-            return Err(fail(
-                C::Reserved,
-                DecodeError::NotZero {
-                    field: "reserved",
-                    got: (*b).into(),
-                },
-            ));
+            let error = DecodeError::NotZero {
+                field: "reserved",
+                got: (*b).into(),
+            };
+            return Err(f.fail(C::Reserved, error));
         }
         if kind == 2 {
-            let record = r.rest().to_vec();
+            let record = f.r.rest().to_vec();
             MembershipRecord::decode(&record)?;
             return Ok(RecoverPayload::Membership { record });
         }
-        let count = r.u32("count").map_err(|e| fail(C::Truncated, e))?;
-        if count == 0 || count > size.saturating_sub(1) {
-            return Err(fail(
-                C::Count,
-                DecodeError::OutOfRange {
-                    field: "count",
-                    min: 1,
-                    max: u64::from(size.saturating_sub(1)),
-                    got: count.into(),
-                },
-            ));
-        }
-        let suspects = read_suspects(&mut r, count, size, sender).map_err(|(c, e)| fail(c, e))?;
-        r.expect_end(WHAT).map_err(|e| fail(C::Trailing, e))?;
+        let count = f.u32_in("count", C::Count, 1, size.saturating_sub(1))?;
+        let suspects =
+            read_suspects(&mut f.r, count, size, sender).map_err(|(c, e)| f.fail(c, e))?;
+        f.end()?;
         Ok(RecoverPayload::Revoke { suspects })
     }
 }

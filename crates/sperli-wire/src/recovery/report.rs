@@ -2,7 +2,8 @@
 //! its control channel when it revokes an epoch: its suspects, its
 //! agreement flag and its best COMMIT epoch. Not signed.
 
-use super::error::{malformed, RecordCheck, RecoveryError};
+use super::error::{RecordCheck, RecoveryError};
+use super::fields::Fields;
 use crate::codec::{PutLe, Reader};
 use crate::error::DecodeError;
 use crate::ids::JobId;
@@ -33,14 +34,6 @@ pub struct Report {
     pub suspects: Vec<u32>,
 }
 
-fn rd<T>(r: Result<T, DecodeError>, check: RecordCheck) -> Result<T, RecoveryError> {
-    r.map_err(|e| malformed(WHAT, check, e))
-}
-
-fn fail(check: RecordCheck, error: DecodeError) -> RecoveryError {
-    malformed(WHAT, check, error)
-}
-
 impl Report {
     /// Writes the record (protocol §18.4).
     pub fn encode(&self) -> Vec<u8> {
@@ -66,94 +59,19 @@ impl Report {
     /// size), at most 4095 suspects.
     pub fn decode(bytes: &[u8]) -> Result<Self, RecoveryError> {
         use RecordCheck as C;
-        let mut r = Reader::new(bytes);
-        let magic: [u8; 4] = rd(r.array("magic"), C::Magic)?;
-        if magic != MAGIC {
-            return Err(fail(
-                C::Magic,
-                DecodeError::BadMagic {
-                    expected: "SPRP",
-                    got: magic,
-                },
-            ));
-        }
-        let version = rd(r.u16("version"), C::Version)?;
-        if version != 1 {
-            return Err(fail(
-                C::Version,
-                DecodeError::Mismatch {
-                    field: "version",
-                    expected: 1,
-                    got: version.into(),
-                },
-            ));
-        }
-        let flag = match rd(r.u8("flag"), C::Agreed)? {
-            0 => false,
-            1 => true,
-            f => {
-                return Err(fail(
-                    C::Agreed,
-                    DecodeError::OutOfRange {
-                        field: "flag",
-                        min: 0,
-                        max: 1,
-                        got: f.into(),
-                    },
-                ))
-            }
-        };
-        let reserved = rd(r.u8("reserved"), C::Reserved)?;
-        if reserved != 0 {
-            return Err(fail(
-                C::Reserved,
-                DecodeError::NotZero {
-                    field: "reserved",
-                    got: reserved.into(),
-                },
-            ));
-        }
-        let job_id = JobId(rd(r.array("job_id"), C::Truncated)?);
-        let rank = rd(r.u32("rank"), C::Suspects)?;
-        if rank >= MAX_SIZE {
-            return Err(fail(
-                C::Suspects,
-                DecodeError::OutOfRange {
-                    field: "rank",
-                    min: 0,
-                    max: u64::from(MAX_SIZE) - 1,
-                    got: rank.into(),
-                },
-            ));
-        }
-        let incarnation = rd(r.u32("incarnation"), C::Truncated)?;
-        let epoch = rd(r.u32("epoch"), C::Epoch)?;
-        if epoch == 0 {
-            return Err(fail(
-                C::Epoch,
-                DecodeError::OutOfRange {
-                    field: "epoch",
-                    min: 1,
-                    max: u32::MAX.into(),
-                    got: 0,
-                },
-            ));
-        }
-        let count = rd(r.u32("suspects"), C::Count)?;
-        if count > MAX_SIZE - 1 {
-            return Err(fail(
-                C::Count,
-                DecodeError::OutOfRange {
-                    field: "suspects",
-                    min: 0,
-                    max: u64::from(MAX_SIZE) - 1,
-                    got: count.into(),
-                },
-            ));
-        }
-        let best_commit = rd(r.u64("best_commit"), C::Truncated)?;
-        let suspects = read_suspects(&mut r, count, MAX_SIZE, rank).map_err(|(c, e)| fail(c, e))?;
-        rd(r.expect_end(WHAT), C::Trailing)?;
+        let mut f = Fields::new(bytes, WHAT);
+        f.head(MAGIC, "SPRP")?;
+        let flag = f.flag("flag", C::Agreed)?;
+        f.u8_in("reserved", C::Reserved, 0, 0)?;
+        let job_id = JobId(f.array("job_id", C::Truncated)?);
+        let rank = f.u32_in("rank", C::Suspects, 0, MAX_SIZE - 1)?;
+        let incarnation = f.u32("incarnation", C::Truncated)?;
+        let epoch = f.u32_in("epoch", C::Epoch, 1, u32::MAX)?;
+        let count = f.u32_in("suspects", C::Count, 0, MAX_SIZE - 1)?;
+        let best_commit = f.u64("best_commit", C::Truncated)?;
+        let suspects =
+            read_suspects(&mut f.r, count, MAX_SIZE, rank).map_err(|(c, e)| f.fail(c, e))?;
+        f.end()?;
         Ok(Report {
             flag,
             job_id,
