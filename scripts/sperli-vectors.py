@@ -113,6 +113,9 @@ KIND_KEYS = {
                            ("records", "id", "members", "rank")),
     "communicator-take": (("receiver", "communicators", "take", "frames",
                            "verdict", "at"), ()),
+    "membership-record": (("receiver", "bytes", "verdict"), ("fields", "signed")),
+    "recover-payload": (("receiver", "bytes", "verdict"), ("fields",)),
+    "recovery-report": (("bytes", "verdict"), ("fields",)),
 }
 
 KEY_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
@@ -2011,6 +2014,272 @@ def check_message_stream(entry):
     return probs
 
 
+
+# ---------------------------------------------------------------------------
+# Feature bit 5: membership epochs (protocol section 18)
+# ---------------------------------------------------------------------------
+
+MEMBER_CONTEXT = "SPERLI-MEMBER-1"
+NO_ROLLBACK = 2**64 - 1
+
+
+class RecordReject(Exception):
+    """A record of section 18 fails the named check (H1610 unless said)."""
+
+    def __init__(self, check, code="H1610"):
+        Exception.__init__(self, check)
+        self.check = check
+        self.code = code
+
+
+class RecordReader(Reader):
+    """Reads fields in order; a field that does not fit is `truncated`."""
+
+    def take(self, n):
+        if self.pos + n > len(self.data):
+            raise RecordReject("truncated")
+        return Reader.take(self, n)
+
+    def end(self):
+        if self.pos != len(self.data):
+            raise RecordReject("trailing")
+
+
+def read_suspect_list(r, count, size, own):
+    out = []
+    for _ in range(count):
+        s = r.uint(4)
+        low = out[-1] + 1 if out else 0
+        if s >= size or s < low or s == own:
+            raise RecordReject("suspects")
+        out.append(s)
+    return out
+
+
+def decode_membership(data):
+    """Section 18.3 checks 1-13, field by field. Returns a dict."""
+    r = RecordReader(data)
+    if r.take(4) != b"SPMB":
+        raise RecordReject("magic")
+    if r.uint(2) != 1:
+        raise RecordReject("version")
+    mode = r.uint(1)
+    if mode not in (1, 2):
+        raise RecordReject("mode")
+    agreed = r.uint(1)
+    if agreed > 1:
+        raise RecordReject("agreed")
+    job = r.take(16)
+    start = r.uint(4)
+    if start == 0:
+        raise RecordReject("epoch")
+    epoch = r.uint(4)
+    if epoch < 2:
+        raise RecordReject("epoch")
+    size = r.uint(4)
+    if not 1 <= size <= 4096:
+        raise RecordReject("size")
+    changed = r.uint(4)
+    if not 1 <= changed <= size - 1:
+        raise RecordReject("changed")
+    rollback = r.uint(8)
+    if (mode == 2) != (rollback == NO_ROLLBACK):
+        raise RecordReject("rollback")
+    incs = [r.uint(4) for _ in range(size)]
+    changes = []
+    for _ in range(changed):
+        rank = r.uint(4)
+        low = changes[-1][0] + 1 if changes else 0
+        if rank >= size or rank < low:
+            raise RecordReject("entry")
+        cert = r.take(32)
+        if mode == 1:
+            port = r.uint(2)
+            if port == 0:
+                raise RecordReject("entry")
+            host_len = r.uint(1)
+            if not 1 <= host_len <= 253:
+                raise RecordReject("entry")
+            raw = r.take(host_len)
+            try:
+                host = raw.decode("ascii")
+            except UnicodeDecodeError:
+                raise RecordReject("entry")
+            if not host_valid(host) or incs[rank] == 0:
+                raise RecordReject("entry")
+            changes.append((rank, cert, port, host))
+        else:
+            if any(cert):
+                raise RecordReject("entry")
+            if r.uint(2) != 0 or r.uint(1) != 0 or incs[rank] != 0:
+                raise RecordReject("entry")
+            changes.append((rank, None, None, None))
+    if not any(incs):
+        raise RecordReject("members")
+    signed_end = r.pos
+    if r.uint(2) != 2484:
+        raise RecordReject("sig_len")
+    sig = r.take(2484)
+    r.end()
+    return {"mode": mode, "agreed": agreed, "job": job, "start": start,
+            "epoch": epoch, "size": size, "rollback": rollback, "incs": incs,
+            "changes": changes, "signed_end": signed_end, "sig": sig}
+
+
+def membership_fields(m):
+    def change(c):
+        rank, cert, port, host = c
+        if cert is None:
+            return "%d:none" % rank
+        return "%d:%s:%d:%s" % (rank, cert.hex(), port, host)
+    return ("magic=SPMB version=1 mode=%s agreed=%d job=%s start_incarnation=%d "
+            "epoch=%d size=%d changed=%d rollback=%d incarnations=%s changes=%s"
+            % ("replace" if m["mode"] == 1 else "shrink", m["agreed"],
+               m["job"].hex(), m["start"], m["epoch"], m["size"],
+               len(m["changes"]), m["rollback"],
+               ",".join(map(str, m["incs"])),
+               ",".join(change(c) for c in m["changes"])))
+
+
+def membership_state_verdict(m, data, rx):
+    """Section 18.3 checks 14, 15, 17, 18 (16, the signature, not judged)."""
+    incs_now = [dec(x, 32) for x in rx["incarnations"].split(",")]
+    if (m["job"] != unhex(rx["job"]) or m["size"] != dec(rx["size"], 32)
+            or m["start"] != dec(rx["start_incarnation"], 32)):
+        return "reject H1610 job"
+    cur = dec(rx["epoch"], 32)
+    if m["epoch"] < cur:
+        return "discard"
+    if m["epoch"] == cur:
+        return "discard" if rx["held"] == "same" else "reject H1610 equivocation"
+    skipped = m["epoch"] > cur + 1
+    changed = dict((c[0], c) for c in m["changes"])
+    for n, (new, old) in enumerate(zip(m["incs"], incs_now)):
+        if old == 0 and new != 0:
+            return "reject H1610 history"
+        if n in changed:
+            if m["mode"] == 1 and new <= old:
+                return "reject H1610 history"
+        elif (not skipped and new != old) or (skipped and new != 0 and new < old):
+            return "reject H1610 history"
+        if n in changed and changed[n][3] is not None and changed[n][3].endswith(".invalid"):
+            return "reject H1614 history"
+    if m["incs"][dec(rx["rank"], 32)] != dec(rx["incarnation"], 32):
+        return "reject H1613 fenced"
+    return "accept"
+
+
+def stated_or_absent(entry, key, want, probs):
+    if want is None:
+        if key in entry:
+            probs.append("%s: given, but the record does not decode" % key)
+    elif entry.get(key) != want:
+        probs.append("%s: entry says %r, computed %r"
+                     % (key, short(entry.get(key, "")), short(want)))
+
+
+def check_membership_record(entry):
+    probs = []
+    rx = dict(parse_field_list(entry["receiver"]))
+    want_keys = ["epoch", "held", "incarnation", "incarnations", "job", "rank",
+                 "size", "start_incarnation"]
+    if sorted(rx) != want_keys or rx["held"] not in ("none", "same", "other"):
+        return ["receiver: fields must be " + " ".join(want_keys)]
+    data = unhex(entry["bytes"])
+    try:
+        m = decode_membership(data)
+    except RecordReject as e:
+        m, verdict = None, "reject %s %s" % (e.code, e.check)
+    fields = signed = None
+    if m is not None:
+        verdict = membership_state_verdict(m, data, rx)
+        fields = membership_fields(m)
+        signed = "0..%d %s" % (m["signed_end"], MEMBER_CONTEXT)
+        if m["sig"] != b"\xaa" * 2484:
+            probs.append("signature: not 2484 bytes of 0xaa")
+    stated_or_absent(entry, "fields", fields, probs)
+    stated_or_absent(entry, "signed", signed, probs)
+    if entry["verdict"] != verdict:
+        probs.append("verdict: entry says %r, computed %r" % (entry["verdict"], verdict))
+    return probs
+
+
+def check_recover_payload(entry):
+    probs = []
+    rx = dict(parse_field_list(entry["receiver"]))
+    if sorted(rx) != ["sender", "size"]:
+        return ["receiver: fields must be size sender"]
+    size, sender = dec(rx["size"], 32), dec(rx["sender"], 32)
+    data = unhex(entry["bytes"])
+    fields = None
+    try:
+        r = RecordReader(data)
+        kind = r.uint(1)
+        if kind not in (1, 2):
+            raise RecordReject("kind")
+        if any(r.take(3)):
+            raise RecordReject("reserved")
+        if kind == 2:
+            record = data[4:]
+            decode_membership(record)
+            fields = "kind=membership record_len=%d" % len(record)
+        else:
+            count = r.uint(4)
+            if not 1 <= count <= size - 1:
+                raise RecordReject("count")
+            sus = read_suspect_list(r, count, size, sender)
+            r.end()
+            fields = "kind=revoke count=%d suspects=%s" % (count, ",".join(map(str, sus)))
+        verdict = "accept"
+    except RecordReject as e:
+        verdict = "reject %s %s" % (e.code, e.check)
+    stated_or_absent(entry, "fields", fields, probs)
+    if entry["verdict"] != verdict:
+        probs.append("verdict: entry says %r, computed %r" % (entry["verdict"], verdict))
+    return probs
+
+
+def check_recovery_report(entry):
+    probs = []
+    data = unhex(entry["bytes"])
+    fields = None
+    try:
+        r = RecordReader(data)
+        if r.take(4) != b"SPRP":
+            raise RecordReject("magic")
+        if r.uint(2) != 1:
+            raise RecordReject("version")
+        flag = r.uint(1)
+        if flag > 1:
+            raise RecordReject("flag")
+        if r.uint(1) != 0:
+            raise RecordReject("reserved")
+        job = r.take(16)
+        rank = r.uint(4)
+        if rank >= 4096:
+            raise RecordReject("rank")
+        inc = r.uint(4)
+        epoch = r.uint(4)
+        if epoch == 0:
+            raise RecordReject("epoch")
+        count = r.uint(4)
+        if count > 4095:
+            raise RecordReject("count")
+        best = r.uint(8)
+        sus = read_suspect_list(r, count, 4096, rank)
+        r.end()
+        fields = ("magic=SPRP version=1 flag=%d job=%s rank=%d incarnation=%d epoch=%d "
+                  "count=%d best_commit=%d suspects=%s"
+                  % (flag, job.hex(), rank, inc, epoch, count, best, ",".join(map(str, sus))))
+        verdict = "accept"
+    except RecordReject as e:
+        verdict = "reject %s %s" % (e.code, e.check)
+    stated_or_absent(entry, "fields", fields, probs)
+    if entry["verdict"] != verdict:
+        probs.append("verdict: entry says %r, computed %r" % (entry["verdict"], verdict))
+    return probs
+
+
 # ---------------------------------------------------------------------------
 # Driver
 # ---------------------------------------------------------------------------
@@ -2028,6 +2297,9 @@ CHECKERS = {
     "communicator-take": check_communicator_take,
     "message-stream": check_message_stream,
     "fold": check_fold,
+    "membership-record": check_membership_record,
+    "recover-payload": check_recover_payload,
+    "recovery-report": check_recovery_report,
 }
 
 

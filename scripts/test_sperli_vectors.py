@@ -571,5 +571,65 @@ class ElementTypes(unittest.TestCase):
         self.assertProblem(e, "reject H1618")
 
 
+
+def membership_record(mode=1):
+    """A record of section 18.3 built by hand: a job of 3, rank 2 replaced
+    (mode 1) or removed (mode 2), epoch 2."""
+    incs = [1, 1, 2] if mode == 1 else [1, 1, 0]
+    b = b"SPMB" + struct.pack("<HBB", 1, mode, 1) + b"\x5b" * 16
+    b += struct.pack("<IIII", 1, 2, 3, 1)
+    b += struct.pack("<Q", 4 if mode == 1 else 2**64 - 1)
+    b += b"".join(struct.pack("<I", i) for i in incs)
+    if mode == 1:
+        b += struct.pack("<I", 2) + b"\x2c" * 32 + struct.pack("<HB", 7002, 9) + b"127.0.0.3"
+    else:
+        b += struct.pack("<I", 2) + b"\x00" * 32 + struct.pack("<HB", 0, 0)
+    return b + struct.pack("<H", 2484) + b"\xaa" * 2484
+
+
+class MembershipTests(unittest.TestCase):
+    """Feature bit 5 (protocol section 18): the checker's own decoders."""
+
+    def test_records_decode_and_every_prefix_is_truncated(self):
+        for mode in (1, 2):
+            data = membership_record(mode)
+            m = sv.decode_membership(data)
+            self.assertEqual((m["mode"], m["epoch"], m["size"]), (mode, 2, 3))
+            for n in range(len(data)):
+                with self.assertRaises(sv.RecordReject) as cm:
+                    sv.decode_membership(data[:n])
+                self.assertEqual(cm.exception.check, "truncated")
+
+    def test_state_verdicts(self):
+        data = membership_record(1)
+        m = sv.decode_membership(data)
+        rx = {"job": "5b" * 16, "size": "3", "start_incarnation": "1", "epoch": "1",
+              "incarnations": "1,1,1", "held": "none", "rank": "0", "incarnation": "1"}
+        self.assertEqual(sv.membership_state_verdict(m, data, rx), "accept")
+        self.assertEqual(sv.membership_state_verdict(m, data, dict(rx, rank="2")),
+                         "reject H1613 fenced")
+        self.assertEqual(sv.membership_state_verdict(m, data, dict(rx, epoch="2", held="other")),
+                         "reject H1610 equivocation")
+        self.assertEqual(sv.membership_state_verdict(m, data, dict(rx, epoch="3")), "discard")
+
+    def test_decode_checks(self):
+        data = membership_record(1)
+        for off, byte, check in ((0, b"X", "magic"), (6, b"\x03", "mode"),
+                                 (7, b"\x02", "agreed"), (28, b"\x01", "epoch")):
+            bad = data[:off] + byte + data[off + 1:]
+            with self.assertRaises(sv.RecordReject) as cm:
+                sv.decode_membership(bad)
+            self.assertEqual(cm.exception.check, check)
+        with self.assertRaises(sv.RecordReject) as cm:
+            sv.decode_membership(data + b"\x00")
+        self.assertEqual(cm.exception.check, "trailing")
+
+    def test_vectors_hold_every_kind_of_bit_5(self):
+        if not os.path.exists(VECTORS):
+            self.skipTest("no vectors file")
+        kinds = {e["kind"] for e in load(VECTORS)}
+        for k in ("membership-record", "recover-payload", "recovery-report"):
+            self.assertIn(k, kinds)
+
 if __name__ == "__main__":
     unittest.main()

@@ -5,6 +5,7 @@
 mod communicators;
 mod element_types;
 mod entries;
+mod membership;
 mod p2p;
 mod pipelined;
 mod render;

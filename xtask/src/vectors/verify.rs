@@ -32,6 +32,8 @@ pub fn inputs(kind: &str) -> Option<&'static [&'static str]> {
         "communicator-take" => &["receiver", "communicators", "take", "frames"],
         "message-stream" => &["receiver", "communicators", "sent", "frames"],
         "fold" => &["type", "reduction", "ranks"],
+        "membership-record" | "recover-payload" => &["receiver", "bytes"],
+        "recovery-report" => &["bytes"],
         _ => return None,
     })
 }
@@ -158,6 +160,9 @@ pub fn derive(e: Entry) -> Result<Entry, String> {
         "communicator-take" => super::communicators::derive_take(e),
         "message-stream" => super::p2p::derive_stream(e),
         "fold" => super::element_types::derive_fold(e),
+        "membership-record" => super::membership::derive_record(e),
+        "recover-payload" => super::membership::derive_payload(e),
+        "recovery-report" => super::membership::derive_report(e),
         k => Err(format!("unknown kind {k}")),
     }
 }

@@ -17,8 +17,12 @@ pub enum RecordCheck {
     Version,
     /// Mode not 1 or 2 (§18.3 check 4).
     Mode,
-    /// `agreed` or a REPORT `flag` above 1.
+    /// `agreed` above 1.
     Agreed,
+    /// A REPORT `flag` above 1.
+    Flag,
+    /// A REPORT `rank` of 4096 or more.
+    Rank,
     /// Epoch below its minimum, or start incarnation 0.
     Epoch,
     /// Size outside 1..=4096.
@@ -54,6 +58,8 @@ impl RecordCheck {
             RecordCheck::Version => "version",
             RecordCheck::Mode => "mode",
             RecordCheck::Agreed => "agreed",
+            RecordCheck::Flag => "flag",
+            RecordCheck::Rank => "rank",
             RecordCheck::Epoch => "epoch",
             RecordCheck::Size => "size",
             RecordCheck::Changed => "changed",

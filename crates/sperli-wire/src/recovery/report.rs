@@ -61,10 +61,10 @@ impl Report {
         use RecordCheck as C;
         let mut f = Fields::new(bytes, WHAT);
         f.head(MAGIC, "SPRP")?;
-        let flag = f.flag("flag", C::Agreed)?;
+        let flag = f.flag("flag", C::Flag)?;
         f.u8_in("reserved", C::Reserved, 0, 0)?;
         let job_id = JobId(f.array("job_id", C::Truncated)?);
-        let rank = f.u32_in("rank", C::Suspects, 0, MAX_SIZE - 1)?;
+        let rank = f.u32_in("rank", C::Rank, 0, MAX_SIZE - 1)?;
         let incarnation = f.u32("incarnation", C::Truncated)?;
         let epoch = f.u32_in("epoch", C::Epoch, 1, u32::MAX)?;
         let count = f.u32_in("suspects", C::Count, 0, MAX_SIZE - 1)?;
@@ -163,7 +163,7 @@ mod tests {
         assert_eq!(Report::decode(&b).unwrap_err().check_name(), "reserved");
         let mut b = sample().encode();
         b[6] = 2;
-        assert_eq!(Report::decode(&b).unwrap_err().check_name(), "agreed");
+        assert_eq!(Report::decode(&b).unwrap_err().check_name(), "flag");
         let mut r = sample();
         r.suspects = vec![3, 0];
         assert_eq!(

@@ -114,5 +114,6 @@ pub fn all() -> Vec<Entry> {
     v.extend(super::communicators::entries());
     v.extend(super::p2p::entries());
     v.extend(super::element_types::entries());
+    v.extend(super::membership::entries());
     v
 }
