@@ -3,6 +3,7 @@
 //! protocol §6.2 are unchanged; type 12 passes check 2 only with bit 5.
 
 use super::error::RecoveryError;
+use super::RECOVER_FRAME_TYPE;
 use crate::frame_type::FrameType;
 
 /// What a header check with bit 5 decides (protocol §18.2).
@@ -12,29 +13,30 @@ pub enum EpochVerdict {
     Pass,
     /// Read `length` bytes, drop them, stop here (an older epoch or incarnation).
     Discard,
+    /// A RECOVER frame of an older epoch: read its payload; a REVOKE is then
+    /// discarded, a MEMBERSHIP record judged by protocol §18.3.
+    Older,
 }
 
-/// Check 5 with bit 5 (protocol §18.2): HELLO carries 0; every other frame
-/// the sender's epoch, ≥ 1: lower than `current` is discarded, higher
-/// rejected. `is_hello` is true for frame type 1.
+/// Check 5 with bit 5 (protocol §18.2) for a frame of type `type_byte`:
+/// HELLO carries 0; every other frame the sender's epoch, ≥ 1: higher than
+/// `current` is rejected, lower discarded, except a RECOVER frame (type
+/// 12), which goes on to be judged by its payload ([`EpochVerdict::Older`]).
 pub fn check_membership_epoch(
-    is_hello: bool,
+    type_byte: u8,
     got: u32,
     current: u32,
 ) -> Result<EpochVerdict, RecoveryError> {
     let reject = Err(RecoveryError::HeaderEpoch { current, got });
-    match (is_hello, got) {
+    let hello = type_byte == FrameType::Hello as u8;
+    match (hello, got) {
         (true, 0) => Ok(EpochVerdict::Pass),
         (true, _) | (false, 0) => reject,
-        (false, g) if g < current => Ok(EpochVerdict::Discard),
         (false, g) if g > current => reject,
+        (false, g) if g < current && type_byte == RECOVER_FRAME_TYPE => Ok(EpochVerdict::Older),
+        (false, g) if g < current => Ok(EpochVerdict::Discard),
         _ => Ok(EpochVerdict::Pass),
     }
-}
-
-/// Whether a frame type byte names HELLO (for [`check_membership_epoch`]).
-pub fn is_hello(type_byte: u8) -> bool {
-    type_byte == FrameType::Hello as u8
 }
 
 /// Check 9 with bit 5 (protocol §18.2): the frame's incarnation against
@@ -57,21 +59,21 @@ mod tests {
 
     #[test]
     fn epochs() {
-        assert_eq!(check_membership_epoch(true, 0, 3), Ok(EpochVerdict::Pass));
-        assert!(check_membership_epoch(true, 3, 3).is_err());
-        assert!(check_membership_epoch(false, 0, 3).is_err());
+        let (hello, data, recover) = (1, 2, RECOVER_FRAME_TYPE);
+        assert_eq!(check_membership_epoch(hello, 0, 3), Ok(EpochVerdict::Pass));
+        assert!(check_membership_epoch(hello, 3, 3).is_err());
+        assert!(check_membership_epoch(data, 0, 3).is_err());
         assert_eq!(
-            check_membership_epoch(false, 2, 3),
+            check_membership_epoch(data, 2, 3),
             Ok(EpochVerdict::Discard)
         );
-        assert_eq!(check_membership_epoch(false, 3, 3), Ok(EpochVerdict::Pass));
         assert_eq!(
-            check_membership_epoch(false, 4, 3)
-                .unwrap_err()
-                .check_name(),
-            "membership_epoch"
+            check_membership_epoch(recover, 2, 3),
+            Ok(EpochVerdict::Older)
         );
-        assert!(is_hello(1) && !is_hello(12));
+        assert_eq!(check_membership_epoch(data, 3, 3), Ok(EpochVerdict::Pass));
+        let e = check_membership_epoch(recover, 4, 3).unwrap_err();
+        assert_eq!(e.check_name(), "membership_epoch");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, VecDeque};
 use sperli_wire::recovery::header::{check_membership_epoch, EpochVerdict};
 use sperli_wire::recovery::{
     MembershipRecord, MembershipView, Mode, Precheck, RecoverPayload, RecoveryError, Report,
-    RECORD_WAIT_MS,
+    RECORD_WAIT_MS, RECOVER_FRAME_TYPE,
 };
 
 use super::JOIN_WINDOW_MS;
@@ -229,21 +229,21 @@ impl RankRecovery {
         match event {
             Event::PeerLost { peer } => self.suspect(&[peer], now),
             Event::Recover {
-                from,
                 header_epoch,
                 payload,
+                ..
             } => {
-                match check_membership_epoch(false, header_epoch, self.view.epoch) {
-                    Err(e) => return self.end(e),
-                    Ok(EpochVerdict::Discard) => return,
-                    Ok(EpochVerdict::Pass) => {}
-                }
-                match payload {
-                    RecoverPayload::Revoke { suspects } => {
-                        let _ = from;
+                let verdict =
+                    check_membership_epoch(RECOVER_FRAME_TYPE, header_epoch, self.view.epoch);
+                match (verdict, payload) {
+                    (Err(e), _) => self.end(e),
+                    (Ok(EpochVerdict::Pass), RecoverPayload::Revoke { suspects }) => {
                         self.suspect(&suspects, now)
                     }
-                    RecoverPayload::Membership { record } => self.record(&record, now),
+                    // protocol §18.2: a record counts whatever the header's
+                    // epoch; §18.3 check 15 discards one already passed.
+                    (Ok(_), RecoverPayload::Membership { record }) => self.record(&record, now),
+                    (Ok(_), RecoverPayload::Revoke { .. }) => {}
                 }
             }
             Event::Control { record } => self.record(&record, now),
