@@ -259,8 +259,13 @@ impl World {
                 let changed: Vec<u32> = record.changes.iter().map(|c| c.rank).collect();
                 for c in &record.changes {
                     if record.mode == Mode::Replace {
-                        let rr = RankRecovery::replacement(c.rank, &bytes, verify(), self.now)
-                            .expect("the launcher's record admits its replacement");
+                        let rr = RankRecovery::replacement(
+                            (c.rank, record.incarnations[c.rank as usize]),
+                            &bytes,
+                            verify(),
+                            self.now,
+                        )
+                        .expect("the launcher's record admits its replacement");
                         let p = self.procs.len();
                         self.procs.push(Proc {
                             rank: c.rank,

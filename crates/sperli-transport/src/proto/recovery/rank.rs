@@ -123,6 +123,7 @@ pub struct RankRecovery {
     flag: bool,
     best_commit: u64,
     verify: Verifier,
+    refused: Box<dyn Fn(&str) -> bool>,
     out: VecDeque<Output>,
 }
 
@@ -140,25 +141,38 @@ impl RankRecovery {
             flag: true,
             best_commit: 0,
             verify,
+            refused: Box::new(|_| false),
             out: VecDeque::new(),
         }
     }
 
+    /// The refused-host policy (protocol §2.3) a record's hosts are judged
+    /// by (§18.3 check 17: H1614); without it no host is refused.
+    pub fn set_refused_hosts(&mut self, refused: Box<dyn Fn(&str) -> bool>) {
+        self.refused = refused;
+    }
+
     /// A replacement, given the record on its control channel (protocol
-    /// §18.7): it judges it against the record itself and dials every
-    /// member, waiting for them until `now` + the join window.
+    /// §18.7) and its own (rank, incarnation) from its job description: it
+    /// judges the record against itself (its own entry must be a change
+    /// entry with its incarnation) and dials every member, waiting for them
+    /// until `now` + the join window.
     pub fn replacement(
-        rank: u32,
+        own: (u32, u32),
         record_bytes: &[u8],
         verify: Verifier,
         now: u64,
     ) -> Result<Self, RecoveryError> {
+        let (rank, own_incarnation) = own;
         let rec = MembershipRecord::decode(record_bytes)?;
         if !verify(&rec.signed_bytes(), &rec.signature) {
             return Err(RecoveryError::BadSignature);
         }
         let incarnation = rec.incarnations.get(rank as usize).copied().unwrap_or(0);
-        if incarnation == 0 || !rec.changes.iter().any(|c| c.rank == rank) {
+        if incarnation == 0
+            || incarnation != own_incarnation
+            || !rec.changes.iter().any(|c| c.rank == rank)
+        {
             return Err(RecoveryError::Fenced { epoch: rec.epoch });
         }
         let waiting: BTreeSet<u32> = members(&rec.incarnations).filter(|m| *m != rank).collect();
@@ -325,7 +339,8 @@ impl RankRecovery {
         if !(self.verify)(&rec.signed_bytes(), &rec.signature) {
             return self.end(RecoveryError::BadSignature);
         }
-        if let Err(e) = rec.check_history(&self.view, (self.rank, self.incarnation), |_| false) {
+        let own = (self.rank, self.incarnation);
+        if let Err(e) = rec.check_history(&self.view, own, |h| (self.refused)(h)) {
             return self.end(e);
         }
         // Forward before applying (protocol §18.6), with the old epoch.
@@ -540,6 +555,44 @@ mod tests {
             1,
         );
         assert_eq!(r.phase(), &Phase::Ended(RecoveryError::BadSignature));
+    }
+
+    #[test]
+    fn a_replacement_checks_its_own_entry_and_a_refused_host_is_h1614() {
+        let mut d = Decider::new(JobId([3; 16]), 2, 1, Mode::Replace, 1);
+        d.handle_exit(1, 1, 0);
+        let rep = Report {
+            flag: true,
+            job_id: JobId([3; 16]),
+            rank: 0,
+            incarnation: 1,
+            epoch: 1,
+            best_commit: 0,
+            suspects: vec![1],
+        };
+        d.handle_report(rep, 1);
+        let rec = std::iter::from_fn(|| d.poll_output())
+            .find_map(|o| match o {
+                DeciderOutput::Issue { record, .. } => Some(record),
+                _ => None,
+            })
+            .unwrap();
+        let bytes = rec.encode();
+        let ok = RankRecovery::replacement((1, 2), &bytes, Box::new(|_, _| true), 5).unwrap();
+        assert!(
+            matches!(ok.phase(), Phase::Joining { waiting, deadline: 30_005 } if waiting.len() == 1)
+        );
+        for own in [(1, 3), (0, 1)] {
+            let e = RankRecovery::replacement(own, &bytes, Box::new(|_, _| true), 5).err();
+            assert_eq!(e, Some(RecoveryError::Fenced { epoch: 2 }), "{own:?}");
+        }
+        let mut r = RankRecovery::new(0, view(2), Box::new(|_, _| true));
+        r.set_refused_hosts(Box::new(|_| true));
+        r.handle_event(Event::Control { record: bytes }, 6);
+        assert_eq!(
+            r.phase(),
+            &Phase::Ended(RecoveryError::HostRefused { rank: 1 })
+        );
     }
 
     #[test]
