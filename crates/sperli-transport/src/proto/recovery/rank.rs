@@ -447,6 +447,30 @@ mod tests {
         }
     }
 
+    /// The launcher's record after rank 1 of 2 ended and rank 0 reported:
+    /// rank 1 replaced at incarnation 2, epoch 2.
+    fn replaced_rank_1() -> MembershipRecord {
+        let mut d = Decider::new(JobId([3; 16]), 2, 1, Mode::Replace, 1);
+        d.handle_exit(1, 1, 0);
+        assert_eq!(d.poll_timeout(), Some(REPORT_WAIT));
+        let rep = Report {
+            flag: true,
+            job_id: JobId([3; 16]),
+            rank: 0,
+            incarnation: 1,
+            epoch: 1,
+            best_commit: 2,
+            suspects: vec![],
+        };
+        d.handle_report(rep, 1);
+        std::iter::from_fn(|| d.poll_output())
+            .find_map(|o| match o {
+                DeciderOutput::Issue { record, .. } => Some(record),
+                _ => None,
+            })
+            .expect("a record")
+    }
+
     fn outputs(r: &mut RankRecovery) -> Vec<Output> {
         std::iter::from_fn(|| r.poll_output()).collect()
     }
@@ -528,25 +552,7 @@ mod tests {
             r.phase(),
             Phase::Ended(RecoveryError::HeaderEpoch { current: 1, got: 2 })
         ));
-        let mut d = Decider::new(JobId([3; 16]), 2, 1, Mode::Replace, 1);
-        d.handle_exit(1, 1, 0);
-        assert_eq!(d.poll_timeout(), Some(REPORT_WAIT));
-        let rep = Report {
-            flag: true,
-            job_id: JobId([3; 16]),
-            rank: 0,
-            incarnation: 1,
-            epoch: 1,
-            best_commit: 2,
-            suspects: vec![],
-        };
-        d.handle_report(rep, 1);
-        let rec = std::iter::from_fn(|| d.poll_output())
-            .find_map(|o| match o {
-                DeciderOutput::Issue { record, .. } => Some(record),
-                _ => None,
-            })
-            .unwrap();
+        let rec = replaced_rank_1();
         let mut r = RankRecovery::new(0, view(2), Box::new(|_, _| false));
         r.handle_event(
             Event::Control {
@@ -559,24 +565,7 @@ mod tests {
 
     #[test]
     fn a_replacement_checks_its_own_entry_and_a_refused_host_is_h1614() {
-        let mut d = Decider::new(JobId([3; 16]), 2, 1, Mode::Replace, 1);
-        d.handle_exit(1, 1, 0);
-        let rep = Report {
-            flag: true,
-            job_id: JobId([3; 16]),
-            rank: 0,
-            incarnation: 1,
-            epoch: 1,
-            best_commit: 0,
-            suspects: vec![1],
-        };
-        d.handle_report(rep, 1);
-        let rec = std::iter::from_fn(|| d.poll_output())
-            .find_map(|o| match o {
-                DeciderOutput::Issue { record, .. } => Some(record),
-                _ => None,
-            })
-            .unwrap();
+        let rec = replaced_rank_1();
         let bytes = rec.encode();
         let ok = RankRecovery::replacement((1, 2), &bytes, Box::new(|_, _| true), 5).unwrap();
         assert!(
