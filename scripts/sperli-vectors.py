@@ -2056,6 +2056,14 @@ def read_suspect_list(r, count, size, own):
     return out
 
 
+def entry_field(r, n, ok):
+    """An n-byte field of a change entry that must satisfy ok (check `entry`)."""
+    v = r.uint(n)
+    if not ok(v):
+        raise RecordReject("entry")
+    return v
+
+
 def decode_membership(data):
     """Section 18.3 checks 1-13, field by field. Returns a dict."""
     r = RecordReader(data)
@@ -2094,18 +2102,10 @@ def decode_membership(data):
             raise RecordReject("entry")
         cert = r.take(32)
         if mode == 1:
-            port = r.uint(2)
-            if port == 0:
-                raise RecordReject("entry")
-            host_len = r.uint(1)
-            if not 1 <= host_len <= 253:
-                raise RecordReject("entry")
-            raw = r.take(host_len)
-            try:
-                host = raw.decode("ascii")
-            except UnicodeDecodeError:
-                raise RecordReject("entry")
-            if not host_valid(host) or incs[rank] == 0:
+            port = entry_field(r, 2, lambda v: v >= 1)
+            host = r.take(entry_field(r, 1, lambda v: 1 <= v <= 253))
+            host = host.decode("latin-1")
+            if not (host.isascii() and host_valid(host)) or incs[rank] == 0:
                 raise RecordReject("entry")
             changes.append((rank, cert, port, host))
         else:
