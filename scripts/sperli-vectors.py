@@ -116,6 +116,7 @@ KIND_KEYS = {
     "membership-record": (("receiver", "bytes", "verdict"), ("fields", "signed")),
     "recover-payload": (("receiver", "bytes", "verdict"), ("fields",)),
     "recovery-report": (("bytes", "verdict"), ("fields",)),
+    "membership-header": (("receiver", "header", "verdict"), ()),
 }
 
 KEY_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
@@ -2169,6 +2170,34 @@ def membership_state_verdict(m, data, rx):
     return "accept"
 
 
+def membership_header_verdict(features, t, got, current):
+    """Checks 2 and 5 of the header, section 6.2 and, with bit 5, 18.2."""
+    bit5 = features & (1 << 5) != 0
+    if not 1 <= t <= (12 if bit5 else 11):
+        return "reject H1610 type"
+    if not bit5:
+        return "accept" if got == 0 else "reject H1610 membership_epoch"
+    if t == 1:
+        return "accept" if got == 0 else "reject H1610 membership_epoch"
+    if got == 0 or got > current:
+        return "reject H1610 membership_epoch"
+    if got < current:
+        return "read" if t == 12 else "discard"
+    return "accept"
+
+
+def check_membership_header(entry):
+    rx = dict(parse_field_list(entry["receiver"]))
+    h = dict(parse_field_list(entry["header"]))
+    if sorted(rx) != ["epoch", "features"] or sorted(h) != ["membership_epoch", "type"]:
+        return ["receiver: features= epoch=; header: type= membership_epoch="]
+    want = membership_header_verdict(dec(rx["features"]), dec(h["type"], 8),
+                                     dec(h["membership_epoch"], 32), dec(rx["epoch"], 32))
+    if entry["verdict"] != want:
+        return ["verdict: entry says %r, computed %r" % (entry["verdict"], want)]
+    return []
+
+
 def stated_or_absent(entry, key, want, probs):
     if want is None:
         if key in entry:
@@ -2300,6 +2329,7 @@ CHECKERS = {
     "membership-record": check_membership_record,
     "recover-payload": check_recover_payload,
     "recovery-report": check_recovery_report,
+    "membership-header": check_membership_header,
 }
 
 

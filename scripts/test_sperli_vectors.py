@@ -624,11 +624,20 @@ class MembershipTests(unittest.TestCase):
             sv.decode_membership(data + b"\x00")
         self.assertEqual(cm.exception.check, "trailing")
 
+    def test_header_checks_2_and_5(self):
+        v = sv.membership_header_verdict
+        self.assertEqual(v(1, 12, 0, 0), "reject H1610 type")
+        self.assertEqual(v(33, 12, 2, 3), "read")
+        self.assertEqual(v(33, 2, 2, 3), "discard")
+        self.assertEqual(v(33, 2, 4, 3), "reject H1610 membership_epoch")
+        self.assertEqual(v(33, 1, 0, 3), "accept")
+
     def test_vectors_hold_every_kind_of_bit_5(self):
         if not os.path.exists(VECTORS):
             self.skipTest("no vectors file")
         kinds = {e["kind"] for e in load(VECTORS)}
-        for k in ("membership-record", "recover-payload", "recovery-report"):
+        for k in ("membership-header", "membership-record", "recover-payload",
+                  "recovery-report"):
             self.assertIn(k, kinds)
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 
 use sperli_wire::hex;
 use sperli_wire::limits::SIGNATURE_LEN;
+use sperli_wire::recovery::header::{check_type_and_epoch, EpochVerdict};
 use sperli_wire::recovery::{
     Change, MembershipRecord, MembershipView, Mode, Precheck, RecoverPayload, RecoveryError,
     Report, CONTEXT_MEMBER, NO_ROLLBACK,
@@ -658,9 +659,110 @@ fn reports() -> Vec<Entry> {
     ]
 }
 
+/// Fills in `verdict` of a `membership-header` entry (receiver
+/// `features= epoch=`, header `type= membership_epoch=`): checks 2 and 5
+/// of protocol §6.2 and §18.2.
+pub fn derive_header(e: Entry) -> Result<Entry, String> {
+    let rx = e.get("receiver").unwrap_or("").to_string();
+    let h = e.get("header").unwrap_or("").to_string();
+    let v = match check_type_and_epoch(
+        num(&rx, "features")?,
+        num(&h, "type")?,
+        num(&h, "membership_epoch")?,
+        num(&rx, "epoch")?,
+    ) {
+        Ok(EpochVerdict::Pass) => "accept".to_string(),
+        Ok(EpochVerdict::Discard) => "discard".to_string(),
+        Ok(EpochVerdict::Older) => "read".to_string(),
+        Err(x) => verdict(&x),
+    };
+    Ok(e.with("verdict", v))
+}
+
+fn header_entry(name: &str, features: u64, current: u32, t: u8, got: u32, want: &str) -> Entry {
+    let name = &slug(name);
+    let e = Entry::new(name, "membership-header")
+        .with("receiver", format!("features={features} epoch={current}"))
+        .with("header", format!("type={t} membership_epoch={got}"));
+    let e = derive_header(e).unwrap_or_else(|why| panic!("{name}: {why}"));
+    assert_eq!(e.get("verdict"), Some(want), "{name}");
+    e
+}
+
+fn headers() -> Vec<Entry> {
+    let bit5 = 1 | sperli_wire::recovery::FEATURE_MEMBERSHIP;
+    vec![
+        header_entry("header v1 data", 1, 0, 2, 0, "accept"),
+        header_entry(
+            "header v1 data with an epoch",
+            1,
+            0,
+            2,
+            1,
+            "reject H1610 membership_epoch",
+        ),
+        header_entry("header v1 recover", 1, 0, 12, 0, "reject H1610 type"),
+        header_entry("header bit 5 hello", bit5, 3, 1, 0, "accept"),
+        header_entry(
+            "header bit 5 hello with an epoch",
+            bit5,
+            3,
+            1,
+            3,
+            "reject H1610 membership_epoch",
+        ),
+        header_entry(
+            "header bit 5 data epoch 0",
+            bit5,
+            3,
+            2,
+            0,
+            "reject H1610 membership_epoch",
+        ),
+        header_entry("header bit 5 data older epoch", bit5, 3, 2, 2, "discard"),
+        header_entry("header bit 5 data current epoch", bit5, 3, 2, 3, "accept"),
+        header_entry(
+            "header bit 5 data newer epoch",
+            bit5,
+            3,
+            2,
+            4,
+            "reject H1610 membership_epoch",
+        ),
+        header_entry(
+            "header bit 5 heartbeat older epoch",
+            bit5,
+            3,
+            4,
+            1,
+            "discard",
+        ),
+        header_entry("header bit 5 recover older epoch", bit5, 3, 12, 2, "read"),
+        header_entry(
+            "header bit 5 recover current epoch",
+            bit5,
+            3,
+            12,
+            3,
+            "accept",
+        ),
+        header_entry(
+            "header bit 5 recover newer epoch",
+            bit5,
+            3,
+            12,
+            4,
+            "reject H1610 membership_epoch",
+        ),
+        header_entry("header bit 5 type 13", bit5, 3, 13, 3, "reject H1610 type"),
+        header_entry("header bit 5 type 0", bit5, 3, 0, 3, "reject H1610 type"),
+    ]
+}
+
 /// The entries of feature bit 5, in file order.
 pub fn entries() -> Vec<Entry> {
-    let mut v = records();
+    let mut v = headers();
+    v.extend(records());
     v.extend(payloads());
     v.extend(reports());
     v

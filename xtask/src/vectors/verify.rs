@@ -34,6 +34,7 @@ pub fn inputs(kind: &str) -> Option<&'static [&'static str]> {
         "fold" => &["type", "reduction", "ranks"],
         "membership-record" | "recover-payload" => &["receiver", "bytes"],
         "recovery-report" => &["bytes"],
+        "membership-header" => &["receiver", "header"],
         _ => return None,
     })
 }
@@ -163,6 +164,7 @@ pub fn derive(e: Entry) -> Result<Entry, String> {
         "membership-record" => super::membership::derive_record(e),
         "recover-payload" => super::membership::derive_payload(e),
         "recovery-report" => super::membership::derive_report(e),
+        "membership-header" => super::membership::derive_header(e),
         k => Err(format!("unknown kind {k}")),
     }
 }

@@ -144,8 +144,16 @@ pub enum RecoveryError {
         /// The revoked epoch.
         epoch: u32,
     },
+    /// A frame type that is not 1..=11 (1..=12 with bit 5) (§6.2, §18.2
+    /// check 2): H1610.
+    #[error("frame type {got} is not a type of this job")]
+    HeaderType {
+        /// The type byte.
+        got: u8,
+    },
     /// A frame of a newer membership epoch, or epoch 0 on a frame other
-    /// than HELLO (§18.2 check 5): H1610.
+    /// than HELLO (§18.2 check 5); without bit 5, any membership epoch but
+    /// 0 (`current` is then 0): H1610.
     #[error("membership_epoch {got} on a frame, current {current}")]
     HeaderEpoch {
         /// The receiver's current epoch.
@@ -164,6 +172,7 @@ impl RecoveryError {
             | RecoveryError::Equivocation { .. }
             | RecoveryError::BadSignature
             | RecoveryError::History { .. }
+            | RecoveryError::HeaderType { .. }
             | RecoveryError::HeaderEpoch { .. } => HCode::H1610,
             RecoveryError::HostRefused { .. } => HCode::H1614,
             RecoveryError::Fenced { .. }
@@ -183,6 +192,7 @@ impl RecoveryError {
             RecoveryError::Fenced { .. } => "fenced",
             RecoveryError::LauncherLost => "launcher",
             RecoveryError::Revoked { .. } => "revoked",
+            RecoveryError::HeaderType { .. } => "type",
             RecoveryError::HeaderEpoch { .. } => "membership_epoch",
         }
     }

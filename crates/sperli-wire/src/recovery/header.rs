@@ -39,6 +39,30 @@ pub fn check_membership_epoch(
     }
 }
 
+/// Checks 2 (`type`) and 5 (`membership_epoch`) for a job with the
+/// negotiated `features` (protocol §6.2, and §18.2 with bit 5): without
+/// bit 5 the v1 rules (type 1..=11, membership_epoch 0), with it type
+/// 1..=12 and [`check_membership_epoch`].
+pub fn check_type_and_epoch(
+    features: u64,
+    type_byte: u8,
+    got: u32,
+    current: u32,
+) -> Result<EpochVerdict, RecoveryError> {
+    let bit5 = features & super::FEATURE_MEMBERSHIP != 0;
+    let last = if bit5 { RECOVER_FRAME_TYPE } else { 11 };
+    if type_byte == 0 || type_byte > last {
+        return Err(RecoveryError::HeaderType { got: type_byte });
+    }
+    if bit5 {
+        check_membership_epoch(type_byte, got, current)
+    } else if got != 0 {
+        Err(RecoveryError::HeaderEpoch { current: 0, got })
+    } else {
+        Ok(EpochVerdict::Pass)
+    }
+}
+
 /// Check 9 with bit 5 (protocol §18.2): the frame's incarnation against
 /// `inc[source_rank]` of the receiver's current membership. `Ok(None)`
 /// passes, `Ok(Some(Discard))` discards; a higher one is the v1 rejection,
@@ -74,6 +98,34 @@ mod tests {
         assert_eq!(check_membership_epoch(data, 3, 3), Ok(EpochVerdict::Pass));
         let e = check_membership_epoch(recover, 4, 3).unwrap_err();
         assert_eq!(e.check_name(), "membership_epoch");
+    }
+
+    #[test]
+    fn without_bit_5_the_v1_rules() {
+        let v1 = 1;
+        let bit5 = 1 | super::super::FEATURE_MEMBERSHIP;
+        assert_eq!(check_type_and_epoch(v1, 2, 0, 1), Ok(EpochVerdict::Pass));
+        assert_eq!(
+            check_type_and_epoch(v1, 12, 0, 1).unwrap_err().check_name(),
+            "type"
+        );
+        assert_eq!(
+            check_type_and_epoch(v1, 2, 1, 1).unwrap_err().check_name(),
+            "membership_epoch"
+        );
+        assert_eq!(check_type_and_epoch(bit5, 12, 1, 1), Ok(EpochVerdict::Pass));
+        assert_eq!(
+            check_type_and_epoch(bit5, 13, 1, 1)
+                .unwrap_err()
+                .check_name(),
+            "type"
+        );
+        assert_eq!(
+            check_type_and_epoch(bit5, 0, 1, 1)
+                .unwrap_err()
+                .check_name(),
+            "type"
+        );
     }
 
     #[test]
