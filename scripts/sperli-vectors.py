@@ -2134,12 +2134,13 @@ def membership_fields(m):
             return "%d:none" % rank
         return "%d:%s:%d:%s" % (rank, cert.hex(), port, host)
     return ("magic=SPMB version=1 mode=%s agreed=%d job=%s start_incarnation=%d "
-            "epoch=%d size=%d changed=%d rollback=%d incarnations=%s changes=%s"
+            "epoch=%d size=%d changed=%d rollback=%d incarnations=%s changes=%s "
+            "sig_len=2484 signature=%s"
             % ("replace" if m["mode"] == 1 else "shrink", m["agreed"],
                m["job"].hex(), m["start"], m["epoch"], m["size"],
                len(m["changes"]), m["rollback"],
                ",".join(map(str, m["incs"])),
-               ",".join(change(c) for c in m["changes"])))
+               ",".join(change(c) for c in m["changes"]), m["sig"].hex()))
 
 
 def membership_state_verdict(m, data, rx):
@@ -2250,8 +2251,9 @@ def check_recover_payload(entry):
             raise RecordReject("reserved")
         if kind == 2:
             record = data[4:]
-            decode_membership(record)
-            fields = "kind=membership record_len=%d" % len(record)
+            inner = membership_fields(decode_membership(record)).split(" ")
+            fields = "kind=membership record_len=%d %s" % (
+                len(record), " ".join("record." + kv for kv in inner))
         else:
             count = r.uint(4)
             if not 1 <= count <= size - 1:

@@ -53,7 +53,7 @@ fn record_fields(r: &MembershipRecord) -> String {
         Mode::Shrink => "shrink",
     };
     format!(
-        "magic=SPMB version=1 mode={mode} agreed={} job={} start_incarnation={} epoch={} size={} changed={} rollback={} incarnations={} changes={}",
+        "magic=SPMB version=1 mode={mode} agreed={} job={} start_incarnation={} epoch={} size={} changed={} rollback={} incarnations={} changes={} sig_len={} signature={}",
         u8::from(r.agreed),
         r.job_id,
         r.start_incarnation,
@@ -62,7 +62,9 @@ fn record_fields(r: &MembershipRecord) -> String {
         r.changes.len(),
         r.rollback,
         list(&r.incarnations),
-        changes.join(",")
+        changes.join(","),
+        r.signature.len(),
+        hex::encode(&r.signature)
     )
 }
 
@@ -133,12 +135,19 @@ pub fn derive_payload(e: Entry) -> Result<Entry, String> {
                 ),
             )
             .with("verdict", "accept")),
-        Ok(RecoverPayload::Membership { record }) => Ok(e
-            .with(
-                "fields",
-                format!("kind=membership record_len={}", record.len()),
-            )
-            .with("verdict", "accept")),
+        Ok(RecoverPayload::Membership { record }) => {
+            let rec = MembershipRecord::decode(&record).map_err(|x| x.to_string())?;
+            let inner: Vec<String> = record_fields(&rec)
+                .split(' ')
+                .map(|kv| format!("record.{kv}"))
+                .collect();
+            let fields = format!(
+                "kind=membership record_len={} {}",
+                record.len(),
+                inner.join(" ")
+            );
+            Ok(e.with("fields", fields).with("verdict", "accept"))
+        }
         Err(x) => Ok(e.with("verdict", verdict(&x))),
     }
 }
