@@ -5,7 +5,8 @@
 //! the full-restart fallback). Both are plain structs driven by
 //! `handle_*(event, now)` and `poll_*(now)`; signing and verifying
 //! CompositeSig, the control channel and the sockets are the caller's.
-//! [`model`] explores random schedules of failures and message orders.
+//! Its model check (the test module `model`) explores random schedules of
+//! failures and message orders.
 
 pub mod decider;
 pub mod rank;
