@@ -102,7 +102,7 @@ pub(crate) fn read_suspects(
                 DecodeError::OutOfRange {
                     field: "suspect",
                     min,
-                    max: u64::from(size) - 1,
+                    max: u64::from(size).saturating_sub(1),
                     got: s.into(),
                 },
             ));
@@ -185,6 +185,14 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..120),
+                                       size in 0u32..5000, sender: u32) {
+            let _ = Report::decode(&bytes);
+            let _ = crate::recovery::RecoverPayload::decode(&bytes, size, sender);
+            let _ = read_suspects(&mut crate::codec::Reader::new(&bytes), 3, size, sender);
+        }
+
         #[test]
         fn round_trips(flag: bool, rank in 0u32..4096, inc in 1u32.., epoch in 1u32.., best: u64,
                        set in proptest::collection::btree_set(0u32..4096, 0..20)) {
