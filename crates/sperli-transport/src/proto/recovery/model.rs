@@ -1,8 +1,9 @@
 //! Model check of the recovery (protocol §18.6-18.8): random schedules
 //! (a seeded generator, thousands of runs) of failures and message
 //! orders among N = 2..6 ranks and the launcher, in both modes. Crashes
-//! and hangs (a false suspicion) strike at any step, during a recovery
-//! too, and the launcher (the deciding party) may die. Each run must end
+//! and pauses (a false suspicion: the rank goes on later unless the
+//! launcher fenced it first) strike at any step, during a recovery too,
+//! and the launcher (the deciding party) may die. Each run must end
 //! with the same decision on every survivor, or in the full restart
 //! (protocol §18.6), never in disagreement, a rejected frame or a hang.
 //!
@@ -60,6 +61,9 @@ struct Proc {
     rank: u32,
     rr: RankRecovery,
     alive: bool,
+    /// Stopped for a while (a false suspicion): its peers see silence; it
+    /// goes on later unless the launcher fenced it first.
+    paused: bool,
     decision: Option<Decision>,
     ended: Option<Output>,
 }
@@ -83,6 +87,8 @@ struct World {
     records: u32,
     /// The launcher died while a recovery was under way.
     launcher_died_in_recovery: bool,
+    /// A falsely suspected rank went on before the launcher fenced it.
+    resumed_before_fence: bool,
 }
 
 fn verify() -> super::rank::Verifier {
@@ -113,6 +119,7 @@ impl World {
                     rank,
                     rr,
                     alive: true,
+                    paused: false,
                     decision: None,
                     ended: None,
                 }
@@ -142,20 +149,17 @@ impl World {
             failures_left,
             records: 0,
             launcher_died_in_recovery: false,
+            resumed_before_fence: false,
         }
     }
 
     fn live(&self, p: usize) -> bool {
-        self.procs[p].alive && self.procs[p].ended.is_none()
+        self.procs[p].alive && !self.procs[p].paused && self.procs[p].ended.is_none()
     }
 
-    /// A process stops (crash, hang, fence or its own end): its peers
-    /// see the close or the silence after what it already sent.
-    fn stop(&mut self, p: usize, tell_launcher: bool) {
-        if !self.procs[p].alive {
-            return;
-        }
-        self.procs[p].alive = false;
+    /// Every connection of `p` ends; its peers see the close or the
+    /// silence after what it already sent.
+    fn cut(&mut self, p: usize) {
         let peers: Vec<usize> = self
             .conns
             .iter()
@@ -173,6 +177,16 @@ impl World {
             self.chans.entry((p, q)).or_default().push_back(Msg::Lost);
             self.conns.remove(&pair(p, q));
         }
+    }
+
+    /// A process stops (crash, hang, fence or its own end): its peers
+    /// see the close or the silence after what it already sent.
+    fn stop(&mut self, p: usize, tell_launcher: bool) {
+        if !self.procs[p].alive {
+            return;
+        }
+        self.procs[p].alive = false;
+        self.cut(p);
         if tell_launcher && self.launcher_alive {
             let (rank, inc) = (self.procs[p].rank, self.procs[p].rr.incarnation());
             self.launcher_in.push_back(ToLauncher::Exit { rank, inc });
@@ -271,6 +285,7 @@ impl World {
                             rank: c.rank,
                             rr,
                             alive: true,
+                            paused: false,
                             decision: None,
                             ended: None,
                         });
@@ -310,6 +325,7 @@ impl World {
             Connect,
             Crash,
             Hang,
+            Resume(usize),
             KillLauncher,
         }
         let mut acts = Vec::new();
@@ -329,10 +345,16 @@ impl World {
         if !self.connects.is_empty() {
             acts.push(A::Connect);
         }
+        for p in 0..self.procs.len() {
+            if self.procs[p].alive && self.procs[p].paused {
+                acts.push(A::Resume(p));
+            }
+        }
         acts.sort_by_key(|a| match a {
             A::Chan(x, y) => (0, *x, *y),
             A::Control(x) => (1, *x, 0),
-            _ => (2, 0, 0),
+            A::Resume(x) => (2, *x, 0),
+            _ => (3, 0, 0),
         });
         let busy = !acts.is_empty();
         if self.failures_left > 0 && !self.restart && self.rng.chance(if busy { 60 } else { 400 }) {
@@ -445,18 +467,24 @@ impl World {
                 if !live.is_empty() {
                     let p = live[self.rng.below(live.len())];
                     // A hang is a false suspicion: peers see silence, the
-                    // launcher sees no exit and must fence it. A rank
-                    // without a live peer that stops is only computing:
-                    // nobody can tell, and it is no failure.
-                    let crash = !matches!(acts.last(), Some(A::Hang));
+                    // launcher sees no exit and must fence the rank before
+                    // it goes on. A rank without a live peer that stops is
+                    // only computing: nobody can tell, and it is no failure.
                     let watched = self
                         .conns
                         .iter()
                         .any(|&(a, b)| (a == p && self.live(b)) || (b == p && self.live(a)));
-                    if crash || watched {
-                        self.stop(p, crash);
+                    if !matches!(acts.last(), Some(A::Hang)) {
+                        self.stop(p, true);
+                    } else if watched {
+                        self.procs[p].paused = true;
+                        self.cut(p);
                     }
                 }
+            }
+            A::Resume(p) => {
+                self.procs[p].paused = false;
+                self.resumed_before_fence = true;
             }
             A::KillLauncher => {
                 self.failures_left -= 1;
@@ -533,6 +561,7 @@ struct Coverage {
     restarts: u64,
     several_records: u64,
     launcher_died_in_recovery: u64,
+    resumed_before_fence: u64,
 }
 
 fn explore(mode: Mode, runs: u64) -> Coverage {
@@ -556,6 +585,7 @@ fn explore(mode: Mode, runs: u64) -> Coverage {
         }
         c.several_records += u64::from(w.records >= 2);
         c.launcher_died_in_recovery += u64::from(w.launcher_died_in_recovery);
+        c.resumed_before_fence += u64::from(w.resumed_before_fence);
     }
     c
 }
@@ -565,7 +595,8 @@ fn assert_covered(c: &Coverage) {
         c.decided > 1000
             && c.restarts > 50
             && c.several_records > 100
-            && c.launcher_died_in_recovery > 10,
+            && c.launcher_died_in_recovery > 10
+            && c.resumed_before_fence > 50,
         "too little explored: {c:?}"
     );
 }
