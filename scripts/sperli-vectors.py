@@ -2208,6 +2208,15 @@ def stated_or_absent(entry, key, want, probs):
                      % (key, short(entry.get(key, "")), short(want)))
 
 
+def stated_lines(entry, probs, verdict, **optional):
+    """Compares the optional lines (None: must be absent) and the verdict."""
+    for key, want in optional.items():
+        stated_or_absent(entry, key, want, probs)
+    if entry["verdict"] != verdict:
+        probs.append("verdict: entry says %r, computed %r" % (entry["verdict"], verdict))
+    return probs
+
+
 def check_membership_record(entry):
     probs = []
     rx = dict(parse_field_list(entry["receiver"]))
@@ -2227,11 +2236,7 @@ def check_membership_record(entry):
         signed = "0..%d %s" % (m["signed_end"], MEMBER_CONTEXT)
         if m["sig"] != b"\xaa" * 2484:
             probs.append("signature: not 2484 bytes of 0xaa")
-    stated_or_absent(entry, "fields", fields, probs)
-    stated_or_absent(entry, "signed", signed, probs)
-    if entry["verdict"] != verdict:
-        probs.append("verdict: entry says %r, computed %r" % (entry["verdict"], verdict))
-    return probs
+    return stated_lines(entry, probs, fields=fields, signed=signed, verdict=verdict)
 
 
 def check_recover_payload(entry):
@@ -2264,10 +2269,7 @@ def check_recover_payload(entry):
         verdict = "accept"
     except RecordReject as e:
         verdict = "reject %s %s" % (e.code, e.check)
-    stated_or_absent(entry, "fields", fields, probs)
-    if entry["verdict"] != verdict:
-        probs.append("verdict: entry says %r, computed %r" % (entry["verdict"], verdict))
-    return probs
+    return stated_lines(entry, probs, fields=fields, verdict=verdict)
 
 
 def check_recovery_report(entry):
@@ -2305,10 +2307,7 @@ def check_recovery_report(entry):
         verdict = "accept"
     except RecordReject as e:
         verdict = "reject %s %s" % (e.code, e.check)
-    stated_or_absent(entry, "fields", fields, probs)
-    if entry["verdict"] != verdict:
-        probs.append("verdict: entry says %r, computed %r" % (entry["verdict"], verdict))
-    return probs
+    return stated_lines(entry, probs, fields=fields, verdict=verdict)
 
 
 # ---------------------------------------------------------------------------
