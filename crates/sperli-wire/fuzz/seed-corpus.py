@@ -46,6 +46,9 @@ comment at the top of each fuzz_targets/*.rs):
                     contributions - 1, a cut of 1 element << 4), then the
                     contributions of each `reduce` and `fold` entry
   failure_record    hand-written record lines
+  recovery          0 + each `membership-record`, 1 + each
+                    `recovery-report`, 2 + size u32 + sender u32 + each
+                    `recover-payload` entry's bytes
 
 File names are the SHA-1 of the content (like libFuzzer's), so running the
 script twice gives the same files. Only the Python standard library is used.
@@ -292,6 +295,14 @@ def main(argv):
                 hosts.add(hp.rpartition(":")[0])
         elif kind in ("reduce", "fold"):
             reduce_seeds(corpus, e)
+        elif kind == "membership-record":
+            corpus.add("recovery", b"\x00" + bytes.fromhex(e["bytes"]))
+        elif kind == "recovery-report":
+            corpus.add("recovery", b"\x01" + bytes.fromhex(e["bytes"]))
+        elif kind == "recover-payload":
+            f = fields(e["receiver"])
+            corpus.add("recovery", b"\x02" + struct.pack("<II", int(f["size"]), int(f["sender"]))
+                       + bytes.fromhex(e["bytes"]))
         elif kind == "message-stream":
             seed = message_stream_seed(e)
             if seed is not None:
