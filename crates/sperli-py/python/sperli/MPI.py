@@ -45,7 +45,12 @@ ANY_TAG = _s.ANY_TAG
 UNDEFINED = _s.UNDEFINED
 PROC_NULL = -2
 ROOT = -3
-_TAG_MAX = 2147483647
+# Tag spaces: a message carries no communicator (protocol §15.2), so each
+# communicator's tags 0..=_TAG_MAX travel as wire tag (id % 2048) * 2^20 +
+# tag, its id being the protocol's communicator id (the same on every
+# member; the world's is 0: its tags are the package's own).
+_TAG_BITS = 20
+_TAG_MAX = (1 << _TAG_BITS) - 1
 IN_PLACE = _s.IN_PLACE
 BOTTOM = None
 BSEND_OVERHEAD = 0
@@ -346,10 +351,12 @@ class Datatype:
 
     def Dup(self):
         """The same type."""
+        self._spec()
         return type(self)(self)
 
     def Commit(self):
         """Nothing to do for a predefined type."""
+        self._spec()
         return self
 
     def Free(self):
@@ -397,7 +404,7 @@ def _dt(name, char, size, wire):
 # (mpi4py name, struct char, size, wire char or None when refused)
 _TYPES = {
     "BYTE": ("B", 1, "B"), "PACKED": ("B", 1, "B"), "CHAR": ("c", 1, "B"),
-    "UNSIGNED_CHAR": ("B", 1, "B"), "UINT8_T": ("B", 1, "B"),
+    "UINT8_T": ("B", 1, "B"),
     "INT": ("i", 4, "i"), "INT32_T": ("i", 4, "i"),
     "UNSIGNED": ("I", 4, "I"), "UNSIGNED_INT": ("I", 4, "I"), "UINT32_T": ("I", 4, "I"),
     "LONG": ("l", 8, "l"), "LONG_LONG": ("q", 8, "q"), "LONG_LONG_INT": ("q", 8, "q"),
@@ -412,7 +419,7 @@ _TYPES = {
 for _n, (_c, _z, _w) in _TYPES.items():
     globals()[_n] = _dt("MPI_" + _n, _c, _z, _w)
 # Types SPERLI does not carry: DATATYPE_NULL (mpi4py's "not in this MPI").
-for _n in ["SIGNED_CHAR", "SHORT", "UNSIGNED_SHORT", "C_BOOL", "LONG_DOUBLE",
+for _n in ["UNSIGNED_CHAR", "SIGNED_CHAR", "SHORT", "UNSIGNED_SHORT", "C_BOOL", "LONG_DOUBLE",
            "WCHAR", "SIGNED_SHORT", "C_COMPLEX", "C_FLOAT_COMPLEX",
            "C_DOUBLE_COMPLEX", "C_LONG_DOUBLE_COMPLEX", "CXX_BOOL",
            "CXX_FLOAT_COMPLEX", "CXX_DOUBLE_COMPLEX", "CXX_LONG_DOUBLE_COMPLEX",
@@ -427,7 +434,7 @@ for _n in ["SIGNED_CHAR", "SHORT", "UNSIGNED_SHORT", "C_BOOL", "LONG_DOUBLE",
            "SIGNED_LONG", "SIGNED_LONG_LONG", "UNSIGNED_INT8", "UNSIGNED_SHORT_INT"]:
     globals()[_n] = DATATYPE_NULL
 
-_BY_CHAR = {"b": INT8_T, "B": UNSIGNED_CHAR, "h": INT16_T, "H": UINT16_T,
+_BY_CHAR = {"b": INT8_T, "B": UINT8_T, "h": INT16_T, "H": UINT16_T,
             "i": INT, "I": UNSIGNED, "l": LONG, "L": UNSIGNED_LONG,
             "q": LONG_LONG, "Q": UNSIGNED_LONG_LONG, "f": FLOAT, "d": DOUBLE,
             "c": CHAR, "?": BOOL}
@@ -574,11 +581,15 @@ def _msg(spec, blocks=1):
     return _typed(buf, datatype, count, displ)
 
 
-def _vmsg(spec):
-    """A v spec: bare, [buf, counts], [buf, counts, displs], [buf, (counts,
-    displs)], each with the dtype last, as the package's v-calls take it."""
-    if spec is None or spec is IN_PLACE or not isinstance(spec, (list, tuple)):
-        return spec if spec is None or spec is IN_PLACE else _typed(spec)
+def _vmsg(spec, size):
+    """A v spec as mpi4py reads it: bare, [buf, counts], [buf, counts,
+    displs], [buf, (counts, displs)], each with the dtype last; an int count
+    is every rank's count, an int displacement the stride between blocks.
+    Returns what the package's v-calls take: [buf, counts, displs]."""
+    if spec is None or spec is IN_PLACE:
+        return spec
+    if not isinstance(spec, (list, tuple)):
+        return _typed(spec)
     items = list(spec)
     buf, rest = items[0], items[1:]
     datatype = None
@@ -587,21 +598,47 @@ def _vmsg(spec):
     counts = displs = None
     if len(rest) == 1:
         c = rest[0]
-        if isinstance(c, tuple) and len(c) == 2 and not isinstance(c[0], int):
+        if isinstance(c, tuple) and len(c) == 2:
             counts, displs = c
         else:
             counts = c
     elif len(rest) == 2:
         counts, displs = rest
+    elif rest:
+        raise Exception(ERR_ARG, f"a v message spec of {len(items)} items")
     b = _typed(buf, datatype)
     if counts is None:
         return b
     if isinstance(counts, int):
-        counts = None
-    out = [b, counts] if displs is None else [b, counts, displs]
-    if counts is None:
-        return b
-    return out
+        counts = [counts] * size
+    counts = [int(x) for x in counts]
+    if displs is None:
+        displs = [sum(counts[:i]) for i in range(len(counts))]
+    elif isinstance(displs, int):
+        displs = [displs * i for i in range(size)]
+    return [b, counts, [int(x) for x in displs]]
+
+
+def _copy_of(buf):
+    """A new buffer of buf's elements (a local copy: the send side of an
+    in-place call the Rust API takes from two buffers)."""
+    v = _view(buf)
+    try:
+        import numpy
+        return numpy.array(v, copy=True).reshape(-1)
+    except ImportError:
+        return memoryview(bytearray(v.tobytes())).cast(v.format)
+
+
+def _first(buf, k):
+    """The first k elements of buf (a view)."""
+    v = _view(buf)
+    return v[:k] if k else _empty(_native(v.format))
+
+
+def _csend(spec, blocks=1):
+    """A collective's send buffer: None is IN_PLACE, as in mpi4py."""
+    return IN_PLACE if spec is None else _msg(spec, blocks)
 
 
 # -- status -----------------------------------------------------------------
@@ -609,7 +646,15 @@ def _vmsg(spec):
 class Status:
     """A receive's status, compared by value (unhashable, as mpi4py's)."""
 
+    def __new__(cls, status=None):
+        self = object.__new__(cls)
+        Status._fill_from(self, status)
+        return self
+
     def __init__(self, status=None):
+        pass
+
+    def _fill_from(self, status=None):
         if status is not None and not isinstance(status, Status):
             raise TypeError(f"expected a Status, not {type(status).__name__}")
         if status is None:
@@ -640,8 +685,11 @@ class Status:
     def _set(self, source, tag, count):
         self.source, self.tag, self.error, self._count = source, tag, SUCCESS, count
 
-    def _from(self, st):
-        self._set(st.source, st.tag, st.count)
+    def _from(self, st, base=0):
+        tag = st.tag
+        if base <= tag <= base + _TAG_MAX:
+            tag -= base
+        self._set(st.source, tag, st.count)
 
     def Get_source(self):
         """The sender's rank."""
@@ -712,9 +760,17 @@ def _status_from(source, tag, error, count, cancelled):
     return s
 
 
-def _fill(status, st):
+def _fill(status, st, base=0):
     if status is not None:
-        status._from(st)
+        status._from(st, base)
+
+
+def _buf_unused(buf):
+    """The buffer argument of recv/irecv: the package unpickles from the
+    transport, so a buffer given is not used (said once per call)."""
+    if buf is not None:
+        import warnings
+        warnings.warn("sperli.MPI: the buf argument of recv/irecv is not used", UserWarning, stacklevel=4)
 
 
 def _proc_null(status):
@@ -736,8 +792,9 @@ class Request:
         self = object.__new__(cls)
         if isinstance(request, Request):
             self._r, self._value, self._st = request._r, request._value, request._st
+            self._base = request._base
         else:
-            self._r, self._value, self._st = None, None, None
+            self._r, self._value, self._st, self._base = None, None, None, 0
         return self
 
     def __eq__(self, other):
@@ -755,10 +812,11 @@ class Request:
         return self._r is not None
 
     @classmethod
-    def _of(cls, r, st=None):
+    def _of(cls, r, st=None, base=0):
         q = cls()
         q._r = r  # a sperli.Request, a list of them, or True (done already)
         q._st = st
+        q._base = base  # the tag space of its communicator
         return q
 
     def _finish(self, status, value=None):
@@ -769,22 +827,29 @@ class Request:
             elif isinstance(st, tuple):
                 status._set(*st)
             else:
-                status._from(st)
-        self._r = None
+                status._from(st, self._base)
+        # A persistent request stays, inactive, until Free.
+        self._r = _INACTIVE if isinstance(self, Prequest) else None
         return value
 
     def _parts(self):
         r = self._r
-        return [] if r is True or r is None else (r if isinstance(r, list) else [r])
+        return [] if r is True or r is None or r is _INACTIVE else (r if isinstance(r, list) else [r])
+
+    def _open(self):
+        return self._r is not None and self._r is not _INACTIVE
 
     def Wait(self, status=None):
         """Waits for completion."""
-        self.wait(status)
+        Request._wait(self, status)
         return True
 
     def wait(self, status=None):
         """Waits; the received object (lowercase irecv) or None."""
-        if self._r is None:
+        return Request._wait(self, status)
+
+    def _wait(self, status=None):
+        if not self._open():
             if status is not None:
                 status._set(ANY_SOURCE, ANY_TAG, 0)
             return None
@@ -798,18 +863,21 @@ class Request:
 
     def Test(self, status=None):
         """Completes it if it can; whether it did."""
-        return self.test(status)[0]
+        return Request._test(self, status)[0]
 
     def test(self, status=None):
         """(done, object)."""
-        if self._r is None:
+        return Request._test(self, status)
+
+    def _test(self, status=None):
+        if not self._open():
             if status is not None:
                 status._set(ANY_SOURCE, ANY_TAG, 0)
             return (True, None)
         parts = self._parts()
         if not all(p.done or p.Test() for p in parts):
             return (False, None)
-        return (True, self.wait(status))
+        return (True, Request._wait(self, status))
 
     def Get_status(self, status=None):
         """Whether it completed, without completing it."""
@@ -829,7 +897,7 @@ class Request:
         elif isinstance(st, tuple):
             status._set(*st)
         else:
-            status._from(st)
+            status._from(st, self._base)
 
     def get_status(self, status=None):
         """As Get_status."""
@@ -868,7 +936,7 @@ class Request:
                 if i >= len(statuses):
                     statuses.append(Status())
                 st = statuses[i]
-            out.append(r.wait(st))
+            out.append(Request._wait(r, st))
         return out
 
     @staticmethod
@@ -881,7 +949,7 @@ class Request:
         """(index, object)."""
         requests = list(requests)
         while True:
-            open_ = [i for i, r in enumerate(requests) if r._r is not None]
+            open_ = [i for i, r in enumerate(requests) if r._open()]
             if not open_:
                 if status is not None:
                     status._set(ANY_SOURCE, ANY_TAG, 0)
@@ -889,16 +957,16 @@ class Request:
             for i in open_:
                 r = requests[i]
                 if r._r is True or all(p.done for p in r._parts()):
-                    return (i, r.wait(status))
+                    return (i, Request._wait(r, status))
             single = [i for i in open_ if len(requests[i]._parts()) == 1]
             if len(single) == len(open_):
                 j = _s.Request.Waitany([requests[i]._parts()[0] for i in single])
                 if j != UNDEFINED and j is not None:
                     i = single[j]
-                    return (i, requests[i].wait(status))
+                    return (i, Request._wait(requests[i], status))
             else:
                 for i in open_:
-                    done, v = requests[i].test(status)
+                    done, v = Request._test(requests[i], status)
                     if done:
                         return (i, v)
                 _time.sleep(0.0005)
@@ -906,22 +974,28 @@ class Request:
     @staticmethod
     def Waitsome(requests, statuses=None):
         """Indices of completed requests (None when none is open)."""
-        if not any(r._r is not None for r in requests):
-            return None
-        i = Request.Waitany(requests, None if statuses is None else Status())
-        out = [i]
-        for j, r in enumerate(requests):
-            if j != i and r._r is not None and r.Test():
-                out.append(j)
-        return out
+        return Request.waitsome(requests, statuses)[0]
 
     @staticmethod
     def waitsome(requests, statuses=None):
-        """(indices, objects)."""
-        if not any(r._r is not None for r in requests):
+        """(indices, objects): one request waited for, then every other
+        that completed too (None, None when none is open)."""
+        if not any(r._open() for r in requests):
             return (None, None)
-        i, v = Request.waitany(requests)
-        return ([i], [v])
+        st = Status()
+        i, v = Request.waitany(requests, st)
+        idx, objs, sts = [i], [v], [st]
+        for j, r in enumerate(requests):
+            if j != i and r._open():
+                st = Status()
+                done, v = Request._test(r, st)
+                if done:
+                    idx.append(j)
+                    objs.append(v)
+                    sts.append(st)
+        if statuses is not None:
+            statuses[:] = sts
+        return (idx, objs)
 
     @staticmethod
     def Testall(requests, statuses=None):
@@ -945,13 +1019,13 @@ class Request:
     @staticmethod
     def testany(requests, status=None):
         """(index, flag, object)."""
-        open_ = [i for i, r in enumerate(requests) if r._r is not None]
+        open_ = [i for i, r in enumerate(requests) if r._open()]
         if not open_:
             if status is not None:
                 status._set(ANY_SOURCE, ANY_TAG, 0)
             return (UNDEFINED, True, None)
         for i in open_:
-            done, v = requests[i].test(status)
+            done, v = Request._test(requests[i], status)
             if done:
                 return (i, True, v)
         return (UNDEFINED, False, None)
@@ -959,20 +1033,20 @@ class Request:
     @staticmethod
     def Testsome(requests, statuses=None):
         """Indices of requests completed now (None when none is open)."""
-        open_ = [i for i, r in enumerate(requests) if r._r is not None]
+        open_ = [i for i, r in enumerate(requests) if r._open()]
         if not open_:
             return None
-        return [i for i in open_ if requests[i].Test()]
+        return [i for i in open_ if Request._test(requests[i])[0]]
 
     @staticmethod
     def testsome(requests, statuses=None):
         """(indices, objects)."""
-        open_ = [i for i, r in enumerate(requests) if r._r is not None]
+        open_ = [i for i, r in enumerate(requests) if r._open()]
         if not open_:
             return (None, None)
         idx, objs = [], []
         for i in open_:
-            done, v = requests[i].test()
+            done, v = Request._test(requests[i])
             if done:
                 idx.append(i)
                 objs.append(v)
@@ -985,6 +1059,7 @@ class Request:
 
 
 REQUEST_NULL = Request()
+_INACTIVE = object()  # a persistent request between Wait and Start
 
 
 class Prequest(Request):
@@ -999,7 +1074,7 @@ class Prequest(Request):
     def Start(self):
         """Issues the operation again."""
         q = self._start()
-        self._r, self._st = (q._r if q._r is not None else True), q._st
+        self._r, self._st, self._base = (q._r if q._r is not None else True), q._st, q._base
 
     def start(self):
         """As Start."""
@@ -1217,7 +1292,10 @@ class Errhandler:
 
     def Free(self):
         """Drops the handle (predefined handlers stay)."""
-        self._e = None
+        if self._e is None:
+            raise Exception(ERR_ARG, "ERRHANDLER_NULL")
+        if id(self) not in _PREDEFINED:
+            self._e = None
 
     @classmethod
     def _of(cls, name):
@@ -1353,6 +1431,7 @@ class _Handle:
         self.name = name
         self.freed = False
         self.topo = None
+        self.base = (getattr(c, "comm_id", 0) % 2048) << _TAG_BITS
 
 
 def _predefined_attr(keyval):
@@ -1393,6 +1472,7 @@ class Comm(_AttrMixin):
         return self._handle().attrs
 
     def _predefined(self, keyval):
+        self._handle()
         return _predefined_attr(keyval)
 
     def _handle(self):
@@ -1460,9 +1540,9 @@ class Comm(_AttrMixin):
 
     name = property(Get_name, Set_name)
 
-    @staticmethod
     def Compare(comm1, comm2):
         """IDENT, CONGRUENT, SIMILAR or UNEQUAL."""
+        comm1._handle(), comm2._handle()
         if comm1 == comm2:
             return IDENT
         a, b = comm1._handle().members, comm2._handle().members
@@ -1510,7 +1590,7 @@ class Comm(_AttrMixin):
 
     def _new(self, c, members, cls=None):
         h = _Handle(c, members)
-        new = object.__new__(cls or (type(self) if isinstance(self, Intracomm) else Intracomm))
+        new = object.__new__(cls or type(self))
         new._h = h
         h.errhandler = Errhandler(self._handle().errhandler)
         return new
@@ -1555,9 +1635,9 @@ class Comm(_AttrMixin):
 
     def Split_type(self, split_type, key=0, info=None):
         """COMM_TYPE_SHARED: the ranks of this host (by processor name)."""
+        names = self.allgather(Get_processor_name())
         if split_type == UNDEFINED:
             return self.Split(UNDEFINED, key)
-        names = self.allgather(Get_processor_name())
         return self.Split(names.index(Get_processor_name()), key)
 
     def Create(self, group):
@@ -1631,7 +1711,7 @@ class Comm(_AttrMixin):
             return tag
         if not isinstance(tag, int) or not 0 <= tag <= _TAG_MAX:
             raise Exception(ERR_TAG, f"tag {tag} is not 0..={_TAG_MAX}")
-        return tag
+        return tag + self._handle().base  # the wire tag
 
     def Send(self, buf, dest, tag=0):
         """Sends."""
@@ -1653,7 +1733,7 @@ class Comm(_AttrMixin):
             return _proc_null(status)
         st = _s.Status()
         self._c.Recv(b, source, tag, st)
-        _fill(status, st)
+        _fill(status, st, self._handle().base)
 
     def Isend(self, buf, dest, tag=0):
         """A send request."""
@@ -1682,15 +1762,15 @@ class Comm(_AttrMixin):
         b = _msg(buf)
         if source == PROC_NULL:
             return _done((PROC_NULL, ANY_TAG, 0))
-        return Request._of(self._c.Irecv(b, source, tag))
+        return Request._of(self._c.Irecv(b, source, tag), base=self._handle().base)
 
     def Sendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
                  recvtag=ANY_TAG, status=None):
         """Sends and receives."""
         dest = self._rank_arg(dest, "dest")
         source = self._source_arg(source)
-        self._tag_arg(sendtag)
-        self._tag_arg(recvtag, True)
+        stag = self._tag_arg(sendtag)
+        rtag = self._tag_arg(recvtag, True)
         sb, rb = _msg(sendbuf), _msg(recvbuf)
         if dest == PROC_NULL and source == PROC_NULL:
             return _proc_null(status)
@@ -1700,8 +1780,8 @@ class Comm(_AttrMixin):
             self.Send(sb, dest, sendtag)
             return _proc_null(status)
         st = _s.Status()
-        self._c.Sendrecv(sb, dest, sendtag, rb, source, recvtag, st)
-        _fill(status, st)
+        self._c.Sendrecv(sb, dest, stag, rb, source, rtag, st)
+        _fill(status, st, self._handle().base)
 
     def Sendrecv_replace(self, buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG,
                          status=None):
@@ -1719,7 +1799,7 @@ class Comm(_AttrMixin):
         parts = rq._parts() + sq._parts()
         if not parts:
             return _done(rq._st)
-        return Request._of(parts, rq._st)
+        return Request._of(parts, rq._st, rq._base)
 
     def Isendrecv_replace(self, buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG):
         """Isendrecv with buf's data copied first."""
@@ -1737,7 +1817,7 @@ class Comm(_AttrMixin):
             return True
         st = _s.Status()
         self._c.Probe(source, tag, st)
-        _fill(status, st)
+        _fill(status, st, self._handle().base)
         return True
 
     def Iprobe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
@@ -1750,7 +1830,7 @@ class Comm(_AttrMixin):
         st = _s.Status()
         flag = self._c.Iprobe(source, tag, st)
         if flag:
-            _fill(status, st)
+            _fill(status, st, self._handle().base)
         return flag
 
     def Mprobe(self, *a, **k):
@@ -1791,7 +1871,8 @@ class Comm(_AttrMixin):
     ssend = bsend = send
 
     def recv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG, status=None):
-        """Receives a Python object."""
+        """Receives a Python object (a `buf` is not used: UserWarning)."""
+        _buf_unused(buf)
         source = self._source_arg(source)
         tag = self._tag_arg(tag, True)
         if source == PROC_NULL:
@@ -1799,7 +1880,7 @@ class Comm(_AttrMixin):
             return None
         st = _s.Status()
         obj = self._c.recv(None, source, tag, st)
-        _fill(status, st)
+        _fill(status, st, self._handle().base)
         return obj
 
     def isend(self, obj, dest, tag=0):
@@ -1813,12 +1894,14 @@ class Comm(_AttrMixin):
     ibsend = isend
 
     def irecv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG):
-        """A request receiving a Python object (`wait()` returns it)."""
+        """A request receiving a Python object (`wait()` returns it; a `buf`
+        is not used: UserWarning)."""
+        _buf_unused(buf)
         source = self._source_arg(source)
         tag = self._tag_arg(tag, True)
         if source == PROC_NULL:
             return _done((PROC_NULL, ANY_TAG, 0))
-        return Request._of(self._c.irecv(None, source, tag))
+        return Request._of(self._c.irecv(None, source, tag), base=self._handle().base)
 
     def sendrecv(self, sendobj, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
                  recvtag=ANY_TAG, status=None):
@@ -1865,27 +1948,27 @@ class Comm(_AttrMixin):
         """Reduces to root."""
         root = self._root(root)
         me = self.Get_rank() == root
-        self._c.Reduce(_msg(sendbuf), _msg(recvbuf) if me else None, self._op(op), root)
+        self._c.Reduce(_csend(sendbuf), _msg(recvbuf) if me else None, self._op(op), root)
 
     def Allreduce(self, sendbuf, recvbuf, op=None):
         """Reduces to every rank."""
-        self._c.Allreduce(_msg(sendbuf), _msg(recvbuf), self._op(op))
+        self._c.Allreduce(_csend(sendbuf), _msg(recvbuf), self._op(op))
 
     def Gather(self, sendbuf, recvbuf, root=0):
         """Gathers to root."""
         root = self._root(root)
         me = self.Get_rank() == root
-        self._c.Gather(_msg(sendbuf), _msg(recvbuf, self.Get_size()) if me else None, root)
+        self._c.Gather(_csend(sendbuf), _msg(recvbuf, self.Get_size()) if me else None, root)
 
     def Scatter(self, sendbuf, recvbuf, root=0):
         """Scatters from root."""
         root = self._root(root)
         me = self.Get_rank() == root
-        self._c.Scatter(_msg(sendbuf, self.Get_size()) if me else None, _msg(recvbuf), root)
+        self._c.Scatter(_msg(sendbuf, self.Get_size()) if me else None, _csend(recvbuf), root)
 
     def Allgather(self, sendbuf, recvbuf):
         """Gathers to every rank."""
-        self._c.Allgather(_msg(sendbuf), _msg(recvbuf, self.Get_size()))
+        self._c.Allgather(_csend(sendbuf), _msg(recvbuf, self.Get_size()))
 
     def Alltoall(self, sendbuf, recvbuf):
         """Every rank's block to every rank."""
@@ -1893,41 +1976,77 @@ class Comm(_AttrMixin):
         self._c.Alltoall(_msg(sendbuf, n), _msg(recvbuf, n))
 
     def Reduce_scatter_block(self, sendbuf, recvbuf, op=None):
-        """Reduces and scatters equal blocks."""
-        self._c.Reduce_scatter_block(_msg(sendbuf, self.Get_size()), _msg(recvbuf), self._op(op))
+        """Reduces and scatters equal blocks (IN_PLACE: recvbuf holds every
+        block and gets this rank's in its first block; sent from a copy)."""
+        n = self.Get_size()
+        if sendbuf is None or sendbuf is IN_PLACE:
+            full = _msg(recvbuf)
+            sb = _copy_of(full)
+            rb = _first(full, len(_view(full)) // n if n else 0)
+        else:
+            sb, rb = _msg(sendbuf, n), _msg(recvbuf)
+        self._c.Reduce_scatter_block(sb, rb, self._op(op))
+
+    def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=None):
+        """Reduces and scatters blocks of `recvcounts` (default: each rank's
+        recvbuf length): the package's Allreduce into a buffer of every
+        block, this rank's block copied out."""
+        n, me = self.Get_size(), self.Get_rank()
+        rb = _msg(recvbuf)
+        if recvcounts is None:
+            if sendbuf is None or sendbuf is IN_PLACE:
+                raise Exception(ERR_COUNT, "IN_PLACE Reduce_scatter needs recvcounts")
+            recvcounts = self.allgather(len(_view(rb)))
+        counts = [int(c) for c in recvcounts]
+        if len(counts) != n:
+            raise Exception(ERR_COUNT, f"{len(counts)} recvcounts for {n} ranks")
+        start = sum(counts[:me])
+        if sendbuf is None or sendbuf is IN_PLACE:
+            sb = _copy_of(rb)  # recvbuf holds every block; the rest stays
+        else:
+            sb = _msg(sendbuf)
+        full = _copy_of(sb)
+        self._c.Allreduce(sb, full, self._op(op))
+        if counts[me]:
+            _view(rb)[:counts[me]] = _view(full)[start:start + counts[me]]
 
     def Scan(self, sendbuf, recvbuf, op=None):
         """Inclusive prefix reduction."""
-        self._c.Scan(_msg(sendbuf), _msg(recvbuf), self._op(op))
+        self._c.Scan(_csend(sendbuf), _msg(recvbuf), self._op(op))
 
     def Exscan(self, sendbuf, recvbuf, op=None):
         """Exclusive prefix reduction."""
-        self._c.Exscan(_msg(sendbuf), _msg(recvbuf), self._op(op))
+        self._c.Exscan(_csend(sendbuf), _msg(recvbuf), self._op(op))
 
     def Gatherv(self, sendbuf, recvbuf, root=0):
         """Gathers blocks of any length to root."""
         root = self._root(root)
         me = self.Get_rank() == root
-        self._c.Gatherv(_msg(sendbuf), _vmsg(recvbuf) if me else None, root)
+        self._c.Gatherv(_csend(sendbuf), _vmsg(recvbuf, self.Get_size()) if me else None, root)
 
     def Scatterv(self, sendbuf, recvbuf, root=0):
         """Scatters blocks of any length from root."""
         root = self._root(root)
         me = self.Get_rank() == root
-        self._c.Scatterv(_vmsg(sendbuf) if me else None, _msg(recvbuf), root)
+        self._c.Scatterv(_vmsg(sendbuf, self.Get_size()) if me else None, _csend(recvbuf), root)
 
     def Allgatherv(self, sendbuf, recvbuf):
         """Gathers blocks of any length to every rank."""
-        self._c.Allgatherv(_msg(sendbuf), _vmsg(recvbuf))
+        self._c.Allgatherv(_csend(sendbuf), _vmsg(recvbuf, self.Get_size()))
 
     def Alltoallv(self, sendbuf, recvbuf):
         """Blocks of any length from every rank to every rank."""
-        self._c.Alltoallv(_vmsg(sendbuf), _vmsg(recvbuf))
+        self._c.Alltoallv(_vmsg(sendbuf, self.Get_size()), _vmsg(recvbuf, self.Get_size()))
 
     def _no(self, *a, **k):
         raise NotImplementedError("this collective is not offered by sperli")
 
-    Alltoallw = Reduce_scatter = Ialltoallw = Ireduce_scatter = _no
+    Alltoallw = Ialltoallw = _no
+
+    def Ireduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=None):
+        """Reduce_scatter, complete at the call."""
+        self.Reduce_scatter(sendbuf, recvbuf, recvcounts, op)
+        return _done()
 
     # The non-blocking forms the Rust API lacks run the blocking call at
     # once and return a completed request (collectives are issued in the
@@ -1987,18 +2106,18 @@ class Comm(_AttrMixin):
         """A reduce request."""
         root = self._root(root)
         me = self.Get_rank() == root
-        return Request._of(self._c.Ireduce(_msg(sendbuf), _msg(recvbuf) if me else None,
+        return Request._of(self._c.Ireduce(_csend(sendbuf), _msg(recvbuf) if me else None,
                                            self._op(op), root))
 
     def Iallreduce(self, sendbuf, recvbuf, op=None):
         """An allreduce request."""
-        return Request._of(self._c.Iallreduce(_msg(sendbuf), _msg(recvbuf), self._op(op)))
+        return Request._of(self._c.Iallreduce(_csend(sendbuf), _msg(recvbuf), self._op(op)))
 
     def Igather(self, sendbuf, recvbuf, root=0):
         """A gather request."""
         root = self._root(root)
         me = self.Get_rank() == root
-        return Request._of(self._c.Igather(_msg(sendbuf),
+        return Request._of(self._c.Igather(_csend(sendbuf),
                                            _msg(recvbuf, self.Get_size()) if me else None, root))
 
     def Iscatter(self, sendbuf, recvbuf, root=0):
@@ -2006,11 +2125,11 @@ class Comm(_AttrMixin):
         root = self._root(root)
         me = self.Get_rank() == root
         return Request._of(self._c.Iscatter(_msg(sendbuf, self.Get_size()) if me else None,
-                                            _msg(recvbuf), root))
+                                            _csend(recvbuf), root))
 
     def Iallgather(self, sendbuf, recvbuf):
         """An allgather request."""
-        return Request._of(self._c.Iallgather(_msg(sendbuf), _msg(recvbuf, self.Get_size())))
+        return Request._of(self._c.Iallgather(_csend(sendbuf), _msg(recvbuf, self.Get_size())))
 
     # collectives on objects
 
@@ -2039,10 +2158,11 @@ class Comm(_AttrMixin):
         n, me = self.Get_size(), self.Get_rank()
         if sendobj is None or len(sendobj) != n:
             raise Exception(ERR_ARG, f"alltoall needs {n} items")
-        reqs = [self._c.irecv(None, i, _A2A_TAG) for i in range(n) if i != me]
+        wire = self._tag_arg(_A2A_TAG)
+        reqs = [self._c.irecv(None, i, wire) for i in range(n) if i != me]
         for i in range(n):
             if i != me:
-                self._c.send(sendobj[i], i, _A2A_TAG)
+                self._c.send(sendobj[i], i, wire)
         out, k = [], 0
         for i in range(n):
             if i == me:
@@ -2120,8 +2240,13 @@ class Intercomm(Comm):
 class Info:
     """Info objects: a dict (no hint changes anything)."""
 
-    def __init__(self, info=None):
+    def __new__(cls, info=None):
+        self = object.__new__(cls)
         self._d = None if info is None else info._d
+        return self
+
+    def __init__(self, info=None):
+        pass
 
     @classmethod
     def Create(cls, items=None):
@@ -2130,50 +2255,56 @@ class Info:
         i._d = dict(items or {})
         return i
 
+    def _info(self):
+        if self._d is None:
+            raise Exception(ERR_INFO, "INFO_NULL")
+        return self._d
+
     def Free(self):
         """Frees it."""
+        self._info()
         self._d = None
 
     def Dup(self):
         """A copy."""
-        return Info.Create(self._d)
+        return Info.Create(self._info())
 
     def Get(self, key):
         """The value of key, or None."""
-        return self._d.get(key)
+        return self._info().get(key)
 
     def Set(self, key, value):
         """Sets a key."""
-        self._d[key] = value
+        self._info()[key] = value
 
     def Delete(self, key):
         """Deletes a key."""
         if key not in self._d:
             raise Exception(ERR_INFO_NOKEY)
-        del self._d[key]
+        del self._info()[key]
 
     def Get_nkeys(self):
         """Number of keys."""
-        return len(self._d)
+        return len(self._info())
 
     def Get_nthkey(self, n):
         """The nth key."""
-        return list(self._d)[n]
+        return list(self._info())[n]
 
     def __len__(self):
-        return len(self._d)
+        return len(self._info())
 
     def __iter__(self):
-        return iter(self._d)
+        return iter(self._info())
 
     def __getitem__(self, k):
-        return self._d[k]
+        return self._info()[k]
 
     def __setitem__(self, k, v):
-        self._d[k] = v
+        self._info()[k] = v
 
     def __delitem__(self, k):
-        del self._d[k]
+        del self._info()[k]
 
     def __contains__(self, k):
         return k in self._d
@@ -2188,19 +2319,19 @@ class Info:
 
     def keys(self):
         """Its keys."""
-        return self._d.keys()
+        return self._info().keys()
 
     def values(self):
         """Its values."""
-        return self._d.values()
+        return self._info().values()
 
     def items(self):
         """Its items."""
-        return self._d.items()
+        return self._info().items()
 
     def get(self, k, default=None):
         """As dict.get."""
-        return self._d.get(k, default)
+        return self._info().get(k, default)
 
 
 INFO_NULL = Info()
