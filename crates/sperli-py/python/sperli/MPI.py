@@ -118,7 +118,8 @@ class Exception(RuntimeError):
         r = self.__eq__(other)
         return r if r is NotImplemented else not r
 
-    __hash__ = None
+    def __hash__(self):
+        return hash(self.ierr)
 
     def __int__(self):
         return self.ierr
@@ -168,7 +169,7 @@ def Get_error_string(errorcode):
     if 0 <= errorcode <= ERR_LASTCODE:
         return "MPI_" + _ERRORS[errorcode].replace("ERR_", "ERR_")
     if errorcode in _user_classes or errorcode in _user_codes:
-        return f"error code {errorcode}"
+        return ""
     raise Exception(ERR_ARG)
 
 
@@ -274,13 +275,14 @@ class Datatype:
     def __new__(cls, datatype=None):
         self = object.__new__(cls)
         if datatype is None:
-            self._d = None
+            self._d = self._tok = None
         else:
-            self._d = datatype._d
+            self._d, self._tok = datatype._d, datatype._tok
         return self
 
     def __eq__(self, other):
-        return isinstance(other, Datatype) and self._d == other._d
+        # One handle: the predefined type, or one Dup of it.
+        return isinstance(other, Datatype) and self._tok == other._tok
 
     def __ne__(self, other):
         return not self.__eq__(other)
@@ -350,9 +352,12 @@ class Datatype:
     combiner = property(lambda self: COMBINER_NAMED)
 
     def Dup(self):
-        """The same type."""
+        """The same type, its attributes copied (copy_fn)."""
         self._spec()
-        return type(self)(self)
+        new = type(self)(self)
+        new._tok = object()
+        self._copy_attrs(new)
+        return new
 
     def Commit(self):
         """Nothing to do for a predefined type."""
@@ -360,8 +365,14 @@ class Datatype:
         return self
 
     def Free(self):
-        """Refused for a predefined type."""
-        raise Exception(ERR_TYPE, "a predefined datatype cannot be freed")
+        """Frees a Dup (refused for a predefined type)."""
+        self._spec()
+        if self._tok == self._d:
+            raise Exception(ERR_TYPE, "a predefined datatype cannot be freed")
+        self._delete_attrs()
+        self._d = self._tok = None
+
+    free = Free
 
     def _derived(self, *args, **kwargs):
         raise NotImplementedError("derived datatypes are not offered by sperli (predefined types only)")
@@ -397,7 +408,7 @@ DATATYPE_NULL = Datatype()
 
 def _dt(name, char, size, wire):
     d = Datatype()
-    d._d = (name, char, size, wire)
+    d._d = d._tok = (name, char, size, wire)
     return d
 
 
@@ -561,23 +572,39 @@ def _msg(spec, blocks=1):
     if not items:
         raise Exception(ERR_ARG, "an empty message spec")
     buf, rest = items[0], items[1:]
-    datatype = None
-    if rest and _dtype_item(rest[-1]):
-        datatype = rest.pop()
-    count, displ = None, 0
-    if len(rest) == 1:
-        c = rest[0]
+    datatype, count, displ = None, None, 0
+
+    def is_type(x):
+        return x is None or _dtype_item(x)
+
+    def count_displ(c):
         if isinstance(c, (list, tuple)):
-            count, displ = c[0], c[1]
+            if len(c) != 2:
+                raise Exception(ERR_ARG, f"a (count, displ) of {len(c)} items")
+            return c[0], c[1]
+        return c, 0
+
+    if len(rest) == 1:
+        if _dtype_item(rest[0]):
+            datatype = rest[0]
         else:
-            count = c
+            count, displ = count_displ(rest[0])
     elif len(rest) == 2:
-        count, displ = rest
+        if is_type(rest[1]):
+            (count, displ), datatype = count_displ(rest[0]), rest[1]
+        else:
+            count, displ = rest
+    elif len(rest) == 3:
+        count, displ, datatype = rest
     elif rest:
         raise Exception(ERR_ARG, f"a message spec of {len(items)} items")
+    displ = 0 if displ is None else displ
+    for x in (count, displ):
+        if x is not None and not isinstance(x, int):
+            x = int(x)
     if count is not None:
-        count *= blocks
-        displ *= blocks
+        count = int(count) * blocks
+    displ = int(displ) * blocks
     return _typed(buf, datatype, count, displ)
 
 
@@ -634,6 +661,20 @@ def _first(buf, k):
     """The first k elements of buf (a view)."""
     v = _view(buf)
     return v[:k] if k else _empty(_native(v.format))
+
+
+def _pair(sb, rb, same_count=False):
+    """mpi4py's local check of a collective's two buffers: the same
+    element type (and, for a reduction, the same count), else ValueError
+    before anything is sent."""
+    if sb is None or rb is None or sb is IN_PLACE or rb is IN_PLACE:
+        return sb, rb
+    a, b = _view(sb), _view(rb)
+    if (_native(a.format), a.itemsize) != (_native(b.format), b.itemsize) and a.nbytes and b.nbytes:
+        raise ValueError(f"mismatch in send and receive MPI datatypes ({a.format} and {b.format})")
+    if same_count and a.nbytes != b.nbytes:
+        raise ValueError(f"mismatch in send count {a.nbytes // a.itemsize} and receive count {b.nbytes // b.itemsize}")
+    return sb, rb
 
 
 def _csend(spec, blocks=1):
@@ -933,9 +974,9 @@ class Request:
         for i, r in enumerate(requests):
             st = None
             if statuses is not None:
-                if i >= len(statuses):
+                if i >= len(statuses) and isinstance(statuses, list):
                     statuses.append(Status())
-                st = statuses[i]
+                st = statuses[i] if i < len(statuses) else None
             out.append(Request._wait(r, st))
         return out
 
@@ -1051,6 +1092,14 @@ class Request:
                 idx.append(i)
                 objs.append(v)
         return (idx, objs)
+
+    @staticmethod
+    def Get_status_all(requests, statuses=None):
+        """Not offered (MPI 4.1)."""
+        raise NotImplementedError("MPI.Request.Get_status_all (MPI 4.1) is not offered by sperli")
+
+    Get_status_any = Get_status_some = Get_status_all
+    get_status_all = get_status_any = get_status_some = Get_status_all
 
     @staticmethod
     def Startall(requests):
@@ -1406,6 +1455,11 @@ _PREDEFINED = {}
 _BY_SPEC = {}
 
 
+def _comm_named(cls, name):
+    """A new object for a predefined communicator (unpickling a copy)."""
+    return cls(globals()[name])
+
+
 def _reduce(obj, null):
     """Pickles a predefined handle as its name (the same object back), a
     null handle as a new null one; others cannot travel."""
@@ -1446,10 +1500,23 @@ def _predefined_attr(keyval):
     }.get(keyval, _NONE)
 
 
+class _TypeAttrs(_AttrMixin):
+    """Attributes of a datatype (one dict per predefined type)."""
+
+
+_TypeAttrs._kv = _type_keyvals
+_TypeAttrs._attrs = lambda self: (self._spec(), self.__dict__.setdefault("_attrd", {}))[1]
+for _name in ("Create_keyval", "Free_keyval", "Set_attr", "Get_attr", "Delete_attr",
+              "_predefined", "_copy_attrs", "_delete_attrs", "_attrs", "_kv"):
+    setattr(Datatype, _name, _TypeAttrs.__dict__.get(_name, getattr(_TypeAttrs, _name)))
+
+
 class Comm(_AttrMixin):
     """A communicator. `Comm(comm)` is a new object for the same one."""
 
     def __new__(cls, comm=None):
+        if comm is not None and not isinstance(comm, Comm):
+            raise TypeError(f"expected a Comm, not {type(comm).__name__}")
         self = object.__new__(cls)
         self._h = None if comm is None else comm._h
         return self
@@ -1618,6 +1685,10 @@ class Comm(_AttrMixin):
         raise NotImplementedError("Comm.Create_from_group (sessions) is not offered by sperli")
 
     def __reduce__(self):
+        if id(self) not in _PREDEFINED and self._h is not None:
+            for name in ("COMM_WORLD", "COMM_SELF"):
+                if self._h is globals()[name]._h:
+                    return (_comm_named, (type(self), name))
         return _reduce(self, self._h is None)
 
     def Idup(self, info=None):
@@ -1647,8 +1718,15 @@ class Comm(_AttrMixin):
         return self.Split(0 if me in g else UNDEFINED, g.index(me) if me in g else 0)
 
     def Create_group(self, group, tag=0):
-        """Not offered (a call over a group's members alone)."""
-        raise NotImplementedError("Comm.Create_group is not offered by sperli (use Create)")
+        """A Split when `group` holds every rank of this communicator (then
+        every rank makes the call); a call over a part of them alone is not
+        offered (NotImplementedError)."""
+        h = self._handle()
+        g = group._ranks()
+        if sorted(g) != sorted(h.members):
+            raise NotImplementedError(
+                "Comm.Create_group of a part of the communicator is not offered by sperli (use Create)")
+        return self.Split(0, g.index(_world_rank()))
 
     def Free(self):
         """Frees it."""
@@ -1664,6 +1742,19 @@ class Comm(_AttrMixin):
     def Disconnect(self):
         """As Free."""
         self.Free()
+
+    def Attach_buffer(self, buf):
+        """Accepted: buffered sends are sends."""
+        self._handle()
+
+    def Detach_buffer(self):
+        """Nothing was attached."""
+        self._handle()
+        return None
+
+    def Flush_buffer(self):
+        """Nothing to flush."""
+        self._handle()
 
     def Abort(self, errorcode=0):
         """Ends the job."""
@@ -1940,40 +2031,48 @@ class Comm(_AttrMixin):
     def _op(self, op):
         if op is None:
             return _s.SUM
-        if not isinstance(op, _s.Op):
-            raise Exception(ERR_OP, f"{op!r} is not offered by sperli")
-        return op
+        if isinstance(op, _s.Op):
+            return op
+        if not isinstance(op, Op):
+            raise Exception(ERR_OP, f"{op!r} is not an op")
+        return op._native()
 
     def Reduce(self, sendbuf, recvbuf, op=None, root=0):
         """Reduces to root."""
         root = self._root(root)
         me = self.Get_rank() == root
-        self._c.Reduce(_csend(sendbuf), _msg(recvbuf) if me else None, self._op(op), root)
+        sb, rb = _pair(_csend(sendbuf), _msg(recvbuf) if me else None, True)
+        self._c.Reduce(sb, rb, self._op(op), root)
 
     def Allreduce(self, sendbuf, recvbuf, op=None):
         """Reduces to every rank."""
-        self._c.Allreduce(_csend(sendbuf), _msg(recvbuf), self._op(op))
+        self._c.Allreduce(*_pair(_csend(sendbuf), _msg(recvbuf), True), self._op(op))
 
     def Gather(self, sendbuf, recvbuf, root=0):
         """Gathers to root."""
         root = self._root(root)
         me = self.Get_rank() == root
-        self._c.Gather(_csend(sendbuf), _msg(recvbuf, self.Get_size()) if me else None, root)
+        self._c.Gather(*_pair(_csend(sendbuf), _msg(recvbuf, self.Get_size()) if me else None), root)
 
     def Scatter(self, sendbuf, recvbuf, root=0):
         """Scatters from root."""
         root = self._root(root)
         me = self.Get_rank() == root
-        self._c.Scatter(_msg(sendbuf, self.Get_size()) if me else None, _csend(recvbuf), root)
+        self._c.Scatter(*_pair(_msg(sendbuf, self.Get_size()) if me else None, _csend(recvbuf)), root)
 
     def Allgather(self, sendbuf, recvbuf):
         """Gathers to every rank."""
-        self._c.Allgather(_csend(sendbuf), _msg(recvbuf, self.Get_size()))
+        self._c.Allgather(*_pair(_csend(sendbuf), _msg(recvbuf, self.Get_size())))
 
     def Alltoall(self, sendbuf, recvbuf):
         """Every rank's block to every rank."""
         n = self.Get_size()
-        self._c.Alltoall(_msg(sendbuf, n), _msg(recvbuf, n))
+        if sendbuf is None or sendbuf is IN_PLACE:
+            rb = _msg(recvbuf, n)
+            sb = _copy_of(rb)  # in place: the send data is recvbuf's, copied
+        else:
+            sb, rb = _pair(_msg(sendbuf, n), _msg(recvbuf, n))
+        self._c.Alltoall(sb, rb)
 
     def Reduce_scatter_block(self, sendbuf, recvbuf, op=None):
         """Reduces and scatters equal blocks (IN_PLACE: recvbuf holds every
@@ -1984,7 +2083,7 @@ class Comm(_AttrMixin):
             sb = _copy_of(full)
             rb = _first(full, len(_view(full)) // n if n else 0)
         else:
-            sb, rb = _msg(sendbuf, n), _msg(recvbuf)
+            sb, rb = _pair(_msg(sendbuf, n), _msg(recvbuf))
         self._c.Reduce_scatter_block(sb, rb, self._op(op))
 
     def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=None):
@@ -2004,7 +2103,7 @@ class Comm(_AttrMixin):
         if sendbuf is None or sendbuf is IN_PLACE:
             sb = _copy_of(rb)  # recvbuf holds every block; the rest stays
         else:
-            sb = _msg(sendbuf)
+            sb = _pair(_msg(sendbuf), rb)[0]
         full = _copy_of(sb)
         self._c.Allreduce(sb, full, self._op(op))
         if counts[me]:
@@ -2012,11 +2111,11 @@ class Comm(_AttrMixin):
 
     def Scan(self, sendbuf, recvbuf, op=None):
         """Inclusive prefix reduction."""
-        self._c.Scan(_csend(sendbuf), _msg(recvbuf), self._op(op))
+        self._c.Scan(*_pair(_csend(sendbuf), _msg(recvbuf), True), self._op(op))
 
     def Exscan(self, sendbuf, recvbuf, op=None):
         """Exclusive prefix reduction."""
-        self._c.Exscan(_csend(sendbuf), _msg(recvbuf), self._op(op))
+        self._c.Exscan(*_pair(_csend(sendbuf), _msg(recvbuf), True), self._op(op))
 
     def Gatherv(self, sendbuf, recvbuf, root=0):
         """Gathers blocks of any length to root."""
@@ -2036,7 +2135,13 @@ class Comm(_AttrMixin):
 
     def Alltoallv(self, sendbuf, recvbuf):
         """Blocks of any length from every rank to every rank."""
-        self._c.Alltoallv(_vmsg(sendbuf, self.Get_size()), _vmsg(recvbuf, self.Get_size()))
+        rb = _vmsg(recvbuf, self.Get_size())
+        if sendbuf is None or sendbuf is IN_PLACE:
+            # in place: the send data is recvbuf's blocks, from a copy
+            sb = [_copy_of(rb[0])] + rb[1:] if isinstance(rb, list) else _copy_of(rb)
+        else:
+            sb = _vmsg(sendbuf, self.Get_size())
+        self._c.Alltoallv(sb, rb)
 
     def _no(self, *a, **k):
         raise NotImplementedError("this collective is not offered by sperli")
@@ -2437,27 +2542,86 @@ pickle = Pickle()
 
 # -- ops --------------------------------------------------------------------
 
-Op = _s.Op
-SUM, PROD, MIN, MAX = _s.SUM, _s.PROD, _s.MIN, _s.MAX
-LAND, LOR, LXOR, BAND, BOR, BXOR = _s.LAND, _s.LOR, _s.LXOR, _s.BAND, _s.BOR, _s.BXOR
+class Op:
+    """A reduction: the package's ops (SUM, PROD, MIN, MAX, LAND, LOR,
+    LXOR, BAND, BOR, BXOR). MAXLOC, MINLOC, REPLACE and NO_OP exist and are
+    refused with ERR_OP where an op is taken; user ops (Op.Create) and
+    applying an op locally (op(x, y), Reduce_local) are not offered: the
+    Rust API does the reductions."""
 
+    def __new__(cls, op=None):
+        if op is not None and not isinstance(op, Op):
+            raise TypeError(f"expected an Op, not {type(op).__name__}")
+        self = object.__new__(cls)
+        self._o, self._name = (None, None) if op is None else (op._o, op._name)
+        return self
 
-class _AbsentOp:
-    """An op the Rust API does not offer: refused (ERR_OP) where an op is
-    taken, never mistaken for the default SUM."""
+    @classmethod
+    def _of(cls, native, name):
+        op = cls()
+        op._o, op._name = native, name
+        return op
 
-    def __init__(self, name):
-        self.name = name
+    def __eq__(self, other):
+        return isinstance(other, Op) and self._name == other._name
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = None
+
+    def __bool__(self):
+        return self._name is not None
 
     def __repr__(self):
-        return f"<MPI.{self.name}: not offered by sperli>"
+        return f"<MPI.Op {self._name or 'OP_NULL'}>"
 
     def __reduce__(self):
-        return self.name
+        if id(self) in _PREDEFINED or self._name is None:
+            return _reduce(self, self._name is None)
+        return (Op, (globals()[self._name],))
+
+    def _native(self):
+        if self._o is None:
+            raise Exception(ERR_OP, f"MPI.{self._name or 'OP_NULL'} is not offered by sperli")
+        return self._o
+
+    def Is_commutative(self):
+        """True: every predefined op commutes."""
+        if self._name is None:
+            raise Exception(ERR_OP, "OP_NULL")
+        return self._name not in ("REPLACE", "NO_OP")
+
+    is_commutative = property(Is_commutative)
+
+    def Is_predefined(self):
+        """True: only predefined ops exist."""
+        return True
+
+    is_predefined = property(Is_predefined)
+
+    def Free(self):
+        """Refused for a predefined op."""
+        raise Exception(ERR_OP, "a predefined op cannot be freed")
+
+    @classmethod
+    def Create(cls, function, commute=False):
+        """Not offered: user-defined reductions."""
+        raise NotImplementedError("user-defined ops (Op.Create) are not offered by sperli")
+
+    def Reduce_local(self, inbuf, inoutbuf):
+        """Not offered: a local reduction."""
+        raise NotImplementedError("Op.Reduce_local is not offered by sperli (the Rust API reduces)")
+
+    def __call__(self, x, y):
+        raise NotImplementedError("applying an op locally is not offered by sperli (the Rust API reduces)")
 
 
-MAXLOC, MINLOC, REPLACE, NO_OP = (_AbsentOp(x) for x in ("MAXLOC", "MINLOC", "REPLACE", "NO_OP"))
-OP_NULL = _AbsentOp("OP_NULL")
+OP_NULL = Op()
+for _n in ("SUM", "PROD", "MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR"):
+    globals()[_n] = Op._of(getattr(_s, _n), _n)
+for _n in ("MAXLOC", "MINLOC", "REPLACE", "NO_OP"):
+    globals()[_n] = Op._of(None, _n)
 
 # -- the environment --------------------------------------------------------
 
@@ -2585,7 +2749,7 @@ def _start():
     COMM_SELF._h = _self_h
 
 
-for _cls in (Comm, Intracomm, Datatype, Status, Request, Group, Errhandler, Info):
+for _cls in (Comm, Intracomm, Datatype, Status, Request, Group, Errhandler, Info, Op):
     _wrap_class(_cls)
 for _f in list(globals().values()):
     pass
@@ -2596,7 +2760,7 @@ COMM_SELF = Intracomm()
 COMM_TYPE_SHARED = 1
 COMM_TYPE_HW_GUIDED = COMM_TYPE_HW_UNGUIDED = COMM_TYPE_RESOURCE_GUIDED = UNDEFINED
 for _n, _v in list(globals().items()):
-    if isinstance(_v, (Comm, Datatype, Group, Errhandler, Request, Info)) and id(_v) not in _PREDEFINED:
+    if isinstance(_v, (Comm, Datatype, Group, Errhandler, Request, Info, Op)) and id(_v) not in _PREDEFINED:
         _PREDEFINED[id(_v)] = _n
         if isinstance(_v, Datatype) and _v._d is not None:
             _BY_SPEC.setdefault(_v._d, _v)
