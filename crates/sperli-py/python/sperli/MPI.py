@@ -268,7 +268,43 @@ def _wrap_class(cls):
 
 # -- datatypes --------------------------------------------------------------
 
-class Datatype:
+class _Handled:
+    """An mpi4py handle: equal by `_key()` within its `_family`, null (false)
+    when the key is None, unhashable, pickled by `_reduce`."""
+
+    _family = object
+    _slot = "_v"  # the attribute holding the handle's value (None: null)
+
+    def __new__(cls, other=None):
+        self = object.__new__(cls)
+        setattr(self, cls._slot, None if other is None else getattr(other, cls._slot))
+        return self
+
+    @classmethod
+    def _of(cls, value):
+        h = cls()
+        setattr(h, cls._slot, value)
+        return h
+
+    def _key(self):
+        return getattr(self, self._slot)
+
+    def __eq__(self, other):
+        return isinstance(other, self._family) and self._key() == other._key()
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = None
+
+    def __bool__(self):
+        return self._key() is not None
+
+    def __reduce__(self):
+        return _reduce(self, self._key() is None)
+
+
+class Datatype(_Handled):
     """A predefined datatype: `size`, `extent`, `lb`, `ub`, `typechar`,
     `name`; `DATATYPE_NULL` is the null handle."""
 
@@ -280,17 +316,9 @@ class Datatype:
             self._d, self._tok = datatype._d, datatype._tok
         return self
 
-    def __eq__(self, other):
+    def _key(self):
         # One handle: the predefined type, or one Dup of it.
-        return isinstance(other, Datatype) and self._tok == other._tok
-
-    def __ne__(self, other):
-        return not self.__eq__(other)
-
-    __hash__ = None
-
-    def __bool__(self):
-        return self._d is not None
+        return self._tok
 
     def __reduce__(self):
         if id(self) in _PREDEFINED or self._d is None:
@@ -403,6 +431,7 @@ class Datatype:
 
 
 COMBINER_NAMED = 0
+Datatype._family = Datatype
 DATATYPE_NULL = Datatype()
 
 
@@ -861,14 +890,8 @@ class Request:
         return q
 
     def _finish(self, status, value=None):
-        st = self._st
         if status is not None:
-            if st is None:
-                status._set(ANY_SOURCE, ANY_TAG, 0)
-            elif isinstance(st, tuple):
-                status._set(*st)
-            else:
-                status._from(st, self._base)
+            self._finish_peek(status)
         # A persistent request stays, inactive, until Free.
         self._r = _INACTIVE if isinstance(self, Prequest) else None
         return value
@@ -911,12 +934,7 @@ class Request:
         return Request._test(self, status)
 
     def _test(self, status=None):
-        if not self._open():
-            if status is not None:
-                status._set(ANY_SOURCE, ANY_TAG, 0)
-            return (True, None)
-        parts = self._parts()
-        if not all(p.done or p.Test() for p in parts):
+        if self._open() and not all(p.done or p.Test() for p in self._parts()):
             return (False, None)
         return (True, Request._wait(self, status))
 
@@ -1160,34 +1178,15 @@ def _done(st=None, value=None):
 
 # -- groups -----------------------------------------------------------------
 
-class Group:
+class Group(_Handled):
     """A group: an ordered list of job ranks (set operations on the list;
     no message is sent)."""
 
-    def __new__(cls, group=None):
-        self = object.__new__(cls)
-        self._g = None if group is None else group._g
-        return self
+    _slot = "_g"
 
     @classmethod
     def _of(cls, ranks):
-        g = cls()
-        g._g = tuple(ranks)
-        return g
-
-    def __eq__(self, other):
-        return isinstance(other, Group) and self._g == other._g
-
-    def __ne__(self, other):
-        return not self.__eq__(other)
-
-    __hash__ = None
-
-    def __bool__(self):
-        return self._g is not None
-
-    def __reduce__(self):
-        return _reduce(self, self._g is None)
+        return _Handled._of.__func__(cls, tuple(ranks))
 
     def _ranks(self):
         if self._g is None:
@@ -1306,6 +1305,7 @@ class Group:
         raise NotImplementedError("sessions are not offered by sperli")
 
 
+Group._family = Group
 GROUP_NULL = Group()
 GROUP_EMPTY = Group._of(())
 
@@ -1316,28 +1316,11 @@ def _world_rank():
 
 # -- errhandlers, keyvals ---------------------------------------------------
 
-class Errhandler:
+class Errhandler(_Handled):
     """An error handler: ERRORS_RETURN (exceptions), ERRORS_ARE_FATAL and
     ERRORS_ABORT (the process ends, through the package's fatal mode)."""
 
-    def __new__(cls, errhandler=None):
-        self = object.__new__(cls)
-        self._e = None if errhandler is None else errhandler._e
-        return self
-
-    def __eq__(self, other):
-        return isinstance(other, Errhandler) and self._e == other._e
-
-    def __ne__(self, other):
-        return not self.__eq__(other)
-
-    __hash__ = None
-
-    def __bool__(self):
-        return self._e is not None
-
-    def __reduce__(self):
-        return _reduce(self, self._e is None)
+    _slot = "_e"
 
     def Free(self):
         """Drops the handle (predefined handlers stay)."""
@@ -1346,13 +1329,9 @@ class Errhandler:
         if id(self) not in _PREDEFINED:
             self._e = None
 
-    @classmethod
-    def _of(cls, name):
-        e = cls()
-        e._e = name
-        return e
 
 
+Errhandler._family = Errhandler
 ERRHANDLER_NULL = Errhandler()
 ERRORS_RETURN = Errhandler._of("return")
 ERRORS_ARE_FATAL = Errhandler._of("fatal")
@@ -1511,7 +1490,7 @@ for _name in ("Create_keyval", "Free_keyval", "Set_attr", "Get_attr", "Delete_at
     setattr(Datatype, _name, _TypeAttrs.__dict__.get(_name, getattr(_TypeAttrs, _name)))
 
 
-class Comm(_AttrMixin):
+class Comm(_Handled, _AttrMixin):
     """A communicator. `Comm(comm)` is a new object for the same one."""
 
     def __new__(cls, comm=None):
@@ -1521,16 +1500,8 @@ class Comm(_AttrMixin):
         self._h = None if comm is None else comm._h
         return self
 
-    def __eq__(self, other):
-        return isinstance(other, Comm) and self._h is other._h
-
-    def __ne__(self, other):
-        return not self.__eq__(other)
-
-    __hash__ = None
-
-    def __bool__(self):
-        return self._h is not None
+    def _key(self):
+        return self._h  # compared by identity (a _Handle has no __eq__)
 
     def __repr__(self):
         return f"<{type(self).__name__} {self._h.name if self._h else 'COMM_NULL'}>"
@@ -1817,14 +1788,8 @@ class Comm(_AttrMixin):
 
     def Recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Receives."""
-        source = self._source_arg(source)
-        tag = self._tag_arg(tag, True)
         b = _msg(buf)
-        if source == PROC_NULL:
-            return _proc_null(status)
-        st = _s.Status()
-        self._c.Recv(b, source, tag, st)
-        _fill(status, st, self._handle().base)
+        self._receive(lambda *a: self._c.Recv(b, *a), source, tag, status, None)
 
     def Isend(self, buf, dest, tag=0):
         """A send request."""
@@ -1878,9 +1843,7 @@ class Comm(_AttrMixin):
                          status=None):
         """Sends buf and receives into it (the send data copied first)."""
         b = _msg(buf)
-        copy = bytes(memoryview(b).cast("B")) if memoryview(b).nbytes else b""
-        sb = memoryview(copy).cast(memoryview(b).format) if copy else b
-        self.Sendrecv(sb, dest, sendtag, b, source, recvtag, status)
+        self.Sendrecv(_copy_of(b), dest, sendtag, b, source, recvtag, status)
 
     def Isendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
                   recvtag=ANY_TAG):
@@ -1895,34 +1858,29 @@ class Comm(_AttrMixin):
     def Isendrecv_replace(self, buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG):
         """Isendrecv with buf's data copied first."""
         b = _msg(buf)
-        copy = bytes(memoryview(b).cast("B")) if memoryview(b).nbytes else b""
-        sb = memoryview(copy).cast(memoryview(b).format) if copy else b
-        return self.Isendrecv(sb, dest, sendtag, b, source, recvtag)
+        return self.Isendrecv(_copy_of(b), dest, sendtag, b, source, recvtag)
+
+    def _receive(self, call, source, tag, status, on_null=True, found=lambda out: True):
+        """A receive or probe: the checks, PROC_NULL, the status filled
+        (when `found(result)`) in this communicator's tag space."""
+        source = self._source_arg(source)
+        tag = self._tag_arg(tag, True)
+        if source == PROC_NULL:
+            _proc_null(status)
+            return on_null
+        st = _s.Status()
+        out = call(source, tag, st)
+        if found(out):
+            _fill(status, st, self._handle().base)
+        return out
 
     def Probe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Waits for a matching message; True."""
-        source = self._source_arg(source)
-        tag = self._tag_arg(tag, True)
-        if source == PROC_NULL:
-            _proc_null(status)
-            return True
-        st = _s.Status()
-        self._c.Probe(source, tag, st)
-        _fill(status, st, self._handle().base)
-        return True
+        return self._receive(lambda *a: self._c.Probe(*a) or True, source, tag, status)
 
     def Iprobe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Whether a matching message waits."""
-        source = self._source_arg(source)
-        tag = self._tag_arg(tag, True)
-        if source == PROC_NULL:
-            _proc_null(status)
-            return True
-        st = _s.Status()
-        flag = self._c.Iprobe(source, tag, st)
-        if flag:
-            _fill(status, st, self._handle().base)
-        return flag
+        return self._receive(self._c.Iprobe, source, tag, status, found=bool)
 
     def Mprobe(self, *a, **k):
         """Not offered: matched probes."""
@@ -1964,15 +1922,7 @@ class Comm(_AttrMixin):
     def recv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Receives a Python object (a `buf` is not used: UserWarning)."""
         _buf_unused(buf)
-        source = self._source_arg(source)
-        tag = self._tag_arg(tag, True)
-        if source == PROC_NULL:
-            _proc_null(status)
-            return None
-        st = _s.Status()
-        obj = self._c.recv(None, source, tag, st)
-        _fill(status, st, self._handle().base)
-        return obj
+        return self._receive(lambda *a: self._c.recv(None, *a), source, tag, status, None)
 
     def isend(self, obj, dest, tag=0):
         """A request sending a Python object."""
@@ -2308,6 +2258,9 @@ class Comm(_AttrMixin):
 _A2A_TAG = _TAG_MAX
 
 
+Comm._family = Comm
+
+
 class Intracomm(Comm):
     """An intracommunicator."""
 
@@ -2542,7 +2495,7 @@ pickle = Pickle()
 
 # -- ops --------------------------------------------------------------------
 
-class Op:
+class Op(_Handled):
     """A reduction: the package's ops (SUM, PROD, MIN, MAX, LAND, LOR,
     LXOR, BAND, BOR, BXOR). MAXLOC, MINLOC, REPLACE and NO_OP exist and are
     refused with ERR_OP where an op is taken; user ops (Op.Create) and
@@ -2562,16 +2515,8 @@ class Op:
         op._o, op._name = native, name
         return op
 
-    def __eq__(self, other):
-        return isinstance(other, Op) and self._name == other._name
-
-    def __ne__(self, other):
-        return not self.__eq__(other)
-
-    __hash__ = None
-
-    def __bool__(self):
-        return self._name is not None
+    def _key(self):
+        return self._name
 
     def __repr__(self):
         return f"<MPI.Op {self._name or 'OP_NULL'}>"
@@ -2617,6 +2562,7 @@ class Op:
         raise NotImplementedError("applying an op locally is not offered by sperli (the Rust API reduces)")
 
 
+Op._family = Op
 OP_NULL = Op()
 for _n in ("SUM", "PROD", "MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR"):
     globals()[_n] = Op._of(getattr(_s, _n), _n)
