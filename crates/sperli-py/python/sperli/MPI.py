@@ -14,6 +14,10 @@ What it maps (docs/python.md, "mpi4py's MPI module"):
   (one place: ``_proc_null``);
 - ``COMM_SELF``: ``COMM_WORLD.Split(rank)``, a real one-rank communicator
   made once at import (collective over the world, as ``MPI_Init``);
+- tag spaces: each communicator's tags 0..=TAG_UB travel as wire tag
+  (communicator id % 2048) * 2^20 + tag (protocol §15.2: a message
+  carries no communicator), so a message on COMM_SELF or a Dup is not
+  received on another communicator by a receive naming its tag;
 - ``Status``, ``Request``, ``Group`` (rank lists), error classes and
   ``MPI.Exception``, errhandlers, attributes and keyvals, the environment
   calls.
@@ -1092,23 +1096,25 @@ class Request:
     @staticmethod
     def Testsome(requests, statuses=None):
         """Indices of requests completed now (None when none is open)."""
-        open_ = [i for i, r in enumerate(requests) if r._open()]
-        if not open_:
-            return None
-        return [i for i in open_ if Request._test(requests[i])[0]]
+        return Request.testsome(requests, statuses)[0]
 
     @staticmethod
     def testsome(requests, statuses=None):
-        """(indices, objects)."""
+        """(indices, objects) of the requests completed now, their statuses
+        in `statuses` (None, None when none is open)."""
         open_ = [i for i, r in enumerate(requests) if r._open()]
         if not open_:
             return (None, None)
-        idx, objs = [], []
+        idx, objs, sts = [], [], []
         for i in open_:
-            done, v = Request._test(requests[i])
+            st = Status()
+            done, v = Request._test(requests[i], st)
             if done:
                 idx.append(i)
                 objs.append(v)
+                sts.append(st)
+        if statuses is not None:
+            statuses[:] = sts
         return (idx, objs)
 
     @staticmethod
