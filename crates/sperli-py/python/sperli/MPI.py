@@ -489,8 +489,10 @@ _TYPESTR = {"i1": "b", "i2": "h", "i4": "i", "i8": "q", "u1": "B", "u2": "H",
             "u4": "I", "u8": "Q", "f4": "f", "f8": "d", "b1": "?"}
 
 
-def _interface_view(d):
-    """A memoryview of host memory described as an array interface."""
+def _interface_view(d, owner):
+    """A memoryview of host memory described as an array interface; the
+    view keeps `owner` (the memory's exporter) alive as long as it lives,
+    so a request's buffer cannot be freed under it."""
     import ctypes
     addr, readonly = d["data"]
     shape = d.get("shape", ())
@@ -504,8 +506,57 @@ def _interface_view(d):
     if nbytes == 0:
         mv = memoryview(bytearray()).cast(char)
     else:
-        mv = memoryview((ctypes.c_char * nbytes).from_address(addr)).cast("B").cast(char)
+        raw = (ctypes.c_char * nbytes).from_address(addr)
+        raw._owner = owner
+        mv = memoryview(raw).cast("B").cast(char)
     return mv.toreadonly() if readonly else mv
+
+
+def _dlpack_interface(obj):
+    """The array interface of a DLPack exporter of CPU memory, read from its
+    capsule without consuming it (the capsule's own destructor releases
+    it; the memory stays the exporter's, which the view keeps alive)."""
+    import ctypes
+
+    class Tensor(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_uint32),
+                    ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                    ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16),
+                    ("shape", ctypes.POINTER(ctypes.c_int64)),
+                    ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+    api = ctypes.pythonapi
+    api.PyCapsule_GetName.restype = ctypes.c_char_p
+    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    capsule = obj.__dlpack__()
+    name = api.PyCapsule_GetName(capsule)
+    if name not in (b"dltensor", b"dltensor_versioned"):
+        raise BufferError(f"a DLPack capsule named {name!r}")
+    ptr = api.PyCapsule_GetPointer(capsule, name)
+    readonly = False
+    if name == b"dltensor_versioned":
+        # version (2 x u32), manager_ctx, deleter, flags (u64), then the tensor
+        flags = ctypes.c_uint64.from_address(ptr + 24).value
+        readonly = bool(flags & 1)
+        ptr += 32
+    t = Tensor.from_address(ptr)
+    if t.device_type not in (1, 3):  # kDLCPU, kDLCUDAHost
+        raise BufferError(f"DLPack device type {t.device_type} is not host memory")
+    shape = tuple(t.shape[i] for i in range(t.ndim))
+    kind = {0: "i", 1: "u", 2: "f", 6: "b"}.get(t.code)
+    if kind is None or t.lanes != 1:
+        raise BufferError(f"DLPack dtype code {t.code} lanes {t.lanes}")
+    size = t.bits // 8
+    if t.strides:
+        expect = 1
+        for i in reversed(range(t.ndim)):
+            if shape[i] != 1 and t.strides[i] != expect:
+                raise BufferError("a DLPack tensor that is not C-contiguous")
+            expect *= shape[i]
+    return {"data": ((t.data or 0) + t.byte_offset, readonly), "shape": shape,
+            "typestr": f"<{kind}{size}"}
 
 
 def _view(obj):
@@ -521,13 +572,9 @@ def _view(obj):
     for attr in ("__cuda_array_interface__", "__array_interface__"):
         d = getattr(obj, attr, None)
         if isinstance(d, dict):
-            return _interface_view(d)
+            return _interface_view(d, obj)
     if hasattr(obj, "__dlpack__"):
-        import numpy
-        a = numpy.from_dlpack(obj)
-        d = dict(a.__array_interface__)
-        d["data"] = (d["data"][0], False)
-        return _interface_view(d)
+        return _interface_view(_dlpack_interface(obj), obj)
     raise Exception(ERR_BUFFER, f"a {type(obj).__name__} object has no buffer")
 
 

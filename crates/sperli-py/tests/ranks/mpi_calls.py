@@ -47,6 +47,25 @@ for e in (array.array("d"), np.empty(0), b"", None, [None, 0, MPI.INT], [array.a
 e = array.array("d")
 comm.Allreduce(e, array.array("d"), op=MPI.SUM)
 
+
+class HostCAI:
+    """Host memory named by __cuda_array_interface__ (as mpi4py's tests
+    name it): viewed where it is, kept alive by the view."""
+
+    def __init__(self, arr):
+        self.arr = arr
+        self.__cuda_array_interface__ = dict(
+            version=0, data=(arr.ctypes.data, False), typestr="<f8", shape=arr.shape)
+
+
+got = np.zeros(6)
+req = comm.Irecv([HostCAI(got), MPI.DOUBLE], prv, 14)  # the object dies here
+import gc
+gc.collect()
+comm.Send(HostCAI(a.copy()), nxt, 14)
+req.Wait()
+check((got == a - r + prv).all(), "a __cuda_array_interface__ buffer")
+
 # ---- PROC_NULL, requests -------------------------------------------------
 
 comm.Send(a, MPI.PROC_NULL)
