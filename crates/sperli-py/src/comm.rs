@@ -247,6 +247,14 @@ impl Comm {
         self.size
     }
 
+    /// The communicator's id (protocol §15.2): 0 for the job's (and a
+    /// mailbox task's), 1..=2147483647 for one made by `Split` or `Dup`,
+    /// the same number on every member.
+    #[getter]
+    fn comm_id(&self) -> u32 {
+        self.sub.unwrap_or(0)
+    }
+
     /// The job's incarnation: 1 for a new job, 2, 3, ... after each
     /// restart by `sperli run --restart-max` (0 on a mailbox task's
     /// communicator).

@@ -34,6 +34,9 @@ Errors are ``sperli.SperliError`` with the H-code in ``.code``;
 ABORT: never a hang), ``sperli.ArgumentError`` (H1618) when a call was
 refused before anything was sent and the job goes on.
 
+mpi4py programs run with one changed import, ``from sperli import MPI``:
+``sperli.MPI`` is mpi4py's ``MPI`` module spelled over this package.
+
 See docs/python.md in the repository.
 """
 

@@ -127,6 +127,9 @@ class Comm:
     @property
     def size(self) -> int: ...
     @property
+    def comm_id(self) -> int:
+        """The communicator's id (protocol §15.2): 0 for the job's, 1..=2147483647 for one made by Split or Dup, the same on every member."""
+    @property
     def incarnation(self) -> int: ...
     @property
     def sequence(self) -> int: ...

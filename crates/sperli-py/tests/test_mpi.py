@@ -1,0 +1,13 @@
+"""sperli.MPI (mpi4py's spelling) at 1, 2 and 4 ranks: tests/ranks/mpi_calls.py
+checks every mapped argument form against a serial computation."""
+
+import pytest
+
+from conftest import describe, lines_of, run_job
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_mpi_module(n):
+    p = run_job(n, "mpi_calls.py")
+    assert p.returncode == 0, describe(p)
+    assert len(lines_of(p, "mpi ok")) == n, describe(p)
