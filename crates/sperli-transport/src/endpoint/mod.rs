@@ -143,9 +143,9 @@ impl Endpoint {
         Self::start_with_policy(desc, settings, RefusedHosts::new(var.as_deref(), None))
     }
 
-    /// Starts rank `desc.rank` of the job: checks RLIMIT_NOFILE, writes
-    /// the three PEM texts into a private directory only while the TLS
-    /// configurations are built, listens on the rank's own host:port, sets
+    /// Starts rank `desc.rank` of the job: checks RLIMIT_NOFILE, listens
+    /// on the rank's own host:port, writes the three PEM texts into a
+    /// private directory only while the TLS configurations are built, sets
     /// the mesh up on the calling thread and returns once every peer is
     /// connected and authenticated (or with H1611/H1616 at the set-up
     /// deadline); then the I/O thread takes over.
@@ -166,6 +166,11 @@ impl Endpoint {
             refused,
             features: settings.features | FEATURE_V1_CORE,
         });
+        // Protocol §5.1 step 1: the rank "listens on its own port ... before
+        // anything else". Peers that start earlier dial at once; a port not
+        // yet listening refuses them, and they try again only after the
+        // retry interval (100 ms), while the listener queues the early ones.
+        let listener = crate::io::setup::bind(&ctx, settings.listener.as_deref())?;
         let (server, client) = {
             let identity = RankIdentity::new(
                 pem_text(&desc.ca_cert_pem, "CA certificate")?,
@@ -178,7 +183,6 @@ impl Endpoint {
             drop(dir); // the PEM files exist only while set-up needs them
             (server, client)
         };
-        let listener = crate::io::setup::bind(&ctx, settings.listener.as_deref())?;
         let poll = Poll::new().map_err(|e| Error::io("creating the poller", &e))?;
         let io_waker =
             Waker::new(poll.registry(), WAKER).map_err(|e| Error::io("creating the waker", &e))?;

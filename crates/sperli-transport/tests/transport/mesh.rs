@@ -277,3 +277,23 @@ fn a_handed_listener_bound_elsewhere_is_a_usage_error() {
         }
     });
 }
+
+#[test]
+fn a_rank_listens_before_it_reads_its_identity() {
+    // Protocol §5.1 step 1: the rank listens "before anything else". Its
+    // port is held (by the plan) and its key is not PEM: the bind fails
+    // first, so the listener comes before the TLS configurations, which
+    // take a while; peers that dial meanwhile are queued, not refused.
+    with_deadline(Duration::from_secs(30), || {
+        let plan = JobPlan::localhost_bound(1).unwrap();
+        let mut desc = plan.description(0);
+        desc.rank_key_pem = b"not a key".to_vec();
+        match Endpoint::start(&desc, settings()) {
+            Err(Error::Io { op, kind }) => {
+                assert_eq!(op, "binding own host:port");
+                assert_eq!(kind, std::io::ErrorKind::AddrInUse);
+            }
+            other => panic!("expected the bind to fail first, got {:?}", other.err()),
+        }
+    });
+}
