@@ -360,6 +360,8 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
         );
     }
     o.push('\n');
+    o.push_str(include_str!("../startup_notes.md"));
+    o.push('\n');
 
     scale_section(&mut o, s, opts.quick);
     ckpt_section(&mut o, s, opts.quick);
