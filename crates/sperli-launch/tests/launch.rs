@@ -124,7 +124,8 @@ fn cargo_build(args: &[&str]) -> std::path::PathBuf {
 /// The example rank program `sperli-example` (crates/sperli-example),
 /// next to the `sperli` binary under test. The first call builds it
 /// ([`cargo_build`]) with the crash tests' checkpoint hook (its
-/// `fault-injection` feature, read from `SPERLI_TEST_CKPT_KILL`).
+/// `fault-injection` feature, read from `SPERLI_TEST_CKPT_KILL`): a test
+/// that times a job calls it before its clock starts.
 fn example() -> &'static str {
     static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
