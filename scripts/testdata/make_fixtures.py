@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write scripts/testdata/fixture-vectors.txt: hand-encoded SPERLI v1 test
 vectors in the format of docs/sperli-vectors.txt, built with struct.pack
-straight from the layouts (independent of the checker's codec tables).
+straight from the byte tables of docs/sperli-protocol.md (independent of the checker's codec tables).
 
 Run: python3 scripts/testdata/make_fixtures.py
 """
