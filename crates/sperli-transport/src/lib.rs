@@ -135,6 +135,20 @@
 //! `Endpoint` is the program's own business: it may catch it, or join the
 //! thread and re-raise it.
 //!
+//! ## Messages on communicators (HELLO feature bit 3)
+//!
+//! Where every rank announces feature bit 3 (the default), a DATA payload
+//! starts with the DATA header of protocol §16.2: a message names its
+//! communicator and is matched by (communicator, source, tag), a message
+//! of any length is one call ([`Endpoint::send_on`], [`Endpoint::irecv_on`],
+//! [`Endpoint::probe_on`]), a synchronous send ([`SendMode::Synchronous`])
+//! completes once its receiver matched it, and a matched probe
+//! ([`Endpoint::mprobe_on`]) takes a message for one receive. The calls
+//! that name no communicator send and receive on communicator 0. The layer
+//! that makes communicators reports them ([`Endpoint::communicator_made`],
+//! [`Endpoint::communicator_freer`]) so that a message for one is judged by
+//! protocol §16.4. Without bit 3 on every rank, DATA is v1's.
+//!
 //! ## Large messages
 //!
 //! One DATA frame carries at most 16777216 bytes. The layer above splits
@@ -146,6 +160,8 @@
 //! must use the pair for that (source, tag). The frames are written
 //! straight from the sender's buffer and read straight into the receiver's
 //! message, so a large message streams at the rate of a single frame.
+//! With feature bit 3 the pair sends and receives one message of
+//! protocol §16 (its length is in its DATA header).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -162,8 +178,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use endpoint::{
-    Endpoint, EndpointRef, OwnedRecvHandle, OwnedSendHandle, PostedRecv, RecvHandle, SendHandle,
-    StartedSend, EAGER_LIMIT,
+    CommunicatorFreer, Endpoint, EndpointRef, OwnedRecvHandle, OwnedSendHandle, PostedRecv,
+    RecvHandle, SendHandle, SendMode, StartedSend, EAGER_LIMIT,
 };
 pub use proto::matching::{Message, Status};
 

@@ -175,6 +175,55 @@ pub trait Communicators {
     fn making(&self) -> bool;
 }
 
+/// What one rank holds of its communicators, the plain [`Communicators`]:
+/// its highest id, whether it is inside a split or dup, and the ids it
+/// holds (not the job's 0) with their members' job ranks.
+///
+/// ```
+/// use sperli_wire::communicator::{Communicators, KnownCommunicators};
+/// let mut k = KnownCommunicators::default();
+/// k.made(3, Some(std::sync::Arc::from([0, 2])));
+/// assert_eq!((k.has_member(3, 2), k.has_member(3, 1), k.highest()), (Some(true), Some(false), 3));
+/// assert_eq!(k.has_member(0, 7), Some(true)); // the job's
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct KnownCommunicators {
+    /// The largest id this rank has made.
+    pub highest: u32,
+    /// Inside a split or dup.
+    pub making: bool,
+    /// The communicators this rank holds: id to its members' job ranks.
+    pub comms: std::collections::HashMap<u32, std::sync::Arc<[u32]>>,
+}
+
+impl KnownCommunicators {
+    /// The call that gave out `id` ended on this rank: its highest is at
+    /// least `id`, it is no longer making one, and it holds `members` (job
+    /// ranks) as `id` if it joined.
+    pub fn made(&mut self, id: u32, members: Option<std::sync::Arc<[u32]>>) {
+        self.highest = self.highest.max(id);
+        self.making = false;
+        if let Some(m) = members {
+            self.comms.insert(id, m);
+        }
+    }
+}
+
+impl Communicators for KnownCommunicators {
+    fn has_member(&self, id: u32, rank: u32) -> Option<bool> {
+        if id == 0 {
+            return Some(true);
+        }
+        self.comms.get(&id).map(|m| m.contains(&rank))
+    }
+    fn highest(&self) -> u32 {
+        self.highest
+    }
+    fn making(&self) -> bool {
+        self.making
+    }
+}
+
 /// Protocol §15.4: a frame of job rank `from` with tag `tag` that a call on
 /// communicator `taking` passes over is kept (`Ok`) when `tag` names a
 /// communicator of this rank of which `from` is a member, or an id above

@@ -57,6 +57,21 @@ pub struct DataHeader {
 }
 
 impl DataHeader {
+    /// The header of message number `message` of `len` bytes on
+    /// `communicator`: synchronous (kind 1) or standard (kind 0).
+    pub fn message(communicator: u32, message: u64, len: usize, sync: bool) -> Self {
+        Self {
+            communicator,
+            kind: if sync {
+                DataKind::Synchronous
+            } else {
+                DataKind::Standard
+            },
+            message,
+            total: len as u64,
+        }
+    }
+
     /// The 24 bytes.
     pub fn to_bytes(&self) -> [u8; DATA_HEADER_LEN] {
         let mut v = Vec::with_capacity(DATA_HEADER_LEN);

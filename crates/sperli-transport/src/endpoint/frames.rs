@@ -20,8 +20,15 @@ impl Endpoint {
     /// convention is in the crate docs). Each frame is written from `data`
     /// itself as the socket takes it, the next one right behind it, so a
     /// large message streams at the rate of a single frame.
+    ///
+    /// With HELLO feature bit 3 a message carries its length in its DATA
+    /// header (protocol §16.2): the message is then sent as one message of
+    /// §16 ([`Endpoint::send_on`]), which [`Endpoint::recv_large`] takes.
     pub fn send_large(&self, to: u32, tag: u32, data: &[u8]) -> Result<(), Error> {
         self.check_data(to, tag, 0)?;
+        if self.has_p2p_communicators() {
+            return self.send_on(0, to, tag, data, crate::SendMode::Standard);
+        }
         let pieces = split(data.len());
         if to == self.rank() || pieces[0].len() <= EAGER_LIMIT {
             for p in &pieces {
@@ -62,6 +69,13 @@ impl Endpoint {
             return Err(ArgumentError::Tag { tag }.into());
         }
         let buf = std::mem::take(out);
+        if self.has_p2p_communicators() {
+            // One message of protocol §16 (see `send_large`).
+            drop(buf);
+            let id = self.shared.state().post_on(0, Some(from), Some(tag));
+            *out = self.wait_recv(id)?.1;
+            return Ok(());
+        }
         let id = self.shared.state().post_large_into(from, tag, buf);
         *out = self.wait_recv(id)?.1;
         Ok(())

@@ -25,8 +25,11 @@ use crate::proto::ending::AbortFrame;
 use crate::{ErrorMode, Settings};
 
 mod frames;
+mod messages;
 mod recv;
 mod send;
+
+pub use messages::{CommunicatorFreer, SendMode};
 
 pub use recv::{OwnedRecvHandle, PostedRecv, RecvHandle};
 pub use send::{OwnedSendHandle, SendHandle, StartedSend};
@@ -89,6 +92,9 @@ pub struct Endpoint {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
     next_seq: AtomicU64,
+    /// Per peer, the last message number used on its connection (feature
+    /// bit 3), locked while a message's frames are queued.
+    outboxes: Vec<Mutex<u64>>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -244,6 +250,7 @@ impl Endpoint {
             shared,
             thread: Mutex::new(Some(thread)),
             next_seq: AtomicU64::new(0),
+            outboxes: (0..ctx.size).map(|_| Mutex::new(0)).collect(),
         })
     }
 

@@ -55,6 +55,41 @@ impl<E: EndpointRef> PostedRecv<E> {
         })
     }
 
+    /// Posts a receive on communicator `comm` (whole messages: joined
+    /// without feature bit 3): [`Endpoint::irecv_on`].
+    pub(super) fn post_on(
+        ep: E,
+        comm: u32,
+        source: Option<u32>,
+        tag: Option<u32>,
+    ) -> Result<Self, Error> {
+        ep.check_source(source, tag)?;
+        let (id, due) = {
+            let mut st = ep.shared.state();
+            st.count_recv(true);
+            let id = st.post_joined_on(comm, source, tag);
+            (id, st.notices_due())
+        };
+        if due {
+            crate::io::notices::send_due(&ep.shared);
+        }
+        Ok(Self {
+            ep,
+            id,
+            closed: false,
+        })
+    }
+
+    /// The handle of a message a matched probe claimed (receive `id`,
+    /// already counted open).
+    pub(super) fn claimed(ep: E, id: RecvId) -> Self {
+        Self {
+            ep,
+            id,
+            closed: false,
+        }
+    }
+
     fn close(&mut self) {
         if !self.closed {
             self.closed = true;
@@ -198,6 +233,36 @@ impl Endpoint {
         self.check_source(source, tag)?;
         self.progress()?;
         Ok(self.shared.state().probe_joined(source, tag))
+    }
+
+    /// [`Endpoint::iprobe_joined`] on communicator `comm`.
+    pub(super) fn iprobe_joined_on(
+        &self,
+        comm: u32,
+        source: Option<u32>,
+        tag: Option<u32>,
+    ) -> Result<Option<Status>, Error> {
+        self.check_source(source, tag)?;
+        self.progress()?;
+        Ok(self.shared.state().probe_joined_on(comm, source, tag))
+    }
+
+    /// [`Endpoint::probe_joined`] on communicator `comm`.
+    pub(super) fn probe_joined_on(
+        &self,
+        comm: u32,
+        source: Option<u32>,
+        tag: Option<u32>,
+    ) -> Result<Status, Error> {
+        self.check_source(source, tag)?;
+        self.wait(|| {
+            let st = self.shared.state();
+            if let Some(s) = st.probe_joined_on(comm, source, tag) {
+                return Some(Ok(s));
+            }
+            let s = source?;
+            st.departed(s).then(|| Err(departed(s)))
+        })
     }
 
     /// Posts a receive from `from` with `tag` (or any tag with `None`).

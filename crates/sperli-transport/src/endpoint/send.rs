@@ -57,6 +57,9 @@ pub struct StartedSend<E: EndpointRef> {
     seq: u64,
     done: bool,
     closed: bool,
+    /// A synchronous send: the peer and message number whose match notice
+    /// completes it too (protocol §16.5).
+    notice: Option<(u32, u64)>,
 }
 
 /// A started send that borrows its endpoint ([`Endpoint::isend`]).
@@ -70,15 +73,42 @@ impl<E: EndpointRef> StartedSend<E> {
     /// Starts a DATA send on `ep` (the one implementation of
     /// [`Endpoint::isend`] and [`Endpoint::isend_owned`]).
     fn start(ep: E, to: u32, tag: u32, data: &[u8]) -> Result<Self, Error> {
+        if ep.has_p2p_communicators() {
+            ep.check_data(to, tag, data.len())?;
+            let (seq, notice) = ep.start_message(0, to, tag, Bytes::Borrowed(data), false)?;
+            return Ok(Self::started(ep, seq, notice));
+        }
         let seq = ep.seq();
         let local = ep.start_send(to, tag, Bytes::Borrowed(data), seq)?;
+        Ok(Self::started(ep, if local { 0 } else { seq }, None))
+    }
+
+    /// A send whose frames are queued: `seq` the last one's (0: written
+    /// already), `notice` what a synchronous send waits for too.
+    pub(super) fn started(ep: E, seq: u64, notice: Option<(u32, u64)>) -> Self {
         ep.shared.state().count_send(true);
-        Ok(Self {
+        Self {
             ep,
             seq,
-            done: local,
+            done: seq == 0,
             closed: false,
-        })
+            notice,
+        }
+    }
+
+    /// Whether the match notice came (or none is needed).
+    fn noticed(&mut self) -> Result<bool, Error> {
+        let Some((to, message)) = self.notice else {
+            return Ok(true);
+        };
+        match self.ep.shared.state().poll_notice(to, message) {
+            Some(r) => {
+                r?;
+                self.notice = None;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     fn close(&mut self) {
@@ -91,8 +121,11 @@ impl<E: EndpointRef> StartedSend<E> {
     /// True once the message is written into TLS (the handle is then
     /// closed). Makes progress first, as every `test` does.
     pub fn test(&mut self) -> Result<bool, Error> {
+        if self.closed {
+            return Ok(true);
+        }
+        self.ep.progress()?;
         if !self.done {
-            self.ep.progress()?;
             self.done = match self.ep.shared.state().poll_written(self.seq) {
                 Some(r) => {
                     r?;
@@ -101,17 +134,24 @@ impl<E: EndpointRef> StartedSend<E> {
                 None => false,
             };
         }
-        if self.done {
+        let complete = self.done && self.noticed()?;
+        if complete {
             self.close();
         }
-        Ok(self.done)
+        Ok(complete)
     }
 
-    /// Waits until the message is written into TLS.
+    /// Waits until the message is written into TLS (and, for a synchronous
+    /// send, matched by its receiver).
     pub fn wait(mut self) -> Result<(), Error> {
         if !self.done {
             self.ep.wait_written(self.seq)?;
             self.done = true;
+        }
+        if let Some((to, message)) = self.notice {
+            self.ep
+                .wait(|| self.ep.shared.state().poll_notice(to, message))?;
+            self.notice = None;
         }
         self.close();
         Ok(())
@@ -145,9 +185,10 @@ impl Endpoint {
         }
     }
 
-    /// Delivers a message to this rank itself.
+    /// Delivers a v1 message or COLLECTIVE payload to this rank itself
+    /// (a local delivery is judged by nothing: it never fails).
     pub(super) fn deliver_local(&self, inc: Incoming) {
-        self.shared.state().handle_incoming(self.rank(), inc);
+        let _ = self.shared.state().handle_incoming(self.rank(), inc);
         self.shared.changed();
     }
 
@@ -335,6 +376,15 @@ impl Endpoint {
     /// message is complete (queued locally, or whole in TLS). A borrowed
     /// message is copied once, into a pooled buffer, after the checks.
     fn start_send(&self, to: u32, tag: u32, data: Bytes<'_>, seq: u64) -> Result<bool, Error> {
+        if self.has_p2p_communicators() {
+            // Protocol §16.1: every DATA frame of the job is one of §16.2.
+            self.check_data(to, tag, data.len())?;
+            let (s, _) = self.start_message(0, to, tag, data, false)?;
+            if s != 0 && seq != 0 {
+                self.wait_written(s)?;
+            }
+            return Ok(true);
+        }
         self.check_data(to, tag, data.len())?;
         if to == self.rank() {
             let payload = data.into_vec(&self.shared.pool);
@@ -373,6 +423,10 @@ impl Endpoint {
     /// as the socket takes them, and the call returns once every byte is
     /// in TLS, so a sender never runs far ahead of a slow receiver.
     pub fn send(&self, to: u32, tag: u32, data: &[u8]) -> Result<(), Error> {
+        if self.has_p2p_communicators() {
+            self.check_data(to, tag, data.len())?;
+            return self.send_on(0, to, tag, data, crate::SendMode::Standard);
+        }
         if data.len() <= EAGER_LIMIT || to == self.rank() {
             return self
                 .start_send(to, tag, Bytes::Borrowed(data), 0)

@@ -52,6 +52,11 @@ pub(crate) struct ToMatching<'a> {
     /// connection for a rank does not, protocol §5.3), then [`ToMatching::flush`]ed
     /// or dropped; nothing streams.
     pub hold: bool,
+    /// A delivered frame the receive state rejected (with feature bit 3,
+    /// protocol §16.2, §16.4): the connection fails with it.
+    pub rejected: Option<sperli_wire::Error>,
+    /// What was delivered matched synchronous messages: notices are due.
+    pub notices: bool,
 }
 
 impl<'a> ToMatching<'a> {
@@ -65,6 +70,8 @@ impl<'a> ToMatching<'a> {
             delivered: false,
             paused: false,
             hold: false,
+            rejected: None,
+            notices: false,
         }
     }
 
@@ -76,8 +83,14 @@ impl<'a> ToMatching<'a> {
         }
         let mut st = self.shared.state();
         for inc in self.pending.drain(..) {
-            st.handle_incoming(self.peer, inc);
+            if self.rejected.is_some() {
+                break; // the connection fails: nothing after it counts
+            }
+            if let Err(e) = st.handle_incoming(self.peer, inc) {
+                self.rejected = Some(e);
+            }
         }
+        self.notices |= st.notices_due();
         drop(st);
         self.shared.bump();
         self.delivered = true;

@@ -6,6 +6,7 @@ pub(crate) mod driver;
 pub(crate) mod event_loop;
 pub(crate) mod fatal;
 pub(crate) mod link;
+pub(crate) mod notices;
 pub(crate) mod service;
 pub(crate) mod setup;
 pub(crate) mod shared;

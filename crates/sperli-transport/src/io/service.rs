@@ -13,6 +13,7 @@ use sperli_wire::Error;
 
 use crate::io::deliver::ToMatching;
 use crate::io::link::{loss_cause, Link, LinkIo, ReadStatus, SockFail, BATCH};
+use crate::io::notices;
 use crate::io::shared::Shared;
 use crate::job::unix_ms;
 
@@ -30,12 +31,23 @@ pub(crate) struct Serviced {
     pub error: Option<Error>,
     /// Bytes still wait for the socket.
     pub backlog: bool,
+    /// Match notices are due (feature bit 3, protocol §16.5).
+    pub notices: bool,
 }
 
 /// Reads `peer`'s socket until it would block or `budget` bytes were
 /// read, in batches of at most [`BATCH`] under the lock, then writes what
-/// waits for it. Frames go to the receive state as they come.
+/// waits for it. Frames go to the receive state as they come; the match
+/// notices their matches owe go out once the lock is released.
 pub(crate) fn service(shared: &Shared, link: &Link, peer: u32, budget: usize) -> Serviced {
+    let out = service_locked(shared, link, peer, budget);
+    if out.notices {
+        notices::send_due(shared);
+    }
+    out
+}
+
+fn service_locked(shared: &Shared, link: &Link, peer: u32, budget: usize) -> Serviced {
     let mut out = Serviced::default();
     let mut left = budget;
     let now_ms = unix_ms(SystemTime::now());
@@ -52,6 +64,13 @@ pub(crate) fn service(shared: &Shared, link: &Link, peer: u32, budget: usize) ->
         sink.flush();
         l.stream = sink.stream.take();
         out.delivered |= sink.delivered;
+        out.notices |= sink.notices;
+        // A frame the receive state rejected fails the connection as one
+        // its reader rejected (protocol §16.4: H1610, ABORT reason 7).
+        let r = match sink.rejected.take() {
+            Some(e) => Err(SockFail::Frame(e)),
+            None => r,
+        };
         match r {
             Ok(ReadStatus::More) => {
                 left = left.saturating_sub(BATCH);
@@ -133,6 +152,10 @@ pub(crate) fn write_failed(
         sink.flush();
         l.stream = sink.stream.take();
         out.delivered |= sink.delivered;
+        let r = match sink.rejected.take() {
+            Some(e) => Err(SockFail::Frame(e)),
+            None => r,
+        };
         match r {
             Ok(ReadStatus::Closed) => return closed(shared, l, peer, out),
             Err(SockFail::Frame(err)) => return lost(shared, l, peer, err, out),

@@ -226,6 +226,9 @@ impl EventLoop {
                         }
                         sink.flush();
                         l.stream = sink.stream.take();
+                        if let Some(e) = sink.rejected.take() {
+                            return Err(Dropped::Socket(Some(e)));
+                        }
                     }
                     match status {
                         // More bytes wait: in the socket (the budget), or
@@ -380,6 +383,13 @@ impl EventLoop {
         let recheck = self.shared.state().recheck_collective(job);
         if let Err((_, e)) = recheck {
             self.fail(Error::FrameRejected(e), None);
+            return;
+        }
+        // Protocol §16.1: with feature bit 3 every DATA payload is judged
+        // by protocol §16, those kept so far too.
+        let judged = self.shared.state().set_features(job);
+        if let Err((_, e)) = judged {
+            self.fail(e, None);
             return;
         }
         self.shared.setup_done.store(true, Ordering::SeqCst);

@@ -26,6 +26,13 @@
 //! A *joined* receive ([`Matching::post_joined`]) is one message of the
 //! convention of protocol §7.2: a frame of exactly 16777216 bytes goes on
 //! into the next frames of the same source and tag until a shorter one.
+//!
+//! With HELLO feature bit 3 ([`Matching::set_features`], protocol §16) a
+//! DATA payload starts with its DATA header: messages are matched by
+//! (communicator, source, tag), a message of several frames is one
+//! message whose first frame is what a receive matches, and synchronous
+//! messages are noticed (the [`messages`] module). Without it every
+//! message is of communicator 0 and nothing of this changes.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -38,6 +45,9 @@ use sperli_wire::{Error, FrameType};
 use crate::proto::connection::Incoming;
 use crate::proto::large::LargeAssembly;
 
+pub mod messages;
+use messages::P2p;
+
 /// What a completed receive reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Status {
@@ -45,7 +55,8 @@ pub struct Status {
     pub source: u32,
     /// The message's tag.
     pub tag: u32,
-    /// The message length in bytes.
+    /// The message length in bytes (with feature bit 3 the whole
+    /// message's, also while its later frames are still coming).
     pub len: usize,
 }
 
@@ -66,6 +77,10 @@ enum Want {
     /// first frame came, then the bytes so far (the receive then waits for
     /// the next frame of that source and tag).
     Joined(Option<Vec<u8>>),
+    /// With feature bit 3: a message whose first frame this receive took
+    /// (it matched), its bytes so far and the bytes still coming
+    /// (protocol §16.3). It matches nothing new.
+    Message { bytes: Vec<u8>, remaining: u64 },
 }
 
 /// Whether a frame of `len` bytes ends a joined message (protocol §7.2:
@@ -77,22 +92,54 @@ fn ends_message(len: usize) -> bool {
 #[derive(Debug)]
 struct Posted {
     id: RecvId,
+    comm: u32,
     source: Option<u32>,
     tag: Option<u32>,
     want: Want,
 }
 
 impl Posted {
-    fn matches(&self, from: u32, tag: u32) -> bool {
-        self.source.is_none_or(|s| s == from) && self.tag.is_none_or(|t| t == tag)
+    fn matches(&self, from: u32, comm: u32, tag: u32) -> bool {
+        self.comm == comm
+            && self.source.is_none_or(|s| s == from)
+            && self.tag.is_none_or(|t| t == tag)
+            && !matches!(self.want, Want::Large(None) | Want::Message { .. })
     }
 }
 
+/// A kept message (v1: one DATA frame) no receive has taken yet.
 #[derive(Debug)]
 struct Unexpected {
     arrival: u64,
+    /// The communicator (always 0 without feature bit 3).
+    comm: u32,
     tag: u32,
     payload: Vec<u8>,
+    /// With feature bit 3: the message number (0 without).
+    message: u64,
+    /// With feature bit 3: the bytes still coming in later frames.
+    remaining: u64,
+    /// With feature bit 3: a synchronous message (noticed when taken).
+    sync: bool,
+}
+
+impl Unexpected {
+    /// A v1 message (one frame, communicator 0).
+    fn v1(arrival: u64, tag: u32, payload: Vec<u8>) -> Self {
+        Self {
+            arrival,
+            comm: 0,
+            tag,
+            payload,
+            message: 0,
+            remaining: 0,
+            sync: false,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.payload.len() + self.remaining as usize
+    }
 }
 
 /// One rank's receive state (see the module docs).
@@ -111,6 +158,8 @@ pub struct Matching {
     next_id: RecvId,
     open_sends: u64,
     open_recvs: u64,
+    /// Feature bit 3's state, once the job has it (protocol §16).
+    p2p: Option<P2p>,
 }
 
 impl Matching {
@@ -131,35 +180,44 @@ impl Matching {
             next_id: 0,
             open_sends: 0,
             open_recvs: 0,
+            p2p: None,
         }
     }
 
     /// An accepted frame from `from` (the transport handles
     /// `Authenticated` itself; a BYE counts only once the peer closed,
-    /// [`Matching::handle_departed`]).
-    pub fn handle_incoming(&mut self, from: u32, inc: Incoming) {
+    /// [`Matching::handle_departed`]). With feature bit 3 a DATA frame is
+    /// judged here (protocol §16.2, §16.4): an error is a rejected frame
+    /// of `from` (H1610, ABORT reason 7), and nothing of it is kept.
+    pub fn handle_incoming(&mut self, from: u32, inc: Incoming) -> Result<(), Error> {
         let f = from as usize;
         match inc {
-            Incoming::Data { tag, payload } => self.handle_data(from, tag, payload),
+            Incoming::Data { tag, payload } => return self.handle_data(from, tag, payload),
             Incoming::Collective { tag, payload } => self.collective[f].push_back((tag, payload)),
             Incoming::Checkpoint(h, p) => self.ckpt[f].push_back((h, p)),
             Incoming::Bye | Incoming::Authenticated { .. } => {}
         }
+        Ok(())
     }
 
-    /// A DATA frame from `from` with `tag`.
-    pub fn handle_data(&mut self, from: u32, tag: u32, payload: Vec<u8>) {
-        let pos = self
-            .posted
-            .iter()
-            .position(|p| p.matches(from, tag) && !matches!(p.want, Want::Large(None)));
+    /// A DATA frame from `from` with `tag`: a v1 message, or with feature
+    /// bit 3 a frame of a message of protocol §16 (judged, see
+    /// [`Matching::handle_incoming`]).
+    pub fn handle_data(&mut self, from: u32, tag: u32, payload: Vec<u8>) -> Result<(), Error> {
+        if self.p2p.is_some() {
+            return self.handle_message_frame(from, tag, payload);
+        }
+        self.handle_v1_data(from, tag, payload);
+        Ok(())
+    }
+
+    /// A v1 DATA frame: one message of communicator 0 (protocol §6.5).
+    fn handle_v1_data(&mut self, from: u32, tag: u32, payload: Vec<u8>) {
+        let pos = self.posted.iter().position(|p| p.matches(from, 0, tag));
         let Some(i) = pos else {
             self.arrivals += 1;
-            self.unexpected[from as usize].push_back(Unexpected {
-                arrival: self.arrivals,
-                tag,
-                payload,
-            });
+            let arrival = self.arrivals;
+            self.unexpected[from as usize].push_back(Unexpected::v1(arrival, tag, payload));
             return;
         };
         let p = &mut self.posted[i];
@@ -178,7 +236,7 @@ impl Matching {
                 let r = asm.push_frame(&payload);
                 self.large_progress(i, from, tag, r);
             }
-            Want::Large(None) => unreachable!("skipped above"),
+            Want::Large(None) | Want::Message { .. } => unreachable!("skipped above"),
             Want::Joined(so_far) => {
                 let done = ends_message(payload.len());
                 let bytes = match so_far.take() {
@@ -240,11 +298,13 @@ impl Matching {
     /// not yet read: when the receive it goes to is a large receive, its
     /// assembly is handed out so the payload streams straight into it
     /// (and must come back through [`Matching::end_stream`]).
+    /// With feature bit 3 nothing streams (a payload starts with its DATA
+    /// header, judged first).
     pub fn start_stream(&mut self, from: u32, tag: u32) -> Option<(RecvId, LargeAssembly)> {
-        let p = self
-            .posted
-            .iter_mut()
-            .find(|p| p.matches(from, tag) && !matches!(p.want, Want::Large(None)))?;
+        if self.p2p.is_some() {
+            return None;
+        }
+        let p = self.posted.iter_mut().find(|p| p.matches(from, 0, tag))?;
         match &mut p.want {
             Want::Large(asm @ Some(_)) => asm.take().map(|a| (p.id, a)),
             _ => None,
@@ -287,7 +347,18 @@ impl Matching {
     }
 
     fn first_match(&self, source: Option<u32>, tag: Option<u32>) -> Option<(usize, usize)> {
-        let ok = |u: &Unexpected| tag.is_none_or(|t| t == u.tag);
+        self.first_match_on(0, source, tag)
+    }
+
+    /// The earliest kept message of communicator `comm` from `source`
+    /// (`None`: any, earliest by arrival) with `tag` (`None`: any).
+    fn first_match_on(
+        &self,
+        comm: u32,
+        source: Option<u32>,
+        tag: Option<u32>,
+    ) -> Option<(usize, usize)> {
+        let ok = |u: &Unexpected| u.comm == comm && tag.is_none_or(|t| t == u.tag);
         let in_queue = |s: usize| {
             self.unexpected[s]
                 .iter()
@@ -306,9 +377,20 @@ impl Matching {
     /// Posts a receive from `source` (`None`: any) with `tag` (`None`:
     /// any). A queued message it matches completes it at once.
     pub fn post(&mut self, source: Option<u32>, tag: Option<u32>) -> RecvId {
+        self.post_on(0, source, tag)
+    }
+
+    /// As [`Matching::post`] on communicator `comm` (protocol §16.3; only
+    /// 0, the job's, without feature bit 3). With feature bit 3 a receive
+    /// takes one whole message, of any length.
+    pub fn post_on(&mut self, comm: u32, source: Option<u32>, tag: Option<u32>) -> RecvId {
         self.next_id += 1;
         let id = self.next_id;
-        match self.first_match(source, tag) {
+        if self.p2p.is_some() {
+            self.post_message(id, comm, source, tag);
+            return id;
+        }
+        match self.first_match_on(comm, source, tag) {
             Some((s, i)) => {
                 let u = self.unexpected[s].remove(i).expect("found above");
                 let status = Status {
@@ -320,6 +402,7 @@ impl Matching {
             }
             None => self.posted.push_back(Posted {
                 id,
+                comm,
                 source,
                 tag,
                 want: Want::Whole,
@@ -333,11 +416,22 @@ impl Matching {
     /// Queued frames complete it at once when the whole message is there;
     /// otherwise it stays posted (in post order) for the rest.
     pub fn post_joined(&mut self, source: Option<u32>, tag: Option<u32>) -> RecvId {
+        self.post_joined_on(0, source, tag)
+    }
+
+    /// As [`Matching::post_joined`] on communicator `comm` (with feature
+    /// bit 3 the same as [`Matching::post_on`]: a message is whole by its
+    /// DATA header, protocol §16.2).
+    pub fn post_joined_on(&mut self, comm: u32, source: Option<u32>, tag: Option<u32>) -> RecvId {
+        if self.p2p.is_some() {
+            return self.post_on(comm, source, tag);
+        }
         self.next_id += 1;
         let id = self.next_id;
-        let Some((s, i)) = self.first_match(source, tag) else {
+        let Some((s, i)) = self.first_match_on(comm, source, tag) else {
             self.posted.push_back(Posted {
                 id,
+                comm,
                 source,
                 tag,
                 want: Want::Joined(None),
@@ -349,7 +443,7 @@ impl Matching {
         let mut bytes = first.payload;
         let mut done = ends_message(bytes.len());
         while !done {
-            let Some((_, j)) = self.first_match(Some(s as u32), Some(tag)) else {
+            let Some((_, j)) = self.first_match_on(comm, Some(s as u32), Some(tag)) else {
                 break;
             };
             let u = self.unexpected[s].remove(j).expect("found above");
@@ -366,6 +460,7 @@ impl Matching {
         } else {
             self.posted.push_back(Posted {
                 id,
+                comm,
                 source: Some(s as u32),
                 tag: Some(tag),
                 want: Want::Joined(Some(bytes)),
@@ -379,12 +474,30 @@ impl Matching {
     /// is; its `len` is the whole message's. `None` also while a message's
     /// later frames are still on their way.
     pub fn probe_joined(&self, source: Option<u32>, tag: Option<u32>) -> Option<Status> {
-        let (s, i) = self.first_match(source, tag)?;
+        self.probe_joined_on(0, source, tag)
+    }
+
+    /// As [`Matching::probe_joined`] on communicator `comm` (with feature
+    /// bit 3 the same as [`Matching::probe_on`]).
+    pub fn probe_joined_on(
+        &self,
+        comm: u32,
+        source: Option<u32>,
+        tag: Option<u32>,
+    ) -> Option<Status> {
+        if self.p2p.is_some() {
+            return self.probe_on(comm, source, tag);
+        }
+        let (s, i) = self.first_match_on(comm, source, tag)?;
         let q = &self.unexpected[s];
         let first = &q[i];
         let mut len = first.payload.len();
         let mut done = ends_message(len);
-        for u in q.iter().skip(i + 1).filter(|u| u.tag == first.tag) {
+        for u in q
+            .iter()
+            .skip(i + 1)
+            .filter(|u| u.tag == first.tag && u.comm == comm)
+        {
             if done {
                 break;
             }
@@ -431,6 +544,7 @@ impl Matching {
         }
         self.posted.push_back(Posted {
             id,
+            comm: 0,
             source: Some(from),
             tag: Some(tag),
             want: Want::Large(Some(asm)),
@@ -474,21 +588,33 @@ impl Matching {
         Some(Err(departed(peer)))
     }
 
-    /// Cancels receive `id`: a message it already took is dropped with it.
+    /// Cancels receive `id`: a message it already took is dropped with it
+    /// (with feature bit 3 also the frames of it still coming).
     pub fn cancel(&mut self, id: RecvId) {
         self.completed.remove(&id);
+        let before = self.posted.len();
         self.posted.retain(|p| p.id != id);
+        if before != self.posted.len() {
+            self.cancelled_message(id);
+        }
     }
 
     /// The message a receive from `source` with `tag` would take now, left
     /// where it is (MPI's probe).
     pub fn probe(&self, source: Option<u32>, tag: Option<u32>) -> Option<Status> {
-        let (s, i) = self.first_match(source, tag)?;
+        self.probe_on(0, source, tag)
+    }
+
+    /// As [`Matching::probe`] on communicator `comm`. With feature bit 3 a
+    /// message is reported from its first frame on, with its whole length
+    /// (protocol §16.3).
+    pub fn probe_on(&self, comm: u32, source: Option<u32>, tag: Option<u32>) -> Option<Status> {
+        let (s, i) = self.first_match_on(comm, source, tag)?;
         let u = &self.unexpected[s][i];
         Some(Status {
             source: s as u32,
             tag: u.tag,
-            len: u.payload.len(),
+            len: u.len(),
         })
     }
 

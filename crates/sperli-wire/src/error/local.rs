@@ -83,9 +83,25 @@ pub enum UsageError {
     #[error("communicators need HELLO feature bit 2 on every rank of the job (protocol §15.1); this job runs without it")]
     NoCommunicators,
     /// A receive or probe from any source on a communicator made by split
-    /// or dup (messages carry no communicator: name the source).
-    #[error("a receive from any source is only available on the job's communicator; name the source on a communicator made by split or dup")]
+    /// or dup in a job without HELLO feature bit 3 (messages carry no
+    /// communicator there: name the source).
+    #[error("a receive from any source on a communicator other than the job's needs HELLO feature bit 3 on every rank of the job (protocol §16.1); name the source")]
     AnySourceOnSubcommunicator,
+    /// A synchronous send, or a message on a communicator other than the
+    /// job's, in a job that did not negotiate HELLO feature bit 3
+    /// (protocol §16.1): nothing is sent, the job goes on.
+    #[error("{what} needs HELLO feature bit 3 on every rank of the job (protocol §16.1); this job runs without it")]
+    NoP2pCommunicators {
+        /// What was asked, e.g. "a synchronous send".
+        what: &'static str,
+    },
+    /// A message to another rank on a communicator whose id never travels
+    /// (above 2147483647, protocol §15.2: COMM_SELF's).
+    #[error("communicator {id} is local to this rank: its messages go to this rank only")]
+    LocalCommunicator {
+        /// The communicator's id.
+        id: u32,
+    },
     /// A call that needs the communicator's own thread (a non-blocking
     /// collective) where the link cannot be shared with one.
     #[error("this communicator's progress thread is gone (the communicator was taken apart)")]

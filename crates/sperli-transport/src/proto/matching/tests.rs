@@ -11,7 +11,8 @@ fn data(m: &mut Matching, from: u32, tag: u32, bytes: &[u8]) {
             tag,
             payload: bytes.to_vec(),
         },
-    );
+    )
+    .unwrap();
 }
 
 fn got(m: &mut Matching, id: RecvId) -> (u32, u32, Vec<u8>) {
@@ -116,7 +117,8 @@ fn a_departed_source_ends_waits_that_nothing_queued_can_satisfy() {
             tag: 0,
             payload: vec![1, 2],
         },
-    );
+    )
+    .unwrap();
     assert_eq!(
         m.wait_on(Some(1), |m| m.pop_collective(1).map(Ok)),
         Some(Ok(vec![1, 2]))
@@ -137,7 +139,8 @@ fn collective_and_checkpoint_frames_keep_arrival_order_beside_data() {
             tag: 0,
             payload: vec![1],
         },
-    );
+    )
+    .unwrap();
     data(&mut m, 1, 0, b"d");
     m.handle_incoming(
         1,
@@ -145,7 +148,8 @@ fn collective_and_checkpoint_frames_keep_arrival_order_beside_data() {
             tag: 0,
             payload: vec![2],
         },
-    );
+    )
+    .unwrap();
     let h = FrameHeader::new(
         sperli_wire::FrameType::CkptAck,
         sperli_wire::JobId([0; 16]),
@@ -153,7 +157,8 @@ fn collective_and_checkpoint_frames_keep_arrival_order_beside_data() {
         0,
         1,
     );
-    m.handle_incoming(1, Incoming::Checkpoint(h, vec![9]));
+    m.handle_incoming(1, Incoming::Checkpoint(h, vec![9]))
+        .unwrap();
     assert_eq!(m.pop_collective(1), Some(vec![1]));
     assert_eq!(m.pop_collective(1), Some(vec![2]));
     assert_eq!(m.pop_collective(1), None);
@@ -265,7 +270,8 @@ fn coll(m: &mut Matching, from: u32, tag: u32, p: &[u8]) {
             tag,
             payload: p.to_vec(),
         },
-    );
+    )
+    .unwrap();
 }
 
 /// Protocol §15.4: a take for communicator c gets the earliest frame of
