@@ -14,12 +14,12 @@
 //! ABORT reason 3 for a frame of a communicator this rank does not share
 //! with the sender).
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use sperli_wire::abort::AbortReason;
 use sperli_wire::communicator::{
-    next_id, passed_over, split, Communicators, SplitError, SplitRecord, SPLIT_RECORD_LEN,
+    next_id, passed_over, split, KnownCommunicators as Known, SplitError, SplitRecord,
+    SPLIT_RECORD_LEN,
 };
 use sperli_wire::element::Reduction;
 use sperli_wire::error::{MismatchError, UsageError};
@@ -29,33 +29,6 @@ use sperli_wire::Error;
 use crate::comm::Comm;
 use crate::peers::Peers;
 use crate::state::{lock, State};
-
-/// What one rank knows of its communicators (protocol §15.3, §15.4).
-#[derive(Debug, Default)]
-struct Known {
-    /// The largest id this rank has made.
-    highest: u32,
-    /// Inside a split or dup.
-    making: bool,
-    /// The communicators this rank holds (not the job's): id to the job
-    /// ranks of their members.
-    comms: HashMap<u32, Arc<[u32]>>,
-}
-
-impl Communicators for Known {
-    fn has_member(&self, id: u32, rank: u32) -> Option<bool> {
-        if id == 0 {
-            return Some(true);
-        }
-        self.comms.get(&id).map(|m| m.contains(&rank))
-    }
-    fn highest(&self) -> u32 {
-        self.highest
-    }
-    fn making(&self) -> bool {
-        self.making
-    }
-}
 
 /// The communicators of one rank, shared by all of them.
 #[derive(Debug, Default)]
@@ -83,27 +56,32 @@ impl Registry {
     /// The split or dup that made `id` is through on this rank: `members`
     /// (job ranks) is this rank's new communicator, if it has one.
     fn made(&self, id: u32, members: Option<Arc<[u32]>>) {
-        let mut k = lock(&self.known);
-        k.highest = k.highest.max(id);
-        k.making = false;
-        if let Some(m) = members {
-            k.comms.insert(id, m);
-        }
+        lock(&self.known).made(id, members);
     }
 }
 
 /// Removes a communicator from its rank's registry when the last view of
 /// it goes: a later frame with its id is one of an id this rank has left
 /// behind (protocol §15.4).
-#[derive(Debug)]
 struct Membership {
     registry: Arc<Registry>,
     id: u32,
+    /// Tells the link (point-to-point messages of protocol §16.4).
+    freer: Option<crate::peers::Freer>,
+}
+
+impl std::fmt::Debug for Membership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Membership").field("id", &self.id).finish()
+    }
 }
 
 impl Drop for Membership {
     fn drop(&mut self) {
         lock(&self.registry.known).comms.remove(&self.id);
+        if let Some(f) = &self.freer {
+            f(self.id);
+        }
     }
 }
 
@@ -220,6 +198,7 @@ impl<L: Peers> Comm<L> {
             .members
             .map(|m| m.iter().map(|&r| self.job_rank(r)).collect());
         self.registry.made(made.id, members.clone());
+        self.made_for_messages(made.id, members.clone())?;
         Ok(match (members, made.rank) {
             (Some(m), Some(rank)) => Some(self.child(made.id, m, rank)),
             _ => None,
@@ -246,7 +225,17 @@ impl<L: Peers> Comm<L> {
         };
         let members: Arc<[u32]> = (0..self.size()).map(|r| self.job_rank(r)).collect();
         self.registry.made(id, Some(members.clone()));
+        self.made_for_messages(id, Some(members.clone()))?;
         Ok(self.child(id, members, self.rank()))
+    }
+
+    /// Tells the link the communicator a call made (for the messages of
+    /// protocol §16.4 that came early).
+    fn made_for_messages(&self, id: u32, members: Option<Arc<[u32]>>) -> Result<(), Error> {
+        match self.link.communicator_made(id, members) {
+            Ok(()) => Ok(()),
+            Err(e) => self.link_failed(e),
+        }
     }
 
     /// Makes the communicator of `members` (job ranks; this rank is its
@@ -273,6 +262,7 @@ impl<L: Peers> Comm<L> {
                 }
             };
         self.registry.made(id, Some(members.clone()));
+        self.made_for_messages(id, Some(members.clone()))?;
         Ok(self.child(id, members, rank))
     }
 
@@ -292,6 +282,7 @@ impl<L: Peers> Comm<L> {
             _membership: Some(Arc::new(Membership {
                 registry: self.registry.clone(),
                 id,
+                freer: self.link.communicator_freer(),
             })),
         };
         Comm::with_group(

@@ -46,6 +46,17 @@ impl Peers for Endpoint {
     fn features(&self) -> u64 {
         Endpoint::features(self)
     }
+    fn communicator_made(
+        &self,
+        id: u32,
+        members: Option<std::sync::Arc<[u32]>>,
+    ) -> Result<(), Error> {
+        Endpoint::communicator_made(self, id, members)
+    }
+    fn communicator_freer(&self) -> Option<crate::peers::Freer> {
+        let f = Endpoint::communicator_freer(self);
+        Some(std::sync::Arc::new(move |id| f.freed(id)))
+    }
     fn send_collective_tagged(&self, to: u32, tag: u32, payload: &[u8]) -> Result<(), Error> {
         Endpoint::send_collective_tagged(self, to, tag, payload)
     }

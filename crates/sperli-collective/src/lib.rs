@@ -255,7 +255,7 @@ pub use large::max_chunk_elems;
 pub use mpi_error::MpiError;
 pub use nonblocking::Request;
 pub use p2p::{HasEndpoint, RecvRequest, SendRequest};
-pub use peers::{CkptFrame, Peers};
+pub use peers::{CkptFrame, Freer, Peers};
 pub use special::{empty_status, null_status, ANY_SOURCE, ANY_TAG, PROC_NULL, UNDEFINED};
 pub use sperli_transport::Endpoint;
 pub use sperli_transport::Status;

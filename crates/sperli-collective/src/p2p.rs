@@ -3,11 +3,12 @@
 //! `probe`/`iprobe`, and waits over several requests; for slices of any
 //! [`Element`] (bytes are `u8`), with byte-named forms beside them.
 //!
-//! These wrap the transport's calls ([`Endpoint::recv_joined`],
-//! [`Endpoint::irecv_joined`], [`Endpoint::probe_joined`],
-//! [`Endpoint::wait_any`], ...): a message is the DATA frames of protocol
-//! §7.2, so messages larger than one frame (16777216 bytes) go through the
-//! same calls, split by the sender and joined by the receiver. Elements
+//! These wrap the transport's calls on communicators
+//! ([`Endpoint::send_on`], [`Endpoint::irecv_on`], [`Endpoint::probe_on`],
+//! [`Endpoint::improbe_on`], [`Endpoint::wait_any`], ...): a message of
+//! any length is one call, split into frames by the sender and joined by
+//! the receiver (protocol §16.2 with HELLO feature bit 3, the frame
+//! series of §7.2 without it). Elements
 //! travel as little-endian bytes (protocol §8.3's encodings), so a receiver
 //! names the element type it expects; a message that is not a whole
 //! number of elements is refused with H1618 ([`ArgumentError::NotWholeElements`])
@@ -20,11 +21,20 @@
 //! several ranks send at once. Ranks and sources are job ranks, tags user
 //! tags 0..=2147483647.
 //!
-//! On a communicator made by split or dup, ranks are its ranks (translated
-//! to job ranks underneath: DATA carries no communicator, protocol §15.2)
-//! and tags are shared with the job's; a receive from any source is only
-//! offered on the job's communicator
-//! ([`UsageError::AnySourceOnSubcommunicator`]).
+//! On a communicator made by split, dup or from a group, ranks are its
+//! ranks (translated to job ranks underneath). With HELLO feature bit 3 on
+//! every rank (the default) a message names its communicator and is
+//! matched by (communicator, source, tag), as in MPI: a receive on a dup
+//! never takes a message of its parent, and a receive from any source
+//! works on every communicator (protocol §16.3). Synchronous sends
+//! ([`Comm::ssend`], [`Comm::issend`]) complete once the receiver matched
+//! the message, and matched probes ([`Comm::mprobe`], [`Comm::improbe`])
+//! take a message for one receive (protocol §16.5). In a job without bit 3
+//! (a rank that does not announce it) DATA carries no communicator
+//! (protocol §15.2): a communicator's messages travel on the job's tags, a
+//! receive from any source is only offered on the job's communicator
+//! ([`UsageError::AnySourceOnSubcommunicator`]), and synchronous sends
+//! fail before anything is sent ([`UsageError::NoP2pCommunicators`]).
 //!
 //! [`PROC_NULL`] as a rank or source makes every call here complete at once
 //! without traffic: a send does nothing, a receive or probe gets no data and
@@ -38,9 +48,8 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use sperli_transport::{Endpoint, Message, RecvHandle, SendHandle, Status};
+use sperli_transport::{Endpoint, Message, RecvHandle, SendHandle, SendMode, Status};
 use sperli_wire::error::{ArgumentError, UsageError};
-use sperli_wire::limits::MAX_PAYLOAD;
 use sperli_wire::Error;
 
 use crate::comm::Comm;
@@ -71,15 +80,6 @@ impl<L: HasEndpoint + ?Sized> HasEndpoint for Arc<L> {
     fn endpoint(&self) -> &Endpoint {
         (**self).endpoint()
     }
-}
-
-/// The frames of a message of `len` bytes (protocol §7.2): pieces of
-/// exactly 16777216 bytes, then one shorter piece (empty when `len` is a
-/// multiple of 16777216, and for an empty message).
-fn pieces(len: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
-    let max = MAX_PAYLOAD as usize;
-    let full = len / max;
-    (0..=full).map(move |i| i * max..((i + 1) * max).min(len))
 }
 
 /// The elements of a received message, or H1618 if it is not a whole
@@ -193,31 +193,31 @@ impl<T: Element> RecvRequest<'_, T> {
     }
 }
 
-/// A started send ([`Comm::isend`]): the data was copied (or encrypted)
-/// at the call; complete it with [`SendRequest::wait`] or
-/// [`SendRequest::test`]. One transport handle per frame of the message.
+/// A started send ([`Comm::isend`], [`Comm::issend`]): the data was
+/// copied (or encrypted) at the call; complete it with
+/// [`SendRequest::wait`] or [`SendRequest::test`].
 #[derive(Debug)]
 pub struct SendRequest<'a> {
-    frames: Vec<SendHandle<'a>>,
+    /// The transport's send; `None` for a send to [`PROC_NULL`].
+    handle: Option<SendHandle<'a>>,
 }
 
 impl SendRequest<'_> {
-    /// True once every frame is written into TLS (completes the request).
+    /// True once the message is written into TLS (and, for a synchronous
+    /// send, its receiver matched it): the request is then complete.
     pub fn test(&mut self) -> Result<bool, Error> {
-        for h in &mut self.frames {
-            if !h.test()? {
-                return Ok(false);
-            }
+        match self.handle.as_mut() {
+            Some(h) => h.test(),
+            None => Ok(true),
         }
-        Ok(true)
     }
 
-    /// Waits until every frame is written into TLS.
+    /// Waits until [`SendRequest::test`] would say true.
     pub fn wait(self) -> Result<(), Error> {
-        for h in self.frames {
-            h.wait()?;
+        match self.handle {
+            Some(h) => h.wait(),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -248,12 +248,25 @@ impl<L: HasEndpoint> Comm<L> {
         Ok(self.job_rank(r))
     }
 
-    /// A source as a job rank; any source only on the job's communicator
-    /// (a message carries no communicator to tell which one it is for).
+    /// The communicator id its messages carry (protocol §16.2): its own
+    /// with feature bit 3, else the job's (0; DATA carries none, §15.2).
+    fn wire(&self) -> u32 {
+        if self.ep().has_p2p_communicators() {
+            self.id()
+        } else {
+            0
+        }
+    }
+
+    /// A source as a job rank; any source on every communicator with
+    /// feature bit 3, else only on the job's (a message carries no
+    /// communicator to tell which one it is for).
     fn src(&self, s: Option<u32>) -> Result<Option<u32>, Error> {
         match s {
             Some(r) => self.dest(r).map(Some),
-            None if self.id() != 0 => Err(UsageError::AnySourceOnSubcommunicator.into()),
+            None if self.id() != 0 && !self.ep().has_p2p_communicators() => {
+                Err(UsageError::AnySourceOnSubcommunicator.into())
+            }
             None => Ok(None),
         }
     }
@@ -268,34 +281,46 @@ impl<L: HasEndpoint> Comm<L> {
             check_tag(tag)?;
             return Ok(null_message());
         }
-        let (st, b) = self.ep().recv_joined(self.src(source)?, tag)?;
+        let (st, b) = self.ep().recv_on(self.wire(), self.src(source)?, tag)?;
         Ok((self.status(st), b))
     }
 
-    /// Sends `data` to rank `to` with user tag `tag` (protocol §7.2): one
-    /// DATA frame up to 16777215 bytes, else consecutive frames of 16777216
-    /// bytes and a shorter last one, joined by the receiver. Returns once
-    /// the message is queued (small) or written into TLS (large). A tag of
-    /// 2147483648 or above or a rank not below the size is H1618 before
-    /// anything is sent; the job goes on.
-    ///
-    /// Send and receive run on the job's ranks (any thread may send on the
-    /// endpoint, but the frames of one large message must not be
-    /// interleaved with another message of the same tag to the same rank:
-    /// send one message per (rank, tag) at a time).
+    /// Sends `data` to rank `to` with user tag `tag`: one message of any
+    /// length (protocol §16.2, or §7.2's frame series without feature bit
+    /// 3), joined by the receiver. Returns once the message is queued
+    /// (small) or written into TLS (large). A tag of 2147483648 or above or
+    /// a rank not below the size is H1618 before anything is sent; the job
+    /// goes on. Any thread may send: the frames of one message are never
+    /// interleaved with another message's.
     pub fn send<T: Element>(&self, to: u32, tag: u32, data: &[T]) -> Result<(), Error> {
         self.send_bytes(to, tag, &le(data))
     }
 
     /// [`Comm::send`] of bytes.
     pub fn send_bytes(&self, to: u32, tag: u32, data: &[u8]) -> Result<(), Error> {
+        self.send_mode(to, tag, data, SendMode::Standard)
+    }
+
+    /// A synchronous send (MPI's `MPI_Ssend`, protocol §16.5): as
+    /// [`Comm::send`], returning only once rank `to` has matched the
+    /// message with a receive or a matched probe. Needs HELLO feature bit
+    /// 3 ([`UsageError::NoP2pCommunicators`] before anything is sent
+    /// without it); fails with H1613 (`Departed`) when `to` says BYE first.
+    pub fn ssend<T: Element>(&self, to: u32, tag: u32, data: &[T]) -> Result<(), Error> {
+        self.ssend_bytes(to, tag, &le(data))
+    }
+
+    /// [`Comm::ssend`] of bytes.
+    pub fn ssend_bytes(&self, to: u32, tag: u32, data: &[u8]) -> Result<(), Error> {
+        self.send_mode(to, tag, data, SendMode::Synchronous)
+    }
+
+    fn send_mode(&self, to: u32, tag: u32, data: &[u8], mode: SendMode) -> Result<(), Error> {
         if to == PROC_NULL {
             return check_tag(Some(tag));
         }
-        for r in pieces(data.len()) {
-            self.ep().send(self.dest(to)?, tag, &data[r])?;
-        }
-        Ok(())
+        self.ep()
+            .send_on(self.wire(), self.dest(to)?, tag, data, mode)
     }
 
     /// Receives the next message from `from` with `tag`, of any length.
@@ -382,15 +407,41 @@ impl<L: HasEndpoint> Comm<L> {
 
     /// [`Comm::isend`] of bytes.
     pub fn isend_bytes(&self, to: u32, tag: u32, data: &[u8]) -> Result<SendRequest<'_>, Error> {
-        let mut frames = Vec::new();
+        self.isend_mode(to, tag, data, SendMode::Standard)
+    }
+
+    /// A synchronous send request (MPI's `MPI_Issend`, protocol §16.5): as
+    /// [`Comm::isend`], complete once the message is written and rank `to`
+    /// matched it. Errors as [`Comm::ssend`].
+    pub fn issend<T: Element>(
+        &self,
+        to: u32,
+        tag: u32,
+        data: &[T],
+    ) -> Result<SendRequest<'_>, Error> {
+        self.issend_bytes(to, tag, &le(data))
+    }
+
+    /// [`Comm::issend`] of bytes.
+    pub fn issend_bytes(&self, to: u32, tag: u32, data: &[u8]) -> Result<SendRequest<'_>, Error> {
+        self.isend_mode(to, tag, data, SendMode::Synchronous)
+    }
+
+    fn isend_mode(
+        &self,
+        to: u32,
+        tag: u32,
+        data: &[u8],
+        mode: SendMode,
+    ) -> Result<SendRequest<'_>, Error> {
         if to == PROC_NULL {
             check_tag(Some(tag))?;
-            return Ok(SendRequest { frames });
+            return Ok(SendRequest { handle: None });
         }
-        for r in pieces(data.len()) {
-            frames.push(self.ep().isend(self.dest(to)?, tag, &data[r])?);
-        }
-        Ok(SendRequest { frames })
+        let h = self
+            .ep()
+            .isend_on(self.wire(), self.dest(to)?, tag, data, mode)?;
+        Ok(SendRequest { handle: Some(h) })
     }
 
     /// Posts a receive from `source` with `tag` (`None`: any) of elements
@@ -421,11 +472,68 @@ impl<L: HasEndpoint> Comm<L> {
             });
         }
         Ok(RecvRequest {
-            handle: Some(self.ep().irecv_joined(self.src(source)?, tag)?),
+            handle: Some(self.ep().irecv_on(self.wire(), self.src(source)?, tag)?),
             members: self.group.members.clone(),
             taken: None,
             _t: PhantomData,
         })
+    }
+
+    /// A matched probe (MPI's `MPI_Mprobe`, protocol §16.3): waits for a
+    /// message matching `source` and `tag` (`None`: any) and takes it for
+    /// the returned request alone (no other receive or probe sees it; a
+    /// synchronous sender learns now that it matched). The request's
+    /// `wait` is MPI's `MPI_Mrecv`. From [`PROC_NULL`]: MPI's
+    /// `MPI_MESSAGE_NO_PROC`, an empty message with the null status.
+    pub fn mprobe<T: Element>(
+        &self,
+        source: Option<u32>,
+        tag: Option<u32>,
+    ) -> Result<(Status, RecvRequest<'_, T>), Error> {
+        if source == Some(PROC_NULL) {
+            return self.null_matched(tag);
+        }
+        let (st, h) = self.ep().mprobe_on(self.wire(), self.src(source)?, tag)?;
+        Ok((self.status(st), self.matched(h)))
+    }
+
+    /// As [`Comm::mprobe`] without waiting (MPI's `MPI_Improbe`):
+    /// `Ok(None)` when no such message is there yet. Makes progress first.
+    #[allow(clippy::type_complexity)]
+    pub fn improbe<T: Element>(
+        &self,
+        source: Option<u32>,
+        tag: Option<u32>,
+    ) -> Result<Option<(Status, RecvRequest<'_, T>)>, Error> {
+        if source == Some(PROC_NULL) {
+            return self.null_matched(tag).map(Some);
+        }
+        Ok(self
+            .ep()
+            .improbe_on(self.wire(), self.src(source)?, tag)?
+            .map(|(st, h)| (self.status(st), self.matched(h))))
+    }
+
+    fn matched<'a, T>(&self, h: RecvHandle<'a>) -> RecvRequest<'a, T> {
+        RecvRequest {
+            handle: Some(h),
+            members: self.group.members.clone(),
+            taken: None,
+            _t: PhantomData,
+        }
+    }
+
+    fn null_matched<T>(&self, tag: Option<u32>) -> Result<(Status, RecvRequest<'_, T>), Error> {
+        check_tag(tag)?;
+        Ok((
+            null_status(),
+            RecvRequest {
+                handle: None,
+                members: None,
+                taken: Some(null_message()),
+                _t: PhantomData,
+            },
+        ))
     }
 
     /// Sends `data` to `to` with `send_tag` and receives a message from
@@ -462,15 +570,15 @@ impl<L: HasEndpoint> Comm<L> {
         Ok(st)
     }
 
-    /// Waits until a message matching `source` and `tag` has arrived
-    /// (whole, for a message of several frames) and reports it without
-    /// taking it.
+    /// Waits until a message matching `source` and `tag` has arrived and
+    /// reports it (its whole length) without taking it: with feature bit 3
+    /// from its first frame on, else once all its frames are there.
     pub fn probe(&self, source: Option<u32>, tag: Option<u32>) -> Result<Status, Error> {
         if source == Some(PROC_NULL) {
             check_tag(tag)?;
             return Ok(null_status());
         }
-        Ok(self.status(self.ep().probe_joined(self.src(source)?, tag)?))
+        Ok(self.status(self.ep().probe_on(self.wire(), self.src(source)?, tag)?))
     }
 
     /// As [`Comm::probe`] without waiting: `Ok(None)` when no such message
@@ -482,7 +590,7 @@ impl<L: HasEndpoint> Comm<L> {
         }
         Ok(self
             .ep()
-            .iprobe_joined(self.src(source)?, tag)?
+            .iprobe_on(self.wire(), self.src(source)?, tag)?
             .map(|st| self.status(st)))
     }
 
@@ -572,17 +680,6 @@ impl<L: HasEndpoint> Comm<L> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pieces_follow_the_convention_of_protocol_7_2() {
-        let m = MAX_PAYLOAD as usize;
-        let lens = |n: usize| pieces(n).map(|r| r.len()).collect::<Vec<_>>();
-        assert_eq!(lens(0), vec![0]);
-        assert_eq!(lens(5), vec![5]);
-        assert_eq!(lens(m - 1), vec![m - 1]);
-        assert_eq!(lens(m), vec![m, 0]);
-        assert_eq!(lens(2 * m + 3), vec![m, m, 3]);
-    }
 
     #[test]
     fn received_bytes_must_be_whole_elements_and_fit() {

@@ -128,6 +128,29 @@ pub trait Peers {
         }
     }
 
+    /// This rank now holds communicator `id` of `members` (job ranks, in
+    /// its rank order), or made none in the call that gave out `id`
+    /// (`None`): a transport with point-to-point on communicators (HELLO
+    /// feature bit 3, protocol §16.4) judges the messages for it that came
+    /// early. Called when the call that makes `id` has ended on this rank.
+    /// The default has no point-to-point: nothing to do.
+    fn communicator_made(
+        &self,
+        id: u32,
+        members: Option<std::sync::Arc<[u32]>>,
+    ) -> Result<(), Error> {
+        let _ = (id, members);
+        Ok(())
+    }
+
+    /// What tells the link that this rank freed a communicator (protocol
+    /// §16.4 check 4: later messages for it are rejected), kept by the
+    /// communicator and called when its last view goes. The default: none
+    /// (no point-to-point on communicators).
+    fn communicator_freer(&self) -> Option<Freer> {
+        None
+    }
+
     // ---- pipelined collectives (HELLO feature bit 1, protocol §14) ------
 
     /// The HELLO feature bits of the job (protocol §7.1.1): the AND of this
@@ -180,6 +203,10 @@ pub trait Peers {
         None
     }
 }
+
+/// Called with a communicator's id when this rank frees it
+/// ([`Peers::communicator_freer`]).
+pub type Freer = std::sync::Arc<dyn Fn(u32) + Send + Sync>;
 
 /// One checkpoint or RESUME frame as [`Peers::recv_ckpt`] returns it: the
 /// header fields the checkpoint layer judges and the payload bytes, which
@@ -252,6 +279,12 @@ macro_rules! delegate_peers {
         }
         fn features(&self) -> u64 {
             (**self).features()
+        }
+        fn communicator_made(&self, id: u32, members: Option<std::sync::Arc<[u32]>>) -> Result<(), Error> {
+            (**self).communicator_made(id, members)
+        }
+        fn communicator_freer(&self) -> Option<Freer> {
+            (**self).communicator_freer()
         }
 
         // ---- Checkpoint and RESUME frames ----

@@ -255,6 +255,16 @@ impl Comm {
         self.sub.unwrap_or(0)
     }
 
+    /// Whether point-to-point messages name their communicator in this
+    /// job (HELLO feature bit 3 on every rank, protocol §16): then every
+    /// communicator has its own messages and the whole tag range, a
+    /// receive from any source works on every communicator, and
+    /// `Ssend`/`Issend` exist.
+    #[getter]
+    fn p2p_communicators(&self, py: Python<'_>) -> PyResult<bool> {
+        self.call(py, |r| Ok(r.ep().has_p2p_communicators()))
+    }
+
     /// The job's incarnation: 1 for a new job, 2, 3, ... after each
     /// restart by `sperli run --restart-max` (0 on a mailbox task's
     /// communicator).

@@ -20,7 +20,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyList};
 use sperli_collective::{Endpoint, Reduction};
-use sperli_transport::Status as WireStatus;
+use sperli_transport::{SendMode, Status as WireStatus};
 use sperli_wire::abort::AbortReason;
 use sperli_wire::error::{DecodeError, FrameError};
 use sperli_wire::limits::{MAX_COLLECTIVE_DATA, MAX_PAYLOAD};
@@ -29,11 +29,12 @@ use sperli_wire::{Error, FrameType};
 use crate::buffer::{chunks, type_name};
 use crate::comm::{rank_arg, Comm};
 use crate::errors::{BindingError, Fail};
+use crate::messages::{prefixed, start_recv, start_send};
 use crate::ops::op_arg;
 use crate::p2p::{
     recv_frame, recv_tag, send_tag, source_arg, Kind, Peer, Request, Status, ANY_SOURCE, ANY_TAG,
 };
-use crate::rank::{Coll, Open};
+use crate::rank::Coll;
 
 /// `pickle.dumps(obj, HIGHEST_PROTOCOL)`.
 pub(crate) fn pickle<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
@@ -274,18 +275,82 @@ impl Comm {
     }
 }
 
-#[pymethods]
 impl Comm {
-    /// Sends a picklable object to `dest` (any size).
-    #[pyo3(signature = (obj, dest, tag = 0))]
-    fn send(&self, py: Python<'_>, obj: &Bound<'_, PyAny>, dest: i64, tag: i64) -> PyResult<()> {
+    /// `send` or `ssend` of an object.
+    fn send_obj_mode(
+        &self,
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        dest: i64,
+        tag: i64,
+        mode: SendMode,
+    ) -> PyResult<()> {
         let data = pickle(obj)?;
         let bytes = data.as_bytes();
         let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
         self.call(py, |r| {
             let dest = r.job_rank_of("dest", dest)?;
-            r.ep().send_large(dest, tag, bytes).map_err(Fail::from)
+            r.send_object(dest, tag, bytes, mode)
         })
+    }
+
+    /// `isend` or `issend` of an object: one message with feature bit 3;
+    /// without it an object whose pickle does not fit one frame is sent
+    /// before this returns.
+    fn isend_obj_mode(
+        &self,
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        dest: i64,
+        tag: i64,
+        mode: SendMode,
+    ) -> PyResult<Request> {
+        let data = pickle(obj)?;
+        let bytes = data.as_bytes();
+        let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
+        let framed = prefixed(bytes);
+        let whole_frame = framed.len() <= MAX_PAYLOAD as usize;
+        let bit3 = self.call(py, |r| Ok(r.wire().is_some()))?;
+        if !bit3 && !whole_frame {
+            self.call(py, |r| {
+                let dest = r.job_rank_of("dest", dest)?;
+                r.send_object(dest, tag, bytes, mode)
+            })?;
+            return Ok(Request::completed(self.slot.clone()));
+        }
+        let framed = &framed;
+        self.start_request(py, Kind::Send, Peer::Dest(dest), |ep, to, w| {
+            start_send(ep, w, to.unwrap_or(dest), tag, framed, mode)
+        })
+    }
+}
+
+#[pymethods]
+impl Comm {
+    /// Sends a picklable object to `dest` (any size).
+    #[pyo3(signature = (obj, dest, tag = 0))]
+    fn send(&self, py: Python<'_>, obj: &Bound<'_, PyAny>, dest: i64, tag: i64) -> PyResult<()> {
+        self.send_obj_mode(py, obj, dest, tag, SendMode::Standard)
+    }
+
+    /// As `send`, returning once `dest` matched the message (MPI's
+    /// `MPI_Ssend`, protocol §16.5; needs HELLO feature bit 3).
+    #[pyo3(signature = (obj, dest, tag = 0))]
+    fn ssend(&self, py: Python<'_>, obj: &Bound<'_, PyAny>, dest: i64, tag: i64) -> PyResult<()> {
+        self.send_obj_mode(py, obj, dest, tag, SendMode::Synchronous)
+    }
+
+    /// As `isend`; `wait()` returns once `dest` matched the message (MPI's
+    /// `MPI_Issend`; needs HELLO feature bit 3).
+    #[pyo3(signature = (obj, dest, tag = 0))]
+    fn issend(
+        &self,
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        dest: i64,
+        tag: i64,
+    ) -> PyResult<Request> {
+        self.isend_obj_mode(py, obj, dest, tag, SendMode::Synchronous)
     }
 
     /// Receives an object from `source` with `tag` (`ANY_SOURCE`,
@@ -325,27 +390,7 @@ impl Comm {
         dest: i64,
         tag: i64,
     ) -> PyResult<Request> {
-        let data = pickle(obj)?;
-        let bytes = data.as_bytes();
-        let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
-        if 8 + bytes.len() > MAX_PAYLOAD as usize {
-            self.call(py, |r| {
-                let dest = r.job_rank_of("dest", dest)?;
-                r.ep().send_large(dest, tag, bytes).map_err(Fail::from)
-            })?;
-            return Ok(Request::completed(self.slot.clone()));
-        }
-        let mut frame = Vec::with_capacity(8 + bytes.len());
-        frame.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-        frame.extend_from_slice(bytes);
-        let frame = &frame;
-        self.start_request(py, Kind::Send, Peer::Dest(dest), |ep, to| {
-            Ok(Open::Send(ep.isend_owned(
-                to.unwrap_or(dest),
-                tag,
-                frame,
-            )?))
-        })
+        self.isend_obj_mode(py, obj, dest, tag, SendMode::Standard)
     }
 
     /// Posts a receive of an object; `wait()` returns it.
@@ -359,8 +404,8 @@ impl Comm {
     ) -> PyResult<Request> {
         let _ = buf;
         let (source, tag) = (source_arg(source)?, recv_tag(tag)?);
-        self.start_request(py, Kind::RecvObj, Peer::Source(source), |ep, from| {
-            Ok(Open::Recv(ep.irecv_match_owned(from, tag)?))
+        self.start_request(py, Kind::RecvObj, Peer::Source(source), |ep, from, w| {
+            start_recv(ep, w, from, tag)
         })
     }
 

@@ -4,13 +4,17 @@
 //! lowercase `wait`/`test` for the object forms of objects.rs; also the
 //! requests of the non-blocking collectives, icoll.rs) and `sperli.Status`.
 //!
-//! One message is one DATA frame of at most 16777216 bytes (protocol
-//! §7.3): a buffer's bytes as they are in memory (little-endian). Messages
-//! from one rank with one tag arrive in order; a receive takes the first
-//! that matches (`ANY_TAG` matches every tag; `ANY_SOURCE` takes the first
-//! matching message to arrive from any rank, as MPI's, on the job's
-//! communicator only). On a communicator made by `Split`/`Dup` ranks are
-//! its ranks (translated to job ranks: [`Rank::job_rank_of`]).
+//! A message is a buffer's bytes as they are in memory (little-endian).
+//! Messages from one rank with one tag arrive in order; a receive takes
+//! the first that matches (`ANY_TAG` matches every tag; `ANY_SOURCE` takes
+//! the first matching message to arrive from any rank, as MPI's). On a
+//! communicator made by `Split`/`Dup` ranks are its ranks (translated to
+//! job ranks: [`Rank::job_rank_of`]). With HELLO feature bit 3 (protocol
+//! §16, the default) a message names its communicator and may have any
+//! length, `ANY_SOURCE` works on every communicator and `Ssend`/`Issend`
+//! complete once the receiver matched; without it one message is one DATA
+//! frame of at most 16777216 bytes (protocol §7.2) and `ANY_SOURCE` is
+//! offered on `COMM_WORLD` only ([`crate::messages`]).
 
 use std::sync::Arc;
 
@@ -22,8 +26,10 @@ use sperli_wire::Error;
 use crate::buffer::Buf;
 use crate::comm::{rank_arg, run_on, Comm, UNDEFINED};
 use crate::errors::{BindingError, Fail};
+use crate::messages::{start_recv, start_send, Wire};
 use crate::rank::{Open, Rank};
 use crate::raw::Slot;
+use sperli_transport::SendMode;
 
 /// `sperli.ANY_SOURCE`: a receive (or probe) that matches every source.
 pub(crate) const ANY_SOURCE: i64 = -1;
@@ -45,17 +51,17 @@ pub(crate) fn source_arg(source: i64) -> Result<Option<u32>, BindingError> {
     }
 }
 
-/// Receives the first message (one frame) matching `source` and `tag`
-/// (`None`: any) on the running call's communicator; its status names the
-/// sender's job rank ([`Rank::local_status`] turns it into the
-/// communicator's).
+/// Receives the first message (without feature bit 3: one frame)
+/// matching `source` and `tag` (`None`: any) on the running call's
+/// communicator; its status names the sender's job rank
+/// ([`Rank::local_status`] turns it into the communicator's).
 pub(crate) fn recv_frame(
     r: &mut Rank,
     source: Option<u32>,
     tag: Option<u32>,
 ) -> Result<(WireStatus, Vec<u8>), Fail> {
     let src = r.source_to_job(source)?;
-    Ok(r.ep().recv_match(src, tag)?)
+    r.recv_message(src, tag)
 }
 
 /// Who a request's peer is, in the communicator's ranks.
@@ -536,6 +542,41 @@ impl Request {
 }
 
 impl Comm {
+    /// `Send` or `Ssend` of `buf`.
+    fn send_buf_mode(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        dest: i64,
+        tag: i64,
+        mode: SendMode,
+    ) -> PyResult<()> {
+        let b = Buf::send(buf, "buf")?;
+        let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
+        let bytes = b.region.bytes();
+        self.call(py, |r| {
+            let dest = r.job_rank_of("dest", dest)?;
+            r.send_buffer(dest, tag, bytes, mode)
+        })
+    }
+
+    /// `Isend` or `Issend` of `buf`.
+    fn isend_buf_mode(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        dest: i64,
+        tag: i64,
+        mode: SendMode,
+    ) -> PyResult<Request> {
+        let b = Buf::send(buf, "buf")?;
+        let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
+        let bytes = b.region.bytes();
+        self.start_request(py, Kind::Send, Peer::Dest(dest), |ep, to, w| {
+            start_send(ep, w, to.unwrap_or(dest), tag, bytes, mode)
+        })
+    }
+
     /// Starts a request: `start` makes its Rust handle on this rank's
     /// endpoint, the returned `Request` completes it (`kind` says what to
     /// do with the message).
@@ -544,14 +585,15 @@ impl Comm {
         py: Python<'_>,
         kind: Kind,
         peer: Peer,
-        start: impl FnOnce(&Arc<Endpoint>, Option<u32>) -> Result<Open, Error> + Send,
+        start: impl FnOnce(&Arc<Endpoint>, Option<u32>, Wire) -> Result<Open, Error> + Send,
     ) -> PyResult<Request> {
         let id = self.call(py, |r| {
             let job = match peer {
                 Peer::Dest(d) => Some(r.job_rank_of("dest", d)?),
                 Peer::Source(s) => r.source_to_job(s)?,
             };
-            let open = start(r.handles_ep()?, job)?;
+            let wire = r.wire();
+            let open = start(r.handles_ep()?, job, wire)?;
             Ok(r.add_open(open))
         })?;
         Ok(self.request(id, kind))
@@ -569,11 +611,7 @@ impl Comm {
         let (source, tag) = (source_arg(source)?, recv_tag(tag)?);
         self.call(py, |r| {
             let src = r.source_to_job(source)?;
-            let st = if wait {
-                Some(r.ep().probe(src, tag)?)
-            } else {
-                r.ep().iprobe(src, tag)?
-            };
+            let st = r.probe_message(src, tag, wait)?;
             Ok(st.map(|st| r.local_status(st)))
         })
     }
@@ -586,9 +624,10 @@ impl Comm {
 
 #[pymethods]
 impl Comm {
-    /// Sends `buf` (any buffer of the seven dtypes, C-contiguous, at most
-    /// 16777216 bytes) to rank `dest` with `tag`. Returns once the
-    /// message is queued (up to 64 KiB) or written into TLS.
+    /// Sends `buf` (any buffer of the seven dtypes, C-contiguous; without
+    /// HELLO feature bit 3 at most 16777216 bytes) to rank `dest` with
+    /// `tag`. Returns once the message is queued (up to 64 KiB) or written
+    /// into TLS.
     #[pyo3(name = "Send", signature = (buf, dest, tag = 0))]
     fn send_buf(
         &self,
@@ -597,13 +636,33 @@ impl Comm {
         dest: i64,
         tag: i64,
     ) -> PyResult<()> {
-        let b = Buf::send(buf, "buf")?;
-        let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
-        let bytes = b.region.bytes();
-        self.call(py, |r| {
-            let dest = r.job_rank_of("dest", dest)?;
-            r.ep().send(dest, tag, bytes).map_err(Fail::from)
-        })
+        self.send_buf_mode(py, buf, dest, tag, SendMode::Standard)
+    }
+
+    /// As `Send`, returning once rank `dest` matched the message (MPI's
+    /// `MPI_Ssend`, protocol §16.5; needs HELLO feature bit 3).
+    #[pyo3(name = "Ssend", signature = (buf, dest, tag = 0))]
+    fn ssend_buf(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        dest: i64,
+        tag: i64,
+    ) -> PyResult<()> {
+        self.send_buf_mode(py, buf, dest, tag, SendMode::Synchronous)
+    }
+
+    /// As `Isend`; the request completes once rank `dest` matched the
+    /// message (MPI's `MPI_Issend`; needs HELLO feature bit 3).
+    #[pyo3(name = "Issend", signature = (buf, dest, tag = 0))]
+    fn issend_buf(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        dest: i64,
+        tag: i64,
+    ) -> PyResult<Request> {
+        self.isend_buf_mode(py, buf, dest, tag, SendMode::Synchronous)
     }
 
     /// Receives the next message from rank `source` with `tag` into `buf`,
@@ -645,16 +704,7 @@ impl Comm {
         dest: i64,
         tag: i64,
     ) -> PyResult<Request> {
-        let b = Buf::send(buf, "buf")?;
-        let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
-        let bytes = b.region.bytes();
-        self.start_request(py, Kind::Send, Peer::Dest(dest), |ep, to| {
-            Ok(Open::Send(ep.isend_owned(
-                to.unwrap_or(dest),
-                tag,
-                bytes,
-            )?))
-        })
+        self.isend_buf_mode(py, buf, dest, tag, SendMode::Standard)
     }
 
     /// Posts a receive from `source` with `tag` (`ANY_SOURCE`, `ANY_TAG`:
@@ -670,8 +720,8 @@ impl Comm {
     ) -> PyResult<Request> {
         let b = Buf::recv(buf, "buf")?;
         let (source, tag) = (source_arg(source)?, recv_tag(tag)?);
-        self.start_request(py, Kind::RecvBuf(b), Peer::Source(source), |ep, from| {
-            Ok(Open::Recv(ep.irecv_match_owned(from, tag)?))
+        self.start_request(py, Kind::RecvBuf(b), Peer::Source(source), |ep, from, w| {
+            start_recv(ep, w, from, tag)
         })
     }
 
@@ -707,10 +757,18 @@ impl Comm {
         let (source, recvtag) = (source_arg(source)?, recv_tag(recvtag)?);
         let st = self.call(py, |r| {
             let (dest, source) = (r.job_rank_of("dest", dest)?, r.source_to_job(source)?);
-            let h = r.ep().irecv_match(source, recvtag)?;
+            let w = r.wire();
+            let ep = r.ep();
+            let h = match w {
+                Some(c) => ep.irecv_on(c, source, recvtag)?,
+                None => ep.irecv_match(source, recvtag)?,
+            };
             // The send slice is dead before the receive writes (the two
             // buffers may be one).
-            r.ep().send(dest, sendtag, s.region.bytes())?;
+            match w {
+                Some(c) => ep.send_on(c, dest, sendtag, s.region.bytes(), SendMode::Standard)?,
+                None => ep.send(dest, sendtag, s.region.bytes())?,
+            }
             let (st, m) = h.wait()?;
             let res = deliver(&mut d, &m);
             r.ep().recycle(m);

@@ -189,6 +189,11 @@ impl CommMut<'_> {
         both!(self, c => c.size())
     }
 
+    /// The communicator's id (protocol §15.2).
+    pub(crate) fn id(&self) -> u32 {
+        both!(self, c => c.id())
+    }
+
     /// The job rank of this communicator's rank `r`.
     pub(crate) fn job_rank(&self, r: u32) -> u32 {
         both!(self, c => c.job_rank(r))
@@ -487,13 +492,13 @@ impl Rank {
         Ok(c.job_rank(r))
     }
 
-    /// A receive's source (`None`: any) as a job rank; any source only on
-    /// the job's communicator (as the Rust API: a message carries no
-    /// communicator).
+    /// A receive's source (`None`: any) as a job rank; any source on every
+    /// communicator with HELLO feature bit 3, else only on the job's (as
+    /// the Rust API: a message then carries no communicator).
     pub(crate) fn source_to_job(&mut self, s: Option<u32>) -> Result<Option<u32>, Fail> {
         match s {
             Some(r) => Ok(Some(self.job_rank_of("source", r)?)),
-            None if self.on_sub() => {
+            None if self.on_sub() && !self.ep().has_p2p_communicators() => {
                 Err(Error::from(UsageError::AnySourceOnSubcommunicator).into())
             }
             None => Ok(None),

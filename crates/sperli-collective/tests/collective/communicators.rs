@@ -227,7 +227,8 @@ fn a_sequence_that_does_not_fit_the_communicator_is_h1617_reason_3_over_tls() {
 }
 
 /// Point-to-point on a communicator uses its ranks (translated to job
-/// ranks underneath, protocol §15.2); any source is the job's only.
+/// ranks underneath); with feature bit 3 a receive from any source works
+/// on it too (protocol §16.3).
 #[test]
 fn point_to_point_on_a_communicator_uses_its_ranks() {
     tls_test_within(Duration::from_secs(60), || {
@@ -244,10 +245,9 @@ fn point_to_point_on_a_communicator_uses_its_ranks() {
                     .unwrap();
                 assert_eq!(st.source, left);
                 assert_eq!(got, vec![s.job_rank(left)]);
-                assert_eq!(
-                    s.recv_match::<u8>(None, Some(3)).unwrap_err(),
-                    Error::Usage(UsageError::AnySourceOnSubcommunicator)
-                );
+                s.send(right, 4, &[me]).unwrap();
+                let (st, v) = s.recv_match::<u32>(None, Some(4)).unwrap();
+                assert_eq!((st.source, v), (left, vec![s.job_rank(left)]));
                 assert_eq!(
                     s.send(n, 3, &[1u8]).unwrap_err().h_code(),
                     Some(HCode::H1618)

@@ -10,13 +10,16 @@
 //! - [`groups_topologies`]: groups, communicators from groups, COMM_SELF
 //!   and Cartesian grids on the fake link;
 //! - [`p2p_semantics`]: PROC_NULL, persistent requests, point-to-point on
-//!   COMM_SELF and along a Cartesian grid between real TLS ranks.
+//!   COMM_SELF and along a Cartesian grid between real TLS ranks;
+//! - [`p2p_communicators`]: messages matched by communicator, synchronous
+//!   sends and matched probes (HELLO feature bit 3) between TLS ranks.
 
 mod api;
 mod common;
 mod communicators;
 mod fake;
 mod groups_topologies;
+mod p2p_communicators;
 mod p2p_semantics;
 mod pipelined_fake;
 mod pipelined_tls;

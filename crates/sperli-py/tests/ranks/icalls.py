@@ -215,11 +215,23 @@ check(st.source == sp and w[0] == members[sp], f"Sendrecv on a split {st} {w}")
 rq = sub.irecv(source=sp, tag=31)
 sub.send(("hi", r), dest=sn, tag=31)
 check(rq.wait(st) == ("hi", members[sp]) and st.source == sp, "irecv on a split")
-try:
-    sub.Recv(w, source=sperli.ANY_SOURCE, tag=30)
-    raise AssertionError("ANY_SOURCE on a split")
-except sperli.SperliError as e:
-    check("only available on the job's communicator" in str(e) and not e.job_ended, repr(e))
+# ANY_SOURCE on a split (HELLO feature bit 3, protocol §16.3): it takes
+# the split's own message, never the world's with the same tag.
+check(sub.p2p_communicators, "feature bit 3 in this job")
+comm.Send(np.array([-1], np.int64), dest=r, tag=32)
+sub.Send(np.array([r], np.int64), dest=sn, tag=32)
+sub.Recv(w, source=sperli.ANY_SOURCE, tag=32, status=st)
+check(st.source == sp and w[0] == members[sp], f"ANY_SOURCE on a split {st} {w}")
+comm.Recv(w, source=r, tag=32)
+check(w[0] == -1, "the world's message stays the world's")
+# A synchronous send on the split completes once its receive matched.
+rq = sub.Issend(np.array([r], np.int64), dest=sn, tag=33)
+sub.Recv(w, source=sp, tag=33)
+rq.Wait()
+check(w[0] == members[sp], "Issend on a split")
+rq = sub.issend({"from": r}, dest=sn, tag=34)
+check(sub.recv(source=sperli.ANY_SOURCE, tag=34) == {"from": members[sp]}, "issend of an object")
+rq.wait()
 try:
     sperli.Checkpointer(sub, dir=".")
     raise AssertionError("a checkpointer on a split")
