@@ -5,7 +5,7 @@
 
 What it does:
 
-1. `pip download --no-deps --no-binary :all: mpi4py==4.0.3` into
+1. `pip download --no-deps --no-binary mpi4py mpi4py==4.0.3` into
    target/mpi4py-suite/cache (once; mpi4py's files are never part of the
    repository) and extracts only the sdist's test/ folder.
 2. Makes a two-line `mpi4py` package in target/mpi4py-suite/shim whose
@@ -90,7 +90,7 @@ def fetch_tests(python):
     if not sdist.is_file():
         subprocess.run(
             [python, "-m", "pip", "download", "--disable-pip-version-check", "--no-deps",
-             "--no-binary", ":all:", f"mpi4py=={VERSION}", "-d", str(cache)],
+             "--no-binary", "mpi4py", f"mpi4py=={VERSION}", "-d", str(cache)],
             check=True,
         )
     prefix = f"mpi4py-{VERSION}/test/"
