@@ -1,10 +1,13 @@
 """Error handlers, keyvals and attributes."""
 
+import builtins as _builtins
+import traceback as _traceback
+
 from .constants import (
     ANY_SOURCE, APPNUM, HOST, IO, KEYVAL_INVALID, LASTUSEDCODE, PROC_NULL, TAG_UB,
     UNIVERSE_SIZE, WTIME_IS_GLOBAL, _TAG_MAX,
 )
-from .errors import ERR_ARG, ERR_KEYVAL, Exception, _last_used
+from .errors import ERR_ARG, ERR_KEYVAL, ERR_OTHER, Exception, _last_used
 from .handles import _Handled, _NONE, _PREDEFINED
 
 
@@ -96,7 +99,7 @@ class _AttrMixin:
         value = a.pop(keyval)
         fns = self._kv.fns.get(keyval)
         if fns and fns[1] is not None:
-            fns[1](self, keyval, value)
+            _callback(fns[1], self, keyval, value)
 
     def _predefined(self, keyval):
         return _NONE
@@ -111,13 +114,24 @@ class _AttrMixin:
             if copy_fn is True:
                 dst[k] = v
                 continue
-            out = copy_fn(self, k, v)
+            out = _callback(copy_fn, self, k, v)
             if out is not NotImplemented:
                 dst[k] = out
 
     def _delete_attrs(self):
         for k in list(self._attrs()):
             self.Delete_attr(k)
+
+
+def _callback(fn, *args):
+    """A user's attribute callback, as MPI calls it: an exception it
+    raises is printed (its traceback on stderr) and the call fails with
+    ERR_OTHER."""
+    try:
+        return fn(*args)
+    except _builtins.Exception as e:
+        _traceback.print_exc()
+        raise Exception(ERR_OTHER, f"an attribute callback raised {type(e).__name__}") from e
 
 
 def _predefined_attr(keyval):

@@ -177,7 +177,11 @@ class Comm(_Handled, _AttrMixin, _PointToPoint, _Collectives):
         """A new communicator of the same ranks (attributes copied)."""
         h = self._handle()
         new = self._new(h.c.Dup(), h.members)
-        self._copy_attrs(new)
+        try:
+            self._copy_attrs(new)
+        except BaseException:
+            new.Free()  # a copy_fn failed: no new communicator
+            raise
         return new
 
     def Dup_with_info(self, info):
