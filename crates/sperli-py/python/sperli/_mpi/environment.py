@@ -9,7 +9,7 @@ import sperli as _sp
 from . import state as _state
 from .comm import COMM_SELF, COMM_WORLD, _Handle
 from .constants import SUBVERSION, THREAD_MULTIPLE, VERSION
-from .info import INFO_NULL
+from .info import INFO_ENV, INFO_NULL, Info
 
 
 class Pickle:
@@ -162,3 +162,4 @@ def _start():
     except _s.SperliError:
         _state.self_h = None
     COMM_SELF._h = _state.self_h
+    INFO_ENV.update(Info.Create_env())

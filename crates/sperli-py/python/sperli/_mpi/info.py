@@ -1,12 +1,14 @@
 """``Info`` and the classes of features not offered (``Message``, ``Win``,
 ``File``, ``Session``: only their null handles)."""
 
-from .errors import ERR_INFO, ERR_INFO_NOKEY, Exception
+from .errors import ERR_ARG, ERR_INFO, ERR_INFO_NOKEY, Exception
 from .handles import _reduce
 
 
 class Info:
-    """Info objects: a dict (no hint changes anything)."""
+    """Info objects: keys and values as strings (no hint changes
+    anything); the dict-like calls of mpi4py (`keys`, `values`, `items`
+    as lists, `update`, `copy`, `pop`, `popitem`, `clear`)."""
 
     def __new__(cls, info=None):
         self = object.__new__(cls)
@@ -18,9 +20,28 @@ class Info:
 
     @classmethod
     def Create(cls, items=None):
-        """A new, empty Info."""
+        """A new Info (of `items`: a mapping or (key, value) pairs)."""
         i = cls()
-        i._d = dict(items or {})
+        i._d = {}
+        if items is not None:
+            i.update(items)
+        return i
+
+    @classmethod
+    def Create_env(cls, args=None):
+        """The Info of the process's start: command, argv, maxprocs,
+        thread_level (MPI 4's MPI_INFO_ENV keys that apply)."""
+        import sys
+        from .state import flags
+        argv = list(sys.argv if args is None else args)
+        i = cls.Create()
+        if argv:
+            i.Set("command", argv[0])
+            if argv[1:]:
+                i.Set("argv", " ".join(argv[1:]))
+        i.Set("maxprocs", str(_world_size()))
+        i.Set("thread_level", ("MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED", "MPI_THREAD_SERIALIZED",
+                               "MPI_THREAD_MULTIPLE")[flags["thread"]])
         return i
 
     def _info(self):
@@ -28,28 +49,42 @@ class Info:
             raise Exception(ERR_INFO, "INFO_NULL")
         return self._d
 
+    def __reduce__(self):
+        if self._d is None:
+            return _reduce(self, True)
+        if self is INFO_ENV:
+            return _reduce(self, False)
+        return (_info_of, (type(self), self.items()))
+
     def Free(self):
         """Frees it."""
         self._info()
         self._d = None
 
+    free = Free
+
     def Dup(self):
-        """A copy."""
-        return Info.Create(self._info())
+        """A copy, of the same class."""
+        return type(self).Create(self._info())
+
+    copy = Dup
 
     def Get(self, key):
         """The value of key, or None."""
         return self._info().get(key)
 
     def Set(self, key, value):
-        """Sets a key."""
+        """Sets a key (both strings)."""
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError("Info keys and values are strings")
         self._info()[key] = value
 
     def Delete(self, key):
         """Deletes a key."""
-        if key not in self._d:
+        d = self._info()
+        if key not in d:
             raise Exception(ERR_INFO_NOKEY)
-        del self._info()[key]
+        del d[key]
 
     def Get_nkeys(self):
         """Number of keys."""
@@ -57,28 +92,38 @@ class Info:
 
     def Get_nthkey(self, n):
         """The nth key."""
-        return list(self._info())[n]
+        keys = list(self._info())
+        if not 0 <= n < len(keys):
+            raise Exception(ERR_ARG, f"no key {n} of {len(keys)}")
+        return keys[n]
 
     def __len__(self):
-        return len(self._info())
+        return len(self._d) if self._d is not None else 0
 
     def __iter__(self):
-        return iter(self._info())
+        return iter(self.keys())
 
     def __getitem__(self, k):
-        return self._info()[k]
+        if self._d is None:
+            raise KeyError(k)
+        return self._d[k]
 
     def __setitem__(self, k, v):
-        self._info()[k] = v
+        self.Set(k, v)
 
     def __delitem__(self, k):
-        del self._info()[k]
+        if self._d is None or k not in self._d:
+            raise KeyError(k)
+        del self._d[k]
 
     def __contains__(self, k):
-        return k in self._d
+        return self._d is not None and k in self._d
 
     def __eq__(self, other):
         return isinstance(other, Info) and self._d is other._d
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
 
     __hash__ = None
 
@@ -86,24 +131,59 @@ class Info:
         return self._d is not None
 
     def keys(self):
-        """Its keys."""
-        return self._info().keys()
+        """Its keys (a list)."""
+        return list(self._d) if self._d is not None else []
 
     def values(self):
-        """Its values."""
-        return self._info().values()
+        """Its values (a list)."""
+        return list(self._d.values()) if self._d is not None else []
 
     def items(self):
-        """Its items."""
-        return self._info().items()
+        """Its (key, value) pairs (a list)."""
+        return list(self._d.items()) if self._d is not None else []
 
     def get(self, k, default=None):
         """As dict.get."""
-        return self._info().get(k, default)
+        return self._d.get(k, default) if self._d is not None else default
+
+    def update(self, other=(), **kwds):
+        """As dict.update."""
+        self._info()
+        items = other.items() if hasattr(other, "items") else other
+        for k, v in list(items) + list(kwds.items()):
+            self.Set(k, v)
+
+    def pop(self, k, *default):
+        """As dict.pop."""
+        if self._d is None or k not in self._d:
+            if default:
+                return default[0]
+            raise KeyError(k)
+        return self._d.pop(k)
+
+    def popitem(self):
+        """As dict.popitem."""
+        if not self._d:
+            raise KeyError("popitem(): info is empty")
+        return self._d.popitem()
+
+    def clear(self):
+        """Deletes every key."""
+        self._info().clear()
+
+
+def _info_of(cls, items):
+    """An unpickled Info: a new one of `cls` with `items`."""
+    return cls.Create(items)
+
+
+def _world_size():
+    from .state import world
+    return world.Get_size() if world is not None else 1
 
 
 INFO_NULL = Info()
-INFO_ENV = Info.Create()
+INFO_ENV = Info.Create()  # filled at start-up (environment._start)
 
 
 def _absent(name, feature):
