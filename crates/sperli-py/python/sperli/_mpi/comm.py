@@ -341,6 +341,14 @@ class Intercomm(Comm):
             return Comm.__new__(cls)
         raise NotImplementedError("intercommunicators are not offered by sperli")
 
+    def _inter(self, *args, **kwargs):
+        self._handle()  # ERR_COMM on the null handle, the only one
+        raise NotImplementedError("intercommunicators are not offered by sperli")
+
+    Get_remote_group = Get_remote_size = Merge = _inter
+    remote_group = property(_inter)
+    remote_size = property(_inter)
+
 
 COMM_NULL = Intracomm()
 COMM_WORLD = Intracomm()  # its handle: environment._start

@@ -4,6 +4,7 @@ import time as _time
 
 from .. import _sperli as _s
 from .constants import ANY_SOURCE, ANY_TAG, UNDEFINED
+from .errors import ERR_REQUEST, Exception
 from .handles import _reduce
 from .status import Status
 
@@ -118,7 +119,10 @@ class Request:
         return self.Get_status(status)
 
     def Free(self):
-        """Drops the handle (the operation runs to its end)."""
+        """Drops the handle (the operation runs to its end); ERR_REQUEST
+        for REQUEST_NULL."""
+        if self._r is None:
+            raise Exception(ERR_REQUEST, "REQUEST_NULL")
         self._r = None
 
     def free(self):
@@ -126,7 +130,10 @@ class Request:
         self.Free()
 
     def Cancel(self):
-        """Not offered: a message once posted runs to its end."""
+        """Not offered: a message once posted runs to its end (ERR_REQUEST
+        for REQUEST_NULL)."""
+        if self._r is None:
+            raise Exception(ERR_REQUEST, "REQUEST_NULL")
         raise NotImplementedError("MPI.Request.Cancel is not offered by sperli")
 
     cancel = Cancel
