@@ -43,7 +43,8 @@ from ._mpi import (
     errors as _errors, groups as _groups, info as _info, msgspec as _msgspec, ops as _ops,
     p2p as _p2p, requests as _requests, status as _status,
 )
-from ._mpi.handles import _BY_SPEC, _PREDEFINED
+from ._mpi.handles import _BY_SPEC, _PREDEFINED, _PREDEFINED_KEYS
+from ._mpi.handles import _addressof, _handleof, _sizeof  # noqa: F401 (mpi4py's MPI._handleof...)
 
 # Every public name of the parts is this module's: classes and functions
 # say so (mpi4py's say `mpi4py.MPI`; pickle finds them here).
@@ -61,13 +62,16 @@ for _cls in (Comm, Intracomm, Datatype, Status, Request, Group, Errhandler, Info
              _p2p._PointToPoint, _collectives._Collectives):
     _errors._wrap_class(_cls)
 
+_environment._start()  # joins the job, as mpi4py's import runs MPI_Init
+
 # The predefined handles pickle as their names (the same object back).
 for _n, _v in list(globals().items()):
-    if isinstance(_v, (Comm, Datatype, Group, Errhandler, Request, Info, Op)) and id(_v) not in _PREDEFINED:
+    _handles = (Comm, Datatype, Group, Errhandler, Request, Info, Op, Message, Win, File, Session)
+    if isinstance(_v, _handles) and id(_v) not in _PREDEFINED:
         _PREDEFINED[id(_v)] = _n
+        if _v._key() is not None:
+            _PREDEFINED_KEYS[_v._ident()] = _v
         if isinstance(_v, Datatype) and _v._d is not None:
             _BY_SPEC.setdefault(_v._d, _v)
 
-_environment._start()
-
-del _m, _n, _v, _cls, _msgspec
+del _m, _n, _v, _cls, _handles, _msgspec

@@ -9,7 +9,7 @@ from .collectives import _Collectives
 from .constants import CONGRUENT, IDENT, SIMILAR, UNDEFINED, UNEQUAL, _TAG_BITS
 from .errors import ERR_ARG, ERR_COMM, Exception, SUCCESS
 from .groups import Group
-from .handles import _Handled, _PREDEFINED, _reduce
+from .handles import _Handled, _reduce
 from .info import Info
 from .p2p import _PointToPoint
 from .requests import _done
@@ -42,6 +42,9 @@ class Comm(_Handled, _AttrMixin, _PointToPoint, _Collectives):
 
     def _key(self):
         return self._h  # compared by identity (a _Handle has no __eq__)
+
+    def _null(self):
+        self._h = None
 
     def __repr__(self):
         return f"<{type(self).__name__} {self._h.name if self._h else 'COMM_NULL'}>"
@@ -143,10 +146,11 @@ class Comm(_Handled, _AttrMixin, _PointToPoint, _Collectives):
             h.c.Set_errhandler(_s.ERRORS_RETURN if errhandler._e == "return" else _s.ERRORS_ARE_FATAL)
 
     def Call_errhandler(self, errorcode):
-        """Raises errorcode as MPI.Exception (ERRORS_RETURN)."""
-        self._handle()
-        if errorcode != SUCCESS:
-            raise Exception(errorcode)
+        """Calls the error handler with `errorcode`: ERRORS_RETURN returns
+        (as MPI's); ERRORS_ARE_FATAL and ERRORS_ABORT end the job."""
+        h = self._handle()
+        if errorcode != SUCCESS and h.errhandler._e != "return":
+            h.c.Abort(errorcode)
 
     @classmethod
     def Create_errhandler(cls, errhandler_fn):
@@ -200,10 +204,6 @@ class Comm(_Handled, _AttrMixin, _PointToPoint, _Collectives):
         raise NotImplementedError("Comm.Create_from_group (sessions) is not offered by sperli")
 
     def __reduce__(self):
-        if id(self) not in _PREDEFINED and self._h is not None:
-            for name in ("COMM_WORLD", "COMM_SELF"):
-                if self._h is globals()[name]._h:
-                    return (_comm_named, (type(self), name))
         return _reduce(self, self._h is None)
 
     def Idup(self, info=None):
@@ -293,19 +293,8 @@ class Comm(_Handled, _AttrMixin, _PointToPoint, _Collectives):
         """COMM_NULL (no spawned jobs)."""
         return Intercomm()
 
-    # the package's extras
-
-    def py2f(self):
-        """An integer for the handle."""
-        return id(self._h) if self._h else 0
-
 
 Comm._family = Comm
-
-
-def _comm_named(cls, name):
-    """A new object for a predefined communicator (unpickling a copy)."""
-    return cls(globals()[name])
 
 
 class Intracomm(Comm):

@@ -12,6 +12,8 @@ class Datatype(_Handled):
     `name`; `DATATYPE_NULL` is the null handle."""
 
     def __new__(cls, datatype=None):
+        if datatype is not None and not isinstance(datatype, Datatype):
+            raise TypeError(f"expected a Datatype, not {type(datatype).__name__}")
         self = object.__new__(cls)
         if datatype is None:
             self._d = self._tok = None
@@ -22,6 +24,9 @@ class Datatype(_Handled):
     def _key(self):
         # One handle: the predefined type, or one Dup of it.
         return self._tok
+
+    def _null(self):
+        self._d = self._tok = None
 
     def __reduce__(self):
         if id(self) in _PREDEFINED or self._d is None:
@@ -102,8 +107,6 @@ class Datatype(_Handled):
             raise Exception(ERR_TYPE, "a predefined datatype cannot be freed")
         self._delete_attrs()
         self._d = self._tok = None
-
-    free = Free
 
     def _derived(self, *args, **kwargs):
         raise NotImplementedError("derived datatypes are not offered by sperli (predefined types only)")

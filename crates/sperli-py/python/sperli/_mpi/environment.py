@@ -20,15 +20,18 @@ class Pickle:
     def __init__(self, dumps=None, loads=None, protocol=None):
         self._dumps = dumps or _pickle.dumps
         self._loads = loads or _pickle.loads
-        self.PROTOCOL = _pickle.HIGHEST_PROTOCOL if protocol is None else protocol
-        if self.PROTOCOL < 0:
-            self.PROTOCOL = _pickle.HIGHEST_PROTOCOL
+        # mpi4py's rule: the pickle module's highest protocol by default; a
+        # dumps given without a protocol is called without one.
+        if dumps is None or dumps is _pickle.dumps:
+            if protocol is None or protocol < 0:
+                protocol = _pickle.HIGHEST_PROTOCOL
+        self.PROTOCOL = protocol
         self.THRESHOLD = 1024 ** 2
 
     def dumps(self, obj):
         """Bytes of obj."""
-        if self._dumps is _pickle.dumps:
-            return _pickle.dumps(obj, self.PROTOCOL)
+        if self.PROTOCOL is None:
+            return self._dumps(obj)
         return self._dumps(obj, self.PROTOCOL)
 
     def dumps_oob(self, obj):

@@ -2,18 +2,26 @@
 ``File``, ``Session``: only their null handles)."""
 
 from .errors import ERR_ARG, ERR_INFO, ERR_INFO_NOKEY, Exception
-from .handles import _reduce
+from .handles import _HandleModel, _reduce
 
 
-class Info:
+class Info(_HandleModel):
     """Info objects: keys and values as strings (no hint changes
     anything); the dict-like calls of mpi4py (`keys`, `values`, `items`
     as lists, `update`, `copy`, `pop`, `popitem`, `clear`)."""
 
     def __new__(cls, info=None):
+        if info is not None and not isinstance(info, Info):
+            raise TypeError(f"expected an Info, not {type(info).__name__}")
         self = object.__new__(cls)
         self._d = None if info is None else info._d
         return self
+
+    def _key(self):
+        return self._d
+
+    def _null(self):
+        self._d = None
 
     def __init__(self, info=None):
         pass
@@ -60,8 +68,6 @@ class Info:
         """Frees it."""
         self._info()
         self._d = None
-
-    free = Free
 
     def Dup(self):
         """A copy, of the same class."""
@@ -182,6 +188,7 @@ def _world_size():
     return world.Get_size() if world is not None else 1
 
 
+Info._family = Info
 INFO_NULL = Info()
 INFO_ENV = Info.Create()  # filled at start-up (environment._start)
 
@@ -190,11 +197,14 @@ def _absent(name, feature):
     """A class of a feature sperli does not offer: its null handle exists
     (X()), every constructor or call raises NotImplementedError naming it."""
 
-    class Absent:
+    class Absent(_HandleModel):
         def __new__(cls, other=None):
-            if other is not None and bool(other):
-                raise NotImplementedError(f"{feature} are not offered by sperli")
+            if other is not None and not isinstance(other, Absent):
+                raise TypeError(f"expected a {name}, not {type(other).__name__}")
             return object.__new__(cls)
+
+        def _key(self):
+            return None  # only the null handle exists
 
         def __bool__(self):
             return False
@@ -219,6 +229,7 @@ def _absent(name, feature):
         def _refuse(cls, *a, **k):
             raise NotImplementedError(f"{feature} are not offered by sperli")
 
+    Absent._family = Absent
     for ctor in ("Create", "Allocate", "Allocate_shared", "Create_dynamic", "Open", "Init",
                  "Probe", "Iprobe", "Create_keyval", "Free_keyval", "Create_errhandler",
                  "Delete", "Attach_buffer", "Detach_buffer"):

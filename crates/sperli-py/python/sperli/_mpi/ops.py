@@ -28,6 +28,9 @@ class Op(_Handled):
     def _key(self):
         return self._name
 
+    def _null(self):
+        self._o = self._name = None
+
     def __repr__(self):
         return f"<MPI.Op {self._name or 'OP_NULL'}>"
 

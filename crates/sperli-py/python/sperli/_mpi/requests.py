@@ -5,16 +5,18 @@ import time as _time
 from .. import _sperli as _s
 from .constants import ANY_SOURCE, ANY_TAG, UNDEFINED
 from .errors import ERR_REQUEST, Exception
-from .handles import _reduce
+from .handles import _HandleModel, _reduce
 from .status import Status
 
 
-class Request:
+class Request(_HandleModel):
     """A request: `Wait`, `Test`, `wait`, `test`, `Free`, and the static
     `Waitall`, `Waitany`, `Waitsome`, `Testall`, `Testany`, `Testsome`.
     `Request()` is REQUEST_NULL; a completed request becomes null."""
 
     def __new__(cls, request=None):
+        if request is not None and not isinstance(request, Request):
+            raise TypeError(f"expected a Request, not {type(request).__name__}")
         self = object.__new__(cls)
         if isinstance(request, Request):
             self._r, self._value, self._st = request._r, request._value, request._st
@@ -37,6 +39,12 @@ class Request:
     def __bool__(self):
         return self._r is not None
 
+    def _key(self):
+        return self._r
+
+    def _null(self):
+        self._r = None
+
     @classmethod
     def _of(cls, r, st=None, base=0):
         q = cls()
@@ -49,15 +57,15 @@ class Request:
         if status is not None:
             self._finish_peek(status)
         # A persistent request stays, inactive, until Free.
-        self._r = _INACTIVE if isinstance(self, Prequest) else None
+        self._r = getattr(self, "_idle", None)
         return value
 
     def _parts(self):
         r = self._r
-        return [] if r is True or r is None or r is _INACTIVE else (r if isinstance(r, list) else [r])
+        return [] if r is True or r is None or isinstance(r, _Inactive) else (r if isinstance(r, list) else [r])
 
     def _open(self):
-        return self._r is not None and self._r is not _INACTIVE
+        return self._r is not None and not isinstance(self._r, _Inactive)
 
     def Wait(self, status=None):
         """Waits for completion."""
@@ -124,10 +132,6 @@ class Request:
         if self._r is None:
             raise Exception(ERR_REQUEST, "REQUEST_NULL")
         self._r = None
-
-    def free(self):
-        """As Free."""
-        self.Free()
 
     def Cancel(self):
         """Not offered: a message once posted runs to its end (ERR_REQUEST
@@ -289,8 +293,13 @@ class Request:
         raise NotImplementedError("persistent requests are not offered by sperli")
 
 
+Request._family = Request
 REQUEST_NULL = Request()
-_INACTIVE = object()  # a persistent request between Wait and Start
+
+
+class _Inactive:
+    """The state of one persistent request before Start and between Wait
+    and Start (its own object: the request's identity while inactive)."""
 
 
 class Prequest(Request):
@@ -298,8 +307,11 @@ class Prequest(Request):
     with (Send_init, Recv_init), `Wait` completes it."""
 
     def __new__(cls, request=None):
+        if request and not isinstance(request, Prequest):
+            raise TypeError(f"expected a Prequest, not {type(request).__name__}")
         self = Request.__new__(cls, request)
         self._start = getattr(request, "_start", None)
+        self._idle = getattr(request, "_idle", None)
         return self
 
     def Start(self):
@@ -321,11 +333,18 @@ class Prequest(Request):
 def _persistent(start):
     p = Prequest()
     p._start = start
+    p._idle = p._r = _Inactive()  # a persistent request is not null
     return p
 
 
 class Grequest(Request):
     """Generalized requests: not offered."""
+
+    def __new__(cls, request=None):
+        if request is not None and (request or isinstance(request, Prequest)) \
+                and not isinstance(request, Grequest):
+            raise TypeError(f"expected a Grequest, not {type(request).__name__}")
+        return Request.__new__(cls, request)
 
     @classmethod
     def Start(cls, *args, **kwargs):

@@ -42,7 +42,7 @@ class Status:
         return f"<MPI.Status source={self.source} tag={self.tag} count={self._count}>"
 
     def __reduce__(self):
-        return (_status_from, (self.source, self.tag, self.error, self._count, self.cancelled))
+        return (_status_from, (type(self), self.source, self.tag, self.error, self._count, self.cancelled))
 
     def _set(self, source, tag, count):
         self.source, self.tag, self.error, self._count = source, tag, SUCCESS, count
@@ -116,8 +116,8 @@ class Status:
         return s
 
 
-def _status_from(source, tag, error, count, cancelled):
-    s = Status()
+def _status_from(cls, source, tag, error, count, cancelled):
+    s = cls()
     s.source, s.tag, s.error, s._count, s.cancelled = source, tag, error, count, cancelled
     return s
 
