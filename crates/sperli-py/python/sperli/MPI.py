@@ -38,7 +38,7 @@ info, ops, environment); this module re-exports their public names as
 """
 
 from ._mpi import (
-    attributes as _attributes, collectives as _collectives, comm as _comm,
+    attributes as _attributes, buffers as _buffers, collectives as _collectives, comm as _comm,
     constants as _constants, datatypes as _datatypes, environment as _environment,
     errors as _errors, groups as _groups, info as _info, msgspec as _msgspec, ops as _ops,
     p2p as _p2p, requests as _requests, status as _status,
@@ -48,7 +48,7 @@ from ._mpi.handles import _addressof, _handleof, _sizeof  # noqa: F401 (mpi4py's
 
 # Every public name of the parts is this module's: classes and functions
 # say so (mpi4py's say `mpi4py.MPI`; pickle finds them here).
-for _m in (_constants, _errors, _datatypes, _status, _requests, _groups, _attributes,
+for _m in (_constants, _errors, _datatypes, _buffers, _status, _requests, _groups, _attributes,
            _comm, _info, _ops, _environment):
     for _n, _v in vars(_m).items():
         if _n.startswith("_") or isinstance(_v, type(_m)):

@@ -5,7 +5,7 @@ import pickle as _pickle
 from .. import _sperli as _s
 from .constants import IN_PLACE, _TAG_MAX
 from .errors import ERR_ARG, ERR_COUNT, ERR_OP, ERR_ROOT, Exception
-from .msgspec import _copy_of, _csend, _first, _msg, _pair, _view, _vmsg
+from .msgspec import _copy_of, _crecv, _csend, _first, _msg, _pair, _rmsg, _rvmsg, _view, _vmsg
 from .ops import Op
 from .requests import Request, _done
 
@@ -45,37 +45,37 @@ class _Collectives:
         """Reduces to root."""
         root = self._root(root)
         me = self.Get_rank() == root
-        sb, rb = _pair(_csend(sendbuf), _msg(recvbuf) if me else None, True)
+        sb, rb = _pair(_csend(sendbuf), _rmsg(recvbuf) if me else None, True)
         self._c.Reduce(sb, rb, self._op(op), root)
 
     def Allreduce(self, sendbuf, recvbuf, op=None):
         """Reduces to every rank."""
-        self._c.Allreduce(*_pair(_csend(sendbuf), _msg(recvbuf), True), self._op(op))
+        self._c.Allreduce(*_pair(_csend(sendbuf), _rmsg(recvbuf), True), self._op(op))
 
     def Gather(self, sendbuf, recvbuf, root=0):
         """Gathers to root."""
         root = self._root(root)
         me = self.Get_rank() == root
-        self._c.Gather(*_pair(_csend(sendbuf), _msg(recvbuf, self.Get_size()) if me else None), root)
+        self._c.Gather(*_pair(_csend(sendbuf), _rmsg(recvbuf, self.Get_size()) if me else None), root)
 
     def Scatter(self, sendbuf, recvbuf, root=0):
         """Scatters from root."""
         root = self._root(root)
         me = self.Get_rank() == root
-        self._c.Scatter(*_pair(_msg(sendbuf, self.Get_size()) if me else None, _csend(recvbuf)), root)
+        self._c.Scatter(*_pair(_msg(sendbuf, self.Get_size()) if me else None, _crecv(recvbuf)), root)
 
     def Allgather(self, sendbuf, recvbuf):
         """Gathers to every rank."""
-        self._c.Allgather(*_pair(_csend(sendbuf), _msg(recvbuf, self.Get_size())))
+        self._c.Allgather(*_pair(_csend(sendbuf), _rmsg(recvbuf, self.Get_size())))
 
     def Alltoall(self, sendbuf, recvbuf):
         """Every rank's block to every rank."""
         n = self.Get_size()
         if sendbuf is None or sendbuf is IN_PLACE:
-            rb = _msg(recvbuf, n)
+            rb = _rmsg(recvbuf, n)
             sb = _copy_of(rb)  # in place: the send data is recvbuf's, copied
         else:
-            sb, rb = _pair(_msg(sendbuf, n), _msg(recvbuf, n))
+            sb, rb = _pair(_msg(sendbuf, n), _rmsg(recvbuf, n))
         self._c.Alltoall(sb, rb)
 
     def Reduce_scatter_block(self, sendbuf, recvbuf, op=None):
@@ -83,11 +83,11 @@ class _Collectives:
         block and gets this rank's in its first block; sent from a copy)."""
         n = self.Get_size()
         if sendbuf is None or sendbuf is IN_PLACE:
-            full = _msg(recvbuf)
+            full = _rmsg(recvbuf)
             sb = _copy_of(full)
             rb = _first(full, len(_view(full)) // n if n else 0)
         else:
-            sb, rb = _pair(_msg(sendbuf, n), _msg(recvbuf))
+            sb, rb = _pair(_msg(sendbuf, n), _rmsg(recvbuf))
         self._c.Reduce_scatter_block(sb, rb, self._op(op))
 
     def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=None):
@@ -95,7 +95,7 @@ class _Collectives:
         recvbuf length): the package's Allreduce into a buffer of every
         block, this rank's block copied out."""
         n, me = self.Get_size(), self.Get_rank()
-        rb = _msg(recvbuf)
+        rb = _rmsg(recvbuf)
         if recvcounts is None:
             if sendbuf is None or sendbuf is IN_PLACE:
                 raise Exception(ERR_COUNT, "IN_PLACE Reduce_scatter needs recvcounts")
@@ -103,11 +103,17 @@ class _Collectives:
         counts = [int(c) for c in recvcounts]
         if len(counts) != n:
             raise Exception(ERR_COUNT, f"{len(counts)} recvcounts for {n} ranks")
-        start = sum(counts[:me])
+        start, total = sum(counts[:me]), sum(counts)
         if sendbuf is None or sendbuf is IN_PLACE:
-            sb = _copy_of(rb)  # recvbuf holds every block; the rest stays
+            if len(_view(rb)) < total:
+                raise ValueError(f"message: IN_PLACE recvbuf of {len(_view(rb))} for recvcounts of {total}")
+            sb = _copy_of(_first(rb, total))  # recvbuf holds every block; the rest stays
         else:
             sb = _pair(_msg(sendbuf), rb)[0]
+            if len(_view(sb)) != total:
+                raise ValueError(f"message: sendbuf of {len(_view(sb))} for recvcounts of {total}")
+            if len(_view(rb)) < counts[me]:
+                raise ValueError(f"message: recvbuf of {len(_view(rb))} for a block of {counts[me]}")
         full = _copy_of(sb)
         self._c.Allreduce(sb, full, self._op(op))
         if counts[me]:
@@ -115,31 +121,31 @@ class _Collectives:
 
     def Scan(self, sendbuf, recvbuf, op=None):
         """Inclusive prefix reduction."""
-        self._c.Scan(*_pair(_csend(sendbuf), _msg(recvbuf), True), self._op(op))
+        self._c.Scan(*_pair(_csend(sendbuf), _rmsg(recvbuf), True), self._op(op))
 
     def Exscan(self, sendbuf, recvbuf, op=None):
         """Exclusive prefix reduction."""
-        self._c.Exscan(*_pair(_csend(sendbuf), _msg(recvbuf), True), self._op(op))
+        self._c.Exscan(*_pair(_csend(sendbuf), _rmsg(recvbuf), True), self._op(op))
 
     def Gatherv(self, sendbuf, recvbuf, root=0):
         """Gathers blocks of any length to root."""
         root = self._root(root)
         me = self.Get_rank() == root
-        self._c.Gatherv(_csend(sendbuf), _vmsg(recvbuf, self.Get_size()) if me else None, root)
+        self._c.Gatherv(_csend(sendbuf), _rvmsg(recvbuf, self.Get_size()) if me else None, root)
 
     def Scatterv(self, sendbuf, recvbuf, root=0):
         """Scatters blocks of any length from root."""
         root = self._root(root)
         me = self.Get_rank() == root
-        self._c.Scatterv(_vmsg(sendbuf, self.Get_size()) if me else None, _csend(recvbuf), root)
+        self._c.Scatterv(_vmsg(sendbuf, self.Get_size()) if me else None, _crecv(recvbuf), root)
 
     def Allgatherv(self, sendbuf, recvbuf):
         """Gathers blocks of any length to every rank."""
-        self._c.Allgatherv(_csend(sendbuf), _vmsg(recvbuf, self.Get_size()))
+        self._c.Allgatherv(_csend(sendbuf), _rvmsg(recvbuf, self.Get_size()))
 
     def Alltoallv(self, sendbuf, recvbuf):
         """Blocks of any length from every rank to every rank."""
-        rb = _vmsg(recvbuf, self.Get_size())
+        rb = _rvmsg(recvbuf, self.Get_size())
         if sendbuf is None or sendbuf is IN_PLACE:
             # in place: the send data is recvbuf's blocks, from a copy
             sb = [_copy_of(rb[0])] + rb[1:] if isinstance(rb, list) else _copy_of(rb)
@@ -215,30 +221,30 @@ class _Collectives:
         """A reduce request."""
         root = self._root(root)
         me = self.Get_rank() == root
-        return Request._of(self._c.Ireduce(_csend(sendbuf), _msg(recvbuf) if me else None,
+        return Request._of(self._c.Ireduce(_csend(sendbuf), _rmsg(recvbuf) if me else None,
                                            self._op(op), root))
 
     def Iallreduce(self, sendbuf, recvbuf, op=None):
         """An allreduce request."""
-        return Request._of(self._c.Iallreduce(_csend(sendbuf), _msg(recvbuf), self._op(op)))
+        return Request._of(self._c.Iallreduce(_csend(sendbuf), _rmsg(recvbuf), self._op(op)))
 
     def Igather(self, sendbuf, recvbuf, root=0):
         """A gather request."""
         root = self._root(root)
         me = self.Get_rank() == root
         return Request._of(self._c.Igather(_csend(sendbuf),
-                                           _msg(recvbuf, self.Get_size()) if me else None, root))
+                                           _rmsg(recvbuf, self.Get_size()) if me else None, root))
 
     def Iscatter(self, sendbuf, recvbuf, root=0):
         """A scatter request."""
         root = self._root(root)
         me = self.Get_rank() == root
         return Request._of(self._c.Iscatter(_msg(sendbuf, self.Get_size()) if me else None,
-                                            _csend(recvbuf), root))
+                                            _crecv(recvbuf), root))
 
     def Iallgather(self, sendbuf, recvbuf):
         """An allgather request."""
-        return Request._of(self._c.Iallgather(_csend(sendbuf), _msg(recvbuf, self.Get_size())))
+        return Request._of(self._c.Iallgather(_csend(sendbuf), _rmsg(recvbuf, self.Get_size())))
 
     # collectives on objects
 

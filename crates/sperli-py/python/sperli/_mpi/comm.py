@@ -27,6 +27,7 @@ class _Handle:
         self.name = name
         self.freed = False
         self.topo = None
+        self.attached = [None]  # Attach_buffer's buffer (BUFFER_AUTOMATIC: None)
         self.base = (getattr(c, "comm_id", 0) % 2048) << _TAG_BITS
 
 
@@ -260,17 +261,24 @@ class Comm(_Handled, _AttrMixin, _PointToPoint, _Collectives):
         self.Free()
 
     def Attach_buffer(self, buf):
-        """Accepted: buffered sends are sends."""
-        self._handle()
+        """Keeps `buf` until Detach_buffer (buffered sends are sends: the
+        memory is not used)."""
+        from .environment import _attach
+        _attach(self._handle().attached, buf)
 
     def Detach_buffer(self):
-        """Nothing was attached."""
-        self._handle()
-        return None
+        """The buffer attached (an MPI.buffer; BUFFER_AUTOMATIC if none)."""
+        from .environment import _detach
+        return _detach(self._handle().attached)
 
     def Flush_buffer(self):
         """Nothing to flush."""
         self._handle()
+
+    def Iflush_buffer(self):
+        """Flush_buffer, complete at the call."""
+        self._handle()
+        return _done()
 
     def Abort(self, errorcode=0):
         """Ends the job."""

@@ -4,12 +4,14 @@ import pickle as _pickle
 import socket as _socket
 import time as _time
 
-from .. import _sperli as _s
 import sperli as _sp
+from .. import _sperli as _s
 from . import state as _state
+from .buffers import Get_address, buffer  # noqa: F401 (MPI.Get_address, MPI.buffer)
 from .comm import COMM_SELF, COMM_WORLD, _Handle
-from .constants import SUBVERSION, THREAD_MULTIPLE, VERSION
+from .constants import BUFFER_AUTOMATIC, SUBVERSION, THREAD_MULTIPLE, VERSION
 from .info import INFO_ENV, INFO_NULL, Info
+from .requests import _done
 
 
 class Pickle:
@@ -120,18 +122,36 @@ def Wtick():
     return _time.get_clock_info("perf_counter").resolution
 
 
-def Get_address(location):
-    """Not offered (no derived datatypes)."""
-    raise NotImplementedError("MPI.Get_address is not offered by sperli")
+_attached = [BUFFER_AUTOMATIC]
+
+
+def _attach(holder, buf):
+    holder[0] = buf if buf is BUFFER_AUTOMATIC else buffer(buf)
+
+
+def _detach(holder):
+    buf, holder[0] = holder[0], BUFFER_AUTOMATIC
+    return buf
 
 
 def Attach_buffer(buf):
-    """Accepted: buffered sends are sends."""
+    """Keeps `buf` until Detach_buffer (buffered sends are sends: the
+    memory is not used)."""
+    _attach(_attached, buf)
 
 
 def Detach_buffer():
-    """Nothing was attached."""
-    return None
+    """The buffer attached (an MPI.buffer; BUFFER_AUTOMATIC if none)."""
+    return _detach(_attached)
+
+
+def Flush_buffer():
+    """Nothing to flush (buffered sends are sends)."""
+
+
+def Iflush_buffer():
+    """Flush_buffer, complete at the call."""
+    return _done()
 
 
 def Pcontrol(level):
@@ -139,17 +159,12 @@ def Pcontrol(level):
 
 
 def Alloc_mem(size, info=INFO_NULL):
-    """A bytearray of `size`."""
-    return memoryview(bytearray(size))
+    """An MPI.buffer of `size` new bytes."""
+    return buffer.allocate(size)
 
 
 def Free_mem(mem):
     """Drops it."""
-
-
-def buffer(obj):
-    """A memoryview of obj."""
-    return memoryview(obj)
 
 
 def _start():

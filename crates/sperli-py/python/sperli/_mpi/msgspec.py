@@ -3,104 +3,13 @@ where they are (nothing is copied but where an in-place call needs a
 send buffer)."""
 
 import array as _array
+import operator as _operator
 import sys as _sys
 
+from .buffers import _address, _raw_view, _view
 from .constants import IN_PLACE
 from .datatypes import Datatype, _BY_CHAR
-from .errors import ERR_ARG, ERR_BUFFER, ERR_TYPE, Exception
-
-_TYPESTR = {"i1": "b", "i2": "h", "i4": "i", "i8": "q", "u1": "B", "u2": "H",
-            "u4": "I", "u8": "Q", "f4": "f", "f8": "d", "b1": "?"}
-
-
-def _interface_view(d, owner):
-    """A memoryview of host memory described as an array interface; the
-    view keeps `owner` (the memory's exporter) alive as long as it lives,
-    so a request's buffer cannot be freed under it."""
-    import ctypes
-    addr, readonly = d["data"]
-    shape = d.get("shape", ())
-    n = 1
-    for s in shape:
-        n *= s
-    char = _TYPESTR.get(d["typestr"][1:], "B")
-    nbytes = n * int(d["typestr"][2:])
-    if d.get("strides") not in (None, ()) and len(shape) == 1 and d["strides"][0] != int(d["typestr"][2:]):
-        raise Exception(ERR_BUFFER, "a strided buffer (not C-contiguous)")
-    if nbytes == 0:
-        mv = memoryview(bytearray()).cast(char)
-    else:
-        raw = (ctypes.c_char * nbytes).from_address(addr)
-        raw._owner = owner
-        mv = memoryview(raw).cast("B").cast(char)
-    return mv.toreadonly() if readonly else mv
-
-
-def _dlpack_interface(obj):
-    """The array interface of a DLPack exporter of CPU memory, read from its
-    capsule without consuming it (the capsule's own destructor releases
-    it; the memory stays the exporter's, which the view keeps alive)."""
-    import ctypes
-
-    class Tensor(ctypes.Structure):
-        _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_uint32),
-                    ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
-                    ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16),
-                    ("shape", ctypes.POINTER(ctypes.c_int64)),
-                    ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-    api = ctypes.pythonapi
-    api.PyCapsule_GetName.restype = ctypes.c_char_p
-    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
-    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    capsule = obj.__dlpack__()
-    name = api.PyCapsule_GetName(capsule)
-    if name not in (b"dltensor", b"dltensor_versioned"):
-        raise BufferError(f"a DLPack capsule named {name!r}")
-    ptr = api.PyCapsule_GetPointer(capsule, name)
-    readonly = False
-    if name == b"dltensor_versioned":
-        # version (2 x u32), manager_ctx, deleter, flags (u64), then the tensor
-        flags = ctypes.c_uint64.from_address(ptr + 24).value
-        readonly = bool(flags & 1)
-        ptr += 32
-    t = Tensor.from_address(ptr)
-    if t.device_type not in (1, 3):  # kDLCPU, kDLCUDAHost
-        raise BufferError(f"DLPack device type {t.device_type} is not host memory")
-    shape = tuple(t.shape[i] for i in range(t.ndim))
-    kind = {0: "i", 1: "u", 2: "f", 6: "b"}.get(t.code)
-    if kind is None or t.lanes != 1:
-        raise BufferError(f"DLPack dtype code {t.code} lanes {t.lanes}")
-    size = t.bits // 8
-    if t.strides:
-        expect = 1
-        for i in reversed(range(t.ndim)):
-            if shape[i] != 1 and t.strides[i] != expect:
-                raise BufferError("a DLPack tensor that is not C-contiguous")
-            expect *= shape[i]
-    return {"data": ((t.data or 0) + t.byte_offset, readonly), "shape": shape,
-            "typestr": f"<{kind}{size}"}
-
-
-def _view(obj):
-    """`obj` as a memoryview: the buffer protocol, else an array
-    interface (`__cuda_array_interface__` of host memory, `__dlpack__`
-    of a CPU array, `__array_interface__`)."""
-    if isinstance(obj, memoryview):
-        return obj
-    try:
-        return memoryview(obj)
-    except TypeError:
-        pass
-    for attr in ("__cuda_array_interface__", "__array_interface__"):
-        d = getattr(obj, attr, None)
-        if isinstance(d, dict):
-            return _interface_view(d, obj)
-    if hasattr(obj, "__dlpack__"):
-        return _interface_view(_dlpack_interface(obj), obj)
-    raise Exception(ERR_BUFFER, f"a {type(obj).__name__} object has no buffer")
-
+from .errors import ERR_TYPE, Exception
 
 def _native(fmt):
     if len(fmt) == 2 and fmt[0] in "@=<" and (fmt[0] == "@" or _sys.byteorder == "little"):
@@ -118,26 +27,65 @@ def _empty(char):
         return _array.array(char if char in "bBhHiIlLqQfd" else "B")
 
 
-def _typed(obj, datatype=None, count=None, displ=0):
+def _index(x, what):
+    """An integer argument as mpi4py takes it (an int, a numpy integer or
+    0-d integer array; TypeError for a float)."""
+    try:
+        return _operator.index(x)
+    except TypeError:
+        raise TypeError(f"message: {what} must be an integer, not {type(x).__name__}") from None
+
+
+def _datatype(x):
+    """The Datatype of a spec's type item: a Datatype or a type character
+    (KeyError for an unknown one, as mpi4py's typecode lookup)."""
+    if isinstance(x, Datatype):
+        return x
+    t = _BY_CHAR.get(str(x))
+    if t is None:
+        raise KeyError(f"message: unknown datatype code {x!r}")
+    return t
+
+
+def _typed(obj, datatype=None, count=None, displ=0, writable=False):
     """The buffer of a spec: `count` elements of `datatype` from element
-    `displ` of `obj` (None: all of it; the buffer's own element type)."""
+    `displ` of `obj` (None: all of it; the buffer's own element type), as
+    mpi4py checks a spec (ValueError for a count or displacement out of
+    the buffer, BufferError for a read-only receive buffer)."""
+    if count is not None and count < 0:
+        raise ValueError(f"message: negative count {count}")
+    if displ < 0:
+        raise ValueError(f"message: negative displacement {displ}")
     if obj is None:
+        if count:
+            raise ValueError(f"message: buffer is None but count is {count}")
         obj = b""  # mpi4py: a None buffer is an empty message
+        writable = False
     mv = _view(obj)
-    if datatype is not None and not isinstance(datatype, Datatype):
-        datatype = _BY_CHAR.get(str(datatype))
-        if datatype is None:
-            raise Exception(ERR_TYPE, f"no datatype {datatype!r}")
+    if writable and mv.readonly:
+        raise BufferError("message: a receive buffer must be writable (this one is read-only)")
+    if not mv.c_contiguous:
+        if not mv.contiguous:
+            raise BufferError("message: the buffer is not contiguous")
+        # Fortran order: its bytes in memory order, where they are
+        mv = _raw_view(_address(mv), mv.nbytes, mv.readonly, _native(mv.format), mv)
+    if datatype is not None:
+        datatype = _datatype(datatype)
     if datatype is None:
-        char = _native(mv.format)
+        fmt = mv.format
+        if fmt[:1] in "<>!" and fmt[:1] != ("<" if _sys.byteorder == "little" else ">") and mv.itemsize > 1:
+            raise BufferError(f"message: format {fmt!r} is not in the machine's byte order")
+        char = _native(fmt)
         size = mv.itemsize
         wire = char
+    elif datatype._d is None:
+        if mv.nbytes or count or displ:
+            raise ValueError("message: the datatype is DATATYPE_NULL")
+        return _empty("B")
     else:
         _name, char, size, wire = datatype._spec()
         if wire is None:
             raise Exception(ERR_TYPE, f"{_name} is not one of the seven element types of sperli")
-    if not mv.c_contiguous:
-        raise Exception(ERR_BUFFER, "the buffer is not C-contiguous")
     nbytes = mv.nbytes
     if count is None and displ == 0 and datatype is None:
         if nbytes == 0:
@@ -145,109 +93,127 @@ def _typed(obj, datatype=None, count=None, displ=0):
         return mv
     start = displ * size
     if count is None:
+        if (nbytes - start) % size or start > nbytes:
+            raise ValueError(f"message: buffer length {nbytes} is not a multiple of the datatype's extent {size}"
+                             if start <= nbytes else f"message: displacement {displ} out of the buffer")
         stop = nbytes
     else:
         stop = start + count * size
-    if stop > nbytes or start < 0:
-        raise Exception(ERR_BUFFER, f"the spec needs bytes {start}..{stop} of a buffer of {nbytes}")
+    if stop > nbytes:
+        raise ValueError(f"message: the spec needs bytes {start}..{stop} of a buffer of {nbytes}")
     if stop == start:
         return _empty(wire)
     flat = mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
     part = flat[start:stop]
-    if (stop - start) % size:
-        raise Exception(ERR_BUFFER, f"{stop - start} bytes are not whole elements of {size}")
     return part.cast(wire) if wire != "B" else part
 
 
 def _dtype_item(x):
-    return isinstance(x, Datatype) or (isinstance(x, str) and len(x) <= 2)
+    return isinstance(x, Datatype) or isinstance(x, str)
 
 
-def _msg(spec, blocks=1):
-    """A buffer spec of a point-to-point or block call: bare, [buf],
-    [buf, dtype], [buf, count], [buf, count, dtype], [buf, (count, displ),
+def _msg(spec, blocks=1, writable=False):
+    """A buffer spec of a point-to-point or block call, as mpi4py parses
+    it: bare, [buf, dtype], [buf, count], [buf, (count, displ)],
+    [buf, count, dtype], [buf, (count, displ), dtype], [buf, count, displ,
     dtype]; `blocks` multiplies `count` (the per-rank count of a Gather
-    receive or a Scatter send)."""
+    receive or a Scatter send); `writable`: a receive buffer."""
     if spec is IN_PLACE:
         return spec
     if not isinstance(spec, (list, tuple)):
-        return _typed(spec)
+        if spec is None:
+            return _typed(None)
+        return _typed(spec, writable=writable)
     items = list(spec)
-    if not items:
-        raise Exception(ERR_ARG, "an empty message spec")
-    buf, rest = items[0], items[1:]
-    datatype, count, displ = None, None, 0
-
-    def is_type(x):
-        return x is None or _dtype_item(x)
-
-    def count_displ(c):
-        if isinstance(c, (list, tuple)):
-            if len(c) != 2:
-                raise Exception(ERR_ARG, f"a (count, displ) of {len(c)} items")
-            return c[0], c[1]
-        return c, 0
-
-    if len(rest) == 1:
-        if _dtype_item(rest[0]):
-            datatype = rest[0]
+    buf, datatype, count, displ = items[0] if items else None, None, None, None
+    if len(items) == 1:
+        pass
+    elif len(items) == 2:
+        x = items[1]
+        if x is None or _dtype_item(x):
+            datatype = x
         else:
-            count, displ = count_displ(rest[0])
-    elif len(rest) == 2:
-        if is_type(rest[1]):
-            (count, displ), datatype = count_displ(rest[0]), rest[1]
-        else:
-            count, displ = rest
-    elif len(rest) == 3:
-        count, displ, datatype = rest
-    elif rest:
-        raise Exception(ERR_ARG, f"a message spec of {len(items)} items")
-    displ = 0 if displ is None else displ
-    for x in (count, displ):
-        if x is not None and not isinstance(x, int):
-            x = int(x)
-    if count is not None:
-        count = int(count) * blocks
-    displ = int(displ) * blocks
-    return _typed(buf, datatype, count, displ)
+            count = x
+    elif len(items) == 3:
+        count, datatype = items[1], items[2]
+    elif len(items) == 4:
+        count, displ, datatype = items[1], items[2], items[3]
+    else:
+        raise ValueError(f"message: expecting 1 to 4 items, not {len(items)}")
+    if len(items) in (2, 3) and isinstance(count, (list, tuple)):
+        if len(count) != 2:
+            raise ValueError(f"message: a (count, displ) of {len(count)} items")
+        count, displ = count
+    count = None if count is None else _index(count, "count") * blocks
+    displ = 0 if displ is None else _index(displ, "displacement") * blocks
+    return _typed(buf, datatype, count, displ, writable)
 
 
-def _vmsg(spec, size):
-    """A v spec as mpi4py reads it: bare, [buf, counts], [buf, counts,
-    displs], [buf, (counts, displs)], each with the dtype last; an int count
-    is every rank's count, an int displacement the stride between blocks.
-    Returns what the package's v-calls take: [buf, counts, displs]."""
+def _rmsg(spec, blocks=1):
+    """A receive buffer spec (the buffer must be writable)."""
+    return _msg(spec, blocks, writable=True)
+
+
+def _vmsg(spec, size, writable=False):
+    """A v spec as mpi4py reads it: bare, [buf, dtype], [buf, counts],
+    [buf, counts, dtype], [buf, (counts, displs), dtype], [buf, counts,
+    displs], [buf, counts, displs, dtype]; an int count is every rank's
+    count, an int displacement the stride between blocks; counts None:
+    the buffer in equal blocks. Returns what the package's v-calls take:
+    [buf, counts, displs]."""
     if spec is None or spec is IN_PLACE:
         return spec
     if not isinstance(spec, (list, tuple)):
-        return _typed(spec)
+        return _typed(spec, writable=writable)
     items = list(spec)
-    buf, rest = items[0], items[1:]
-    datatype = None
-    if rest and _dtype_item(rest[-1]):
-        datatype = rest.pop()
-    counts = displs = None
-    if len(rest) == 1:
-        c = rest[0]
-        if isinstance(c, tuple) and len(c) == 2:
-            counts, displs = c
+    buf, datatype, counts, displs = items[0] if items else None, None, None, None
+    if len(items) == 1:
+        pass
+    elif len(items) == 2:
+        x = items[1]
+        if x is None or _dtype_item(x):
+            datatype = x
         else:
-            counts = c
-    elif len(rest) == 2:
-        counts, displs = rest
-    elif rest:
-        raise Exception(ERR_ARG, f"a v message spec of {len(items)} items")
-    b = _typed(buf, datatype)
-    if counts is None:
+            counts = x
+    elif len(items) == 3:
+        x, y = items[1], items[2]
+        if y is None or _dtype_item(y):
+            counts, datatype = x, y
+        else:
+            counts, displs = x, y
+    elif len(items) == 4:
+        counts, displs, datatype = items[1], items[2], items[3]
+    else:
+        raise ValueError(f"message: expecting 1 to 4 items, not {len(items)}")
+    if len(items) in (2, 3) and isinstance(counts, tuple) and len(counts) == 2 and displs is None:
+        counts, displs = counts
+    b = _typed(buf, datatype, writable=writable)
+    if counts is None and displs is None:
         return b
-    if isinstance(counts, int):
-        counts = [counts] * size
-    counts = [int(x) for x in counts]
+    n = len(_view(b))
+    if counts is None:
+        counts = n // size if size else 0
+    if isinstance(counts, (list, tuple)) or hasattr(counts, "__len__") and getattr(counts, "ndim", 1) != 0:
+        counts = [_index(c, "count") for c in counts]
+    else:
+        counts = [_index(counts, "count")] * size
     if displs is None:
         displs = [sum(counts[:i]) for i in range(len(counts))]
-    elif isinstance(displs, int):
-        displs = [displs * i for i in range(size)]
-    return [b, counts, [int(x) for x in displs]]
+    elif isinstance(displs, (list, tuple)) or hasattr(displs, "__len__") and getattr(displs, "ndim", 1) != 0:
+        displs = [_index(d, "displacement") for d in displs]
+    else:
+        displs = [_index(displs, "displacement") * i for i in range(size)]
+    for c, d in zip(counts, displs):
+        if c < 0 or d < 0:
+            raise ValueError(f"message: negative count {c} or displacement {d}")
+        if c and d + c > n:
+            raise ValueError(f"message: a block of {c} at {d} is past the buffer of {n}")
+    return [b, counts, displs]
+
+
+def _rvmsg(spec, size):
+    """A receive v spec (the buffer must be writable)."""
+    return _vmsg(spec, size, writable=True)
 
 
 def _copy_of(buf):
@@ -284,3 +250,8 @@ def _pair(sb, rb, same_count=False):
 def _csend(spec, blocks=1):
     """A collective's send buffer: None is IN_PLACE, as in mpi4py."""
     return IN_PLACE if spec is None else _msg(spec, blocks)
+
+
+def _crecv(spec):
+    """A Scatter's receive buffer: None is IN_PLACE, as in mpi4py."""
+    return IN_PLACE if spec is None else _rmsg(spec)

@@ -4,7 +4,7 @@ from .. import _sperli as _s
 from . import state as _state
 from .constants import ANY_SOURCE, ANY_TAG, PROC_NULL, _TAG_MAX
 from .errors import ERR_RANK, ERR_TAG, ERR_UNSUPPORTED_OPERATION, Exception
-from .msgspec import _copy_of, _msg
+from .msgspec import _copy_of, _msg, _rmsg
 from .requests import Request, _done, _persistent
 from .status import _buf_unused, _fill, _proc_null
 
@@ -52,7 +52,7 @@ class _PointToPoint:
 
     def Recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Receives."""
-        b = _msg(buf)
+        b = _rmsg(buf)
         self._receive(lambda *a: self._c.Recv(b, *a), source, tag, status, None)
 
     def Isend(self, buf, dest, tag=0):
@@ -79,7 +79,7 @@ class _PointToPoint:
         """A receive request."""
         source = self._source_arg(source)
         tag = self._tag_arg(tag, True)
-        b = _msg(buf)
+        b = _rmsg(buf)
         if source == PROC_NULL:
             return _done((PROC_NULL, ANY_TAG, 0))
         return Request._of(self._c.Irecv(b, source, tag), base=self._handle().base)
@@ -91,7 +91,7 @@ class _PointToPoint:
         source = self._source_arg(source)
         stag = self._tag_arg(sendtag)
         rtag = self._tag_arg(recvtag, True)
-        sb, rb = _msg(sendbuf), _msg(recvbuf)
+        sb, rb = _msg(sendbuf), _rmsg(recvbuf)
         if dest == PROC_NULL and source == PROC_NULL:
             return _proc_null(status)
         if dest == PROC_NULL:
@@ -106,7 +106,7 @@ class _PointToPoint:
     def Sendrecv_replace(self, buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG,
                          status=None):
         """Sends buf and receives into it (the send data copied first)."""
-        b = _msg(buf)
+        b = _rmsg(buf)
         self.Sendrecv(_copy_of(b), dest, sendtag, b, source, recvtag, status)
 
     def Isendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE,
@@ -121,7 +121,7 @@ class _PointToPoint:
 
     def Isendrecv_replace(self, buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG):
         """Isendrecv with buf's data copied first."""
-        b = _msg(buf)
+        b = _rmsg(buf)
         return self.Isendrecv(_copy_of(b), dest, sendtag, b, source, recvtag)
 
     def _receive(self, call, source, tag, status, on_null=True, found=lambda out: True):
