@@ -44,6 +44,7 @@ from ._mpi import (
     p2p as _p2p, requests as _requests, status as _status,
 )
 from ._mpi.handles import _BY_SPEC, _PREDEFINED, _PREDEFINED_KEYS
+from ._mpi.comm import _comm_lock_table  # noqa: F401 (mpi4py's MPI._comm_lock_table)
 from ._mpi.handles import _addressof, _handleof, _sizeof  # noqa: F401 (mpi4py's MPI._handleof...)
 
 # Every public name of the parts is this module's: classes and functions

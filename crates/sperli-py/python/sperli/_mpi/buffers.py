@@ -335,4 +335,3 @@ class buffer:
         v = self._view()
         return {"data": (_address(v), v.readonly), "shape": (v.nbytes,), "typestr": "|u1",
                 "version": 3}
-

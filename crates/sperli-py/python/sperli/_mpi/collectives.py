@@ -1,6 +1,7 @@
 """Collective calls of ``Comm`` (buffers and objects, blocking and not)."""
 
 import pickle as _pickle
+import threading as _threading
 
 from .. import _sperli as _s
 from .constants import IN_PLACE, _TAG_MAX
@@ -248,28 +249,46 @@ class _Collectives:
 
     # collectives on objects
 
+    def _lock(self, name):
+        """The lock of a lowercase collective on this communicator (mpi4py's
+        comm lock table: one such call at a time per name and
+        communicator, whatever the threads)."""
+        table = self._handle().locks
+        lock = table.get(name)
+        if lock is None:
+            lock = table.setdefault(name, _threading.Lock())
+        return lock
+
     def barrier(self):
         """Waits for every rank."""
         self._c.barrier()
 
     def bcast(self, obj, root=0):
         """Broadcasts an object."""
-        return self._c.bcast(obj, self._root(root))
+        with self._lock('bcast'):
+            return self._c.bcast(obj, self._root(root))
 
     def gather(self, sendobj, root=0):
         """Gathers objects to root."""
-        return self._c.gather(sendobj, self._root(root))
+        with self._lock('gather'):
+            return self._c.gather(sendobj, self._root(root))
 
     def scatter(self, sendobj, root=0):
         """Scatters objects from root."""
-        return self._c.scatter(sendobj, self._root(root))
+        with self._lock('scatter'):
+            return self._c.scatter(sendobj, self._root(root))
 
     def allgather(self, sendobj):
         """Gathers objects to every rank."""
-        return self._c.allgather(sendobj)
+        with self._lock('allgather'):
+            return self._c.allgather(sendobj)
 
     def alltoall(self, sendobj):
         """Object i to rank i (pairs of sends and receives)."""
+        with self._lock("alltoall"):
+            return self._alltoall(sendobj)
+
+    def _alltoall(self, sendobj):
         n, me = self.Get_size(), self.Get_rank()
         if sendobj is None or len(sendobj) != n:
             raise Exception(ERR_ARG, f"alltoall needs {n} items")
@@ -289,19 +308,23 @@ class _Collectives:
 
     def allreduce(self, sendobj, op=None):
         """Reduces an int, float, bool or numpy array to every rank."""
-        return self._c.allreduce(sendobj, self._op(op))
+        with self._lock('allreduce'):
+            return self._c.allreduce(sendobj, self._op(op))
 
     def reduce(self, sendobj, op=None, root=0):
         """Reduces to root."""
-        return self._c.reduce(sendobj, self._op(op), self._root(root))
+        with self._lock('reduce'):
+            return self._c.reduce(sendobj, self._op(op), self._root(root))
 
     def scan(self, sendobj, op=None):
         """Inclusive prefix reduction of an int, float or bool."""
-        return self._c.scan(sendobj, self._op(op))
+        with self._lock('scan'):
+            return self._c.scan(sendobj, self._op(op))
 
     def exscan(self, sendobj, op=None):
         """Exclusive prefix reduction (None on rank 0)."""
-        return self._c.exscan(sendobj, self._op(op))
+        with self._lock('exscan'):
+            return self._c.exscan(sendobj, self._op(op))
 
     def ibarrier(self):
         """A barrier request."""

@@ -27,6 +27,7 @@ class _Handle:
         self.name = name
         self.freed = False
         self.topo = None
+        self.locks = {}  # lowercase collective name: its lock (MPI._comm_lock_table)
         self.attached = [None]  # Attach_buffer's buffer (BUFFER_AUTOMATIC: None)
         self.base = (getattr(c, "comm_id", 0) % 2048) << _TAG_BITS
 
@@ -345,6 +346,12 @@ class Intercomm(Comm):
     Get_remote_group = Get_remote_size = Merge = _inter
     remote_group = property(_inter)
     remote_size = property(_inter)
+
+
+def _comm_lock_table(comm):
+    """mpi4py's MPI._comm_lock_table: the locks of a communicator's
+    lowercase collectives, by name."""
+    return comm._handle().locks
 
 
 COMM_NULL = Intracomm()

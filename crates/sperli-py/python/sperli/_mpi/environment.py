@@ -154,6 +154,11 @@ def Iflush_buffer():
     return _done()
 
 
+def Get_hw_resource_info():
+    """An Info of the hardware resources known (none: an empty Info)."""
+    return Info.Create()
+
+
 def Pcontrol(level):
     """Ignored."""
 

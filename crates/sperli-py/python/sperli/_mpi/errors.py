@@ -35,7 +35,7 @@ class Exception(RuntimeError):
     any) keeps the H-code."""
 
     def __init__(self, ierr=SUCCESS, message=None, sperli=None):
-        self.ierr = int(ierr)
+        self.ierr = int(ierr) if int(ierr) >= 0 else ERR_UNKNOWN  # as mpi4py: no negative code
         self.sperli = sperli
         self._message = message
         RuntimeError.__init__(self, self.ierr)
@@ -49,6 +49,18 @@ class Exception(RuntimeError):
 
     def __hash__(self):
         return hash(self.ierr)
+
+    def __lt__(self, other):
+        return int(self) < int(other) if isinstance(other, (int, Exception)) else NotImplemented
+
+    def __le__(self, other):
+        return int(self) <= int(other) if isinstance(other, (int, Exception)) else NotImplemented
+
+    def __gt__(self, other):
+        return int(self) > int(other) if isinstance(other, (int, Exception)) else NotImplemented
+
+    def __ge__(self, other):
+        return int(self) >= int(other) if isinstance(other, (int, Exception)) else NotImplemented
 
     def __int__(self):
         return self.ierr

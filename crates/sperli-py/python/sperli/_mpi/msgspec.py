@@ -11,6 +11,7 @@ from .constants import IN_PLACE
 from .datatypes import Datatype, _BY_CHAR
 from .errors import ERR_TYPE, Exception
 
+
 def _native(fmt):
     if len(fmt) == 2 and fmt[0] in "@=<" and (fmt[0] == "@" or _sys.byteorder == "little"):
         return fmt[1]
@@ -47,7 +48,7 @@ def _datatype(x):
     return t
 
 
-def _typed(obj, datatype=None, count=None, displ=0, writable=False):
+def _typed(obj, datatype=None, count=None, displ=0, writable=False, blocks=1):
     """The buffer of a spec: `count` elements of `datatype` from element
     `displ` of `obj` (None: all of it; the buffer's own element type), as
     mpi4py checks a spec (ValueError for a count or displacement out of
@@ -97,6 +98,8 @@ def _typed(obj, datatype=None, count=None, displ=0, writable=False):
             raise ValueError(f"message: buffer length {nbytes} is not a multiple of the datatype's extent {size}"
                              if start <= nbytes else f"message: displacement {displ} out of the buffer")
         stop = nbytes
+        if ((nbytes - start) // size) % blocks:
+            raise ValueError(f"message: {(nbytes - start) // size} elements are not {blocks} equal blocks")
     else:
         stop = start + count * size
     if stop > nbytes:
@@ -146,7 +149,7 @@ def _msg(spec, blocks=1, writable=False):
         count, displ = count
     count = None if count is None else _index(count, "count") * blocks
     displ = 0 if displ is None else _index(displ, "displacement") * blocks
-    return _typed(buf, datatype, count, displ, writable)
+    return _typed(buf, datatype, count, displ, writable, blocks)
 
 
 def _rmsg(spec, blocks=1):
