@@ -74,7 +74,8 @@ def _typed(obj, datatype=None, count=None, displ=0, writable=False, blocks=1):
         datatype = _datatype(datatype)
     if datatype is None:
         fmt = mv.format
-        if fmt[:1] in "<>!" and fmt[:1] != ("<" if _sys.byteorder == "little" else ">") and mv.itemsize > 1:
+        order = fmt[:1] if fmt[:1] in ("<", ">", "!") else None
+        if order and order != ("<" if _sys.byteorder == "little" else ">") and mv.itemsize > 1:
             raise BufferError(f"message: format {fmt!r} is not in the machine's byte order")
         char = _native(fmt)
         size = mv.itemsize
