@@ -79,7 +79,7 @@ fn python_steps(root: &Path, cargo: &str, steps: &mut Vec<(String, Command)>) {
         c,
     ));
     // mpi4py 4.0.3's own suite on `sperli.MPI` at 1, 2 and 4 ranks (about
-    // 50 s here): it fails on a hang (120 s a run, 900 s in all), a crash,
+    // a minute here): it fails on a hang (120 s a run, 900 s in all), a crash,
     // ranks that disagree, or a count worse than scripts/mpi4py-expected.txt.
     let mut c = Command::new(&python);
     c.args([
