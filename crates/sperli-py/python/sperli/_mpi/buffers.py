@@ -248,7 +248,7 @@ class buffer:
         if obj is None:
             self._mv = memoryview(b"")
         elif isinstance(obj, buffer):
-            self._mv = obj._mv
+            self._mv = obj._view()
         else:
             self._mv = _view(obj)
         self._mv = self._mv.cast("B") if self._mv.format != "B" or self._mv.ndim != 1 else self._mv
@@ -261,10 +261,10 @@ class buffer:
 
     @staticmethod
     def allocate(nbytes, clear=False):
-        """A new buffer of `nbytes` (zeroed: always)."""
+        """A new buffer of `nbytes` of its own (zeroed: always)."""
         if nbytes < 0:
             raise ValueError(f"negative buffer size {nbytes}")
-        return buffer(bytearray(nbytes))
+        return _Allocated(nbytes)
 
     @staticmethod
     def frombuffer(obj, readonly=False):
@@ -335,3 +335,24 @@ class buffer:
         v = self._view()
         return {"data": (_address(v), v.readonly), "shape": (v.nbytes,), "typestr": "|u1",
                 "version": 3}
+
+
+class _Allocated(bytearray, buffer):
+    """An MPI.buffer of memory of its own (`buffer.allocate`,
+    `MPI.Alloc_mem`): a bytearray too, so that `memoryview(mem)` and
+    `numpy.frombuffer(mem)` work on every Python (a Python class has no
+    buffer protocol of its own before 3.12)."""
+
+    def _view(self):
+        return memoryview(self)
+
+    obj = property(lambda self: None, doc="None: the memory is its own.")
+
+    def release(self):
+        """Nothing to drop: the memory is its own."""
+
+    def toreadonly(self):
+        """A read-only buffer of the same memory."""
+        b = buffer(self)
+        b._mv = b._mv.toreadonly()
+        return b
