@@ -31,10 +31,10 @@ protocol (uint8, int32, uint32, int64, uint64, float32, float64) is a
 are refused (``ERR_TYPE``).
 
 The parts live in the private package ``sperli._mpi``, one module per
-concern (constants, errors, handles, datatypes, msgspec, status,
+concern (constants, errors, handles, datatypes, buffers, msgspec, status,
 requests, groups, attributes, comm with its p2p and collectives mixins,
-info, ops, environment); this module re-exports their public names as
-``sperli.MPI``'s own, and importing it joins the job.
+info, ops, environment, state); this module re-exports their public
+names as ``sperli.MPI``'s own, and importing it joins the job.
 """
 
 from ._mpi import (
