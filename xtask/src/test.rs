@@ -8,8 +8,10 @@
 //! the Python package (crates/sperli-py): a virtual environment in
 //! `target/python-env` with numpy, pytest, maturin (and mpi4py where
 //! OpenMPI is installed, for the benchmark) and the package built from the
-//! tree, its pytest suite against the tree's `sperli` launcher, and the
-//! example under `sperli run -n 4`. Stops at the first failing step.
+//! tree, its pytest suite against the tree's `sperli` launcher, the
+//! example under `sperli run -n 4`, and mpi4py's own test suite on
+//! `sperli.MPI` at 1, 2 and 4 ranks held to `scripts/mpi4py-expected.txt`
+//! (`scripts/mpi4py-suite.py --expect`). Stops at the first failing step.
 //!
 //! `SPERLI_SLOW_TESTS=1` also runs every `#[ignore]`d test but the Slurm
 //! one (`cargo test --workspace -- --ignored --skip slurm_`: the scale runs,
@@ -74,6 +76,28 @@ fn python_steps(root: &Path, cargo: &str, steps: &mut Vec<(String, Command)>) {
         .current_dir(root);
     steps.push((
         "sperli run -n 4 -- python crates/sperli-py/examples/gradient_step.py".into(),
+        c,
+    ));
+    // mpi4py 4.0.3's own suite on `sperli.MPI` at 1, 2 and 4 ranks (about
+    // a minute here): it fails on a hang (120 s a run, 900 s in all), a crash,
+    // ranks that disagree, or a count worse than scripts/mpi4py-expected.txt.
+    let mut c = Command::new(&python);
+    c.args([
+        "scripts/mpi4py-suite.py",
+        "-n",
+        "1,2,4",
+        "--timeout",
+        "120",
+        "--total-timeout",
+        "900",
+        "--expect",
+        "scripts/mpi4py-expected.txt",
+    ])
+    .env("PYTHON", &python)
+    .env("SPERLI_BIN", &sperli)
+    .current_dir(root);
+    steps.push((
+        "python scripts/mpi4py-suite.py -n 1,2,4 --expect scripts/mpi4py-expected.txt".into(),
         c,
     ));
 }
