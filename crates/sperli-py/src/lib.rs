@@ -50,6 +50,7 @@ pub mod comm;
 pub mod errors;
 pub mod icoll;
 pub mod mailbox;
+pub mod matched;
 pub mod messages;
 pub mod objects;
 pub mod ops;

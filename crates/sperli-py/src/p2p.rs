@@ -401,6 +401,39 @@ impl Drop for Request {
 
 #[pymethods]
 impl Request {
+    /// MPI's `MPI_Cancel`: a receive that has not matched a message is
+    /// cancelled (the request is complete, with nothing received): `True`.
+    /// A send, a collective, or a receive that matched cannot be: `False`,
+    /// and the request completes as usual.
+    /// Whether the request can complete now without waiting, leaving it
+    /// open (MPI's `MPI_Request_get_status`); makes progress.
+    #[pyo3(name = "Get_status_ready")]
+    fn get_status_ready(&self, py: Python<'_>) -> PyResult<bool> {
+        self.ready(py)
+    }
+
+    #[pyo3(name = "Cancel")]
+    fn cancel(&mut self, py: Python<'_>) -> PyResult<bool> {
+        let Some(id) = self.id else {
+            return Ok(false);
+        };
+        let gone = run_on(py, &self.slot, self.sub, move |r| {
+            let gone = match r.open.get_mut(&id) {
+                Some(Open::Recv(h)) => h.cancel(),
+                _ => false,
+            };
+            if gone {
+                r.open.remove(&id);
+            }
+            Ok(gone)
+        })?;
+        if gone {
+            self.id = None;
+            self.kind = Kind::Send;
+        }
+        Ok(gone)
+    }
+
     /// Waits until the request is complete; fills `status` for a receive.
     #[pyo3(name = "Wait", signature = (status = None))]
     fn wait_buf(&mut self, py: Python<'_>, status: Option<&Bound<'_, Status>>) -> PyResult<()> {

@@ -94,6 +94,10 @@ class Request:
     def wait(self, status: Optional[Status] = None) -> Any:
         """The object an irecv received, else None."""
     def test(self, status: Optional[Status] = None) -> tuple[bool, Any]: ...
+    def Get_status_ready(self) -> bool:
+        """Whether it can complete now without waiting, left open."""
+    def Cancel(self) -> bool:
+        """A receive that has not matched is cancelled (True); else False."""
     @staticmethod
     def Waitall(requests: Sequence[Request], statuses: Optional[Sequence[Status]] = None) -> list[Any]: ...
     @staticmethod
@@ -158,6 +162,11 @@ class Comm:
         """As Send, returning once dest matched the message (HELLO feature bit 3)."""
     def Issend(self, buf: _Buf, dest: int, tag: int = 0) -> Request:
         """As Isend; the request completes once dest matched the message (HELLO feature bit 3)."""
+    def _mprobe(self, source: int = ..., tag: int = ..., status: Optional[Status] = None) -> int:
+        """A matched probe: the id of the message taken for one _imrecv."""
+    def _improbe(self, source: int = ..., tag: int = ..., status: Optional[Status] = None) -> Optional[int]: ...
+    def _imrecv(self, id: int, buf: Optional[_Buf] = None) -> Request:
+        """The request receiving message `id` into buf (None: as an object)."""
     def Irecv(self, buf: _Buf, source: int = ..., tag: int = ...) -> Request: ...
     def Sendrecv(
         self,

@@ -303,17 +303,17 @@ impl Endpoint {
         source: Option<u32>,
         tag: Option<u32>,
     ) -> Result<(Status, RecvHandle<'_>), Error> {
-        self.check_on(comm, false, source)?;
-        let (id, st) = self.wait(|| {
-            if let Some(c) = self.claim(comm, source, tag) {
-                return Some(Ok(c));
-            }
-            let s = source?;
-            let st = self.shared.state();
-            st.departed(s)
-                .then(|| Err(crate::proto::matching::departed(s)))
-        })?;
-        Ok((st, PostedRecv::claimed(self, id)))
+        PostedRecv::mprobe(self, comm, source, tag)
+    }
+
+    /// As [`Endpoint::mprobe_on`] with an owned handle.
+    pub fn mprobe_on_owned(
+        self: &Arc<Self>,
+        comm: u32,
+        source: Option<u32>,
+        tag: Option<u32>,
+    ) -> Result<(Status, OwnedRecvHandle), Error> {
+        PostedRecv::mprobe(Arc::clone(self), comm, source, tag)
     }
 
     /// As [`Endpoint::improbe_on`] with an owned handle.
@@ -395,6 +395,26 @@ impl CommunicatorFreer {
 }
 
 impl<E: EndpointRef> PostedRecv<E> {
+    /// [`Endpoint::mprobe_on`] with a handle of either form.
+    fn mprobe(
+        ep: E,
+        comm: u32,
+        source: Option<u32>,
+        tag: Option<u32>,
+    ) -> Result<(Status, Self), Error> {
+        ep.check_on(comm, false, source)?;
+        let (id, st) = ep.wait(|| {
+            if let Some(c) = ep.claim(comm, source, tag) {
+                return Some(Ok(c));
+            }
+            let s = source?;
+            let st = ep.shared.state();
+            st.departed(s)
+                .then(|| Err(crate::proto::matching::departed(s)))
+        })?;
+        Ok((st, PostedRecv::claimed(ep, id)))
+    }
+
     /// [`Endpoint::improbe_on`] with a handle of either form.
     fn improbe(
         ep: E,

@@ -105,6 +105,22 @@ impl<E: EndpointRef> PostedRecv<E> {
         self.closed
     }
 
+    /// MPI's `MPI_Cancel`: true when the receive had not matched a message
+    /// yet: it is gone (the handle is done, nothing was received and no
+    /// message is lost). False when it already took one (or completed): it
+    /// goes on and completes as usual.
+    pub fn cancel(&mut self) -> bool {
+        if self.closed {
+            return false;
+        }
+        let gone = self.ep.shared.state().try_cancel(self.id);
+        if gone {
+            self.closed = true;
+            self.ep.shared.state().count_recv(false);
+        }
+        gone
+    }
+
     /// The message, if it has come (the handle is then closed). Makes
     /// progress first, as every `test` does.
     pub fn test(&mut self) -> Result<Option<Message>, Error> {

@@ -599,6 +599,24 @@ impl Matching {
         }
     }
 
+    /// MPI's `MPI_Cancel` of receive `id`: true when it had not matched a
+    /// message (it is gone, nothing is lost); false when it took one (whole
+    /// or its first frames) or is unknown: it stays and completes as
+    /// usual.
+    pub fn try_cancel(&mut self, id: RecvId) -> bool {
+        if self.completed.contains_key(&id) {
+            return false;
+        }
+        let Some(i) = self.posted.iter().position(|p| p.id == id) else {
+            return false;
+        };
+        if !matches!(self.posted[i].want, Want::Whole | Want::Joined(None)) {
+            return false;
+        }
+        self.posted.remove(i);
+        true
+    }
+
     /// The message a receive from `source` with `tag` would take now, left
     /// where it is (MPI's probe).
     pub fn probe(&self, source: Option<u32>, tag: Option<u32>) -> Option<Status> {

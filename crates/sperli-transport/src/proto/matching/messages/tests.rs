@@ -232,3 +232,26 @@ fn without_bit_3_nothing_changes() {
     let r = m.post(Some(1), Some(4));
     assert_eq!(got(&mut m, r).2, b"raw");
 }
+
+#[test]
+fn only_an_unmatched_receive_is_cancelled() {
+    let mut m = job(2);
+    let open = m.post_on(0, Some(1), Some(1));
+    assert!(m.try_cancel(open), "nothing matched: cancelled");
+    m.handle_data(1, 1, msg(0, 1, b"kept")).unwrap();
+    let r = m.post_on(0, Some(1), Some(1));
+    assert!(!m.try_cancel(r), "it took the message: not cancelled");
+    assert_eq!(got(&mut m, r).2, b"kept");
+    // A message still coming: matched at its first frame, not cancelled.
+    let total = (MAX_MESSAGE_FRAME_DATA + 1) as u64;
+    let r = m.post_on(0, Some(1), Some(2));
+    let first = frame(
+        0,
+        DataKind::Standard,
+        2,
+        total,
+        &vec![0; MAX_MESSAGE_FRAME_DATA],
+    );
+    m.handle_data(1, 2, first).unwrap();
+    assert!(!m.try_cancel(r));
+}
