@@ -14,10 +14,12 @@ What it maps (docs/python.md, "mpi4py's MPI module"):
   (one place: ``_proc_null``);
 - ``COMM_SELF``: ``COMM_WORLD.Split(rank)``, a real one-rank communicator
   made once at import (collective over the world, as ``MPI_Init``);
-- tag spaces: each communicator's tags 0..=TAG_UB travel as wire tag
-  (communicator id % 2048) * 2^20 + tag (protocol §15.2: a message
-  carries no communicator), so a message on COMM_SELF or a Dup is not
-  received on another communicator by a receive naming its tag;
+- communicators' messages: with HELLO feature bit 3 (protocol §16, the
+  default) a message names its communicator, so every communicator has
+  its own messages and tags 0..=TAG_UB, ANY_SOURCE works on each, and
+  ``Ssend``/``Issend`` complete once matched, ``Mprobe``/``Improbe`` give
+  a ``Message``; without it each communicator's tags travel as wire tag
+  (communicator id % 2048) * 2^20 + tag (protocol §15.2);
 - ``Status``, ``Request``, ``Group`` (rank lists), error classes and
   ``MPI.Exception``, errhandlers, attributes and keyvals, the environment
   calls.
@@ -40,8 +42,8 @@ names as ``sperli.MPI``'s own, and importing it joins the job.
 from ._mpi import (
     attributes as _attributes, buffers as _buffers, collectives as _collectives, comm as _comm,
     constants as _constants, datatypes as _datatypes, environment as _environment,
-    errors as _errors, groups as _groups, info as _info, msgspec as _msgspec, ops as _ops,
-    p2p as _p2p, requests as _requests, status as _status,
+    errors as _errors, groups as _groups, info as _info, message as _message,
+    msgspec as _msgspec, ops as _ops, p2p as _p2p, requests as _requests, status as _status,
 )
 from ._mpi.handles import _BY_SPEC, _PREDEFINED, _PREDEFINED_KEYS
 from ._mpi.comm import _comm_lock_table  # noqa: F401 (mpi4py's MPI._comm_lock_table)
@@ -50,7 +52,7 @@ from ._mpi.handles import _addressof, _handleof, _sizeof  # noqa: F401 (mpi4py's
 # Every public name of the parts is this module's: classes and functions
 # say so (mpi4py's say `mpi4py.MPI`; pickle finds them here).
 for _m in (_constants, _errors, _datatypes, _buffers, _status, _requests, _groups, _attributes,
-           _comm, _info, _ops, _environment):
+           _comm, _info, _message, _ops, _environment):
     for _n, _v in vars(_m).items():
         if _n.startswith("_") or isinstance(_v, type(_m)):
             continue
@@ -59,7 +61,7 @@ for _m in (_constants, _errors, _datatypes, _buffers, _status, _requests, _group
         globals()[_n] = _v
 
 # A SperliError out of any method is an MPI.Exception of its class.
-for _cls in (Comm, Intracomm, Datatype, Status, Request, Group, Errhandler, Info, Op,
+for _cls in (Comm, Intracomm, Datatype, Status, Request, Group, Errhandler, Info, Op, Message,
              _p2p._PointToPoint, _collectives._Collectives):
     _errors._wrap_class(_cls)
 

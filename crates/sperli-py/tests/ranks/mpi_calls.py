@@ -80,11 +80,24 @@ check(MPI.Request.Waitany([MPI.REQUEST_NULL]) == MPI.UNDEFINED, "Waitany of null
 reqs = [comm.Irecv([b, MPI.DOUBLE], prv, 8), comm.Isend([a, MPI.DOUBLE], nxt, 8)]
 MPI.Request.Waitall(reqs)
 check((b == a - r + prv).all() and not any(reqs), "Irecv/Isend")
-try:
-    comm.Issend(a, nxt, 8)
-    check(False, "Issend is refused")
-except NotImplementedError:
-    pass
+# Synchronous sends and matched probes (HELLO feature bit 3, protocol §16).
+rq = comm.Issend(a, nxt, 8)
+comm.Recv(b, prv, 8)
+rq.Wait()
+check((b == a - r + prv).all(), "Issend")
+comm.Isend(a, nxt, 10)
+st2 = MPI.Status()
+m = comm.Mprobe(MPI.ANY_SOURCE, 10, st2)
+check(m and st2.source == prv and comm.Improbe(MPI.ANY_SOURCE, 10) is None, "Mprobe takes it")
+m.Recv(b)
+check(not m and (b == a - r + prv).all(), "Message.Recv")
+dup = comm.Dup()
+req = dup.Irecv(b, MPI.ANY_SOURCE, 12)
+comm.Send(a, nxt, 12)
+comm.Recv(x := np.empty(6), prv, 12)
+check(not req.Test(), "a receive on a Dup does not take the world's message")
+check(req.Cancel() is None and req.Test(), "an unmatched receive is cancelled")
+dup.Free()
 p = comm.Send_init(a, nxt, 9)
 q = comm.Recv_init(b, prv, 9)
 for k in range(2):

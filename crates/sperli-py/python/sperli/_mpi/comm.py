@@ -29,7 +29,11 @@ class _Handle:
         self.topo = None
         self.locks = {}  # lowercase collective name: its lock (MPI._comm_lock_table)
         self.attached = [None]  # Attach_buffer's buffer (BUFFER_AUTOMATIC: None)
-        self.base = (getattr(c, "comm_id", 0) % 2048) << _TAG_BITS
+        # With HELLO feature bit 3 a message names its communicator
+        # (protocol §16): every communicator has the tags 0..=TAG_UB of its
+        # own. Without it the tag spaces of constants.py keep them apart.
+        self.p2p = bool(getattr(c, "p2p_communicators", False))
+        self.base = 0 if self.p2p else (getattr(c, "comm_id", 0) % 2048) << _TAG_BITS
 
 
 class Comm(_Handled, _AttrMixin, _PointToPoint, _Collectives):

@@ -8,10 +8,12 @@ ANY_TAG = _s.ANY_TAG
 UNDEFINED = _s.UNDEFINED
 PROC_NULL = -2
 ROOT = -3
-# Tag spaces: a message carries no communicator (protocol §15.2), so each
-# communicator's tags 0..=_TAG_MAX travel as wire tag (id % 2048) * 2^20 +
-# tag, its id being the protocol's communicator id (the same on every
-# member; the world's is 0: its tags are the package's own).
+# Tags 0..=_TAG_MAX (TAG_UB). With HELLO feature bit 3 (protocol §16, the
+# default) a message names its communicator and travels with its own tag.
+# Without it a message carries no communicator (protocol §15.2), so each
+# communicator's tags travel as wire tag (id % 2048) * 2^20 + tag, its id
+# being the protocol's communicator id (the same on every member; the
+# world's is 0: its tags are the package's own).
 _TAG_BITS = 20
 _TAG_MAX = (1 << _TAG_BITS) - 1
 IN_PLACE = _s.IN_PLACE

@@ -239,12 +239,9 @@ def _absent(name, feature):
     return Absent
 
 
-Message = _absent("Message", "matched probes (Message)")
 Win = _absent("Win", "one-sided communication windows (Win)")
 File = _absent("File", "parallel I/O files (File)")
 Session = _absent("Session", "sessions (Session)")
-MESSAGE_NULL = Message()
-MESSAGE_NO_PROC = Message()
 WIN_NULL = Win()
 FILE_NULL = File()
 SESSION_NULL = Session()

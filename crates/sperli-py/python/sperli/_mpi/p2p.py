@@ -26,9 +26,11 @@ class _PointToPoint:
         if source == ANY_SOURCE:
             if self.Get_size() == 1:
                 return 0
-            if self._handle() is not _state.world_h:
+            h = self._handle()
+            if h is not _state.world_h and not h.p2p:
                 raise Exception(ERR_UNSUPPORTED_OPERATION,
-                                "a receive from ANY_SOURCE is offered on COMM_WORLD only")
+                                "a receive from ANY_SOURCE is offered on COMM_WORLD only in a "
+                                "job without HELLO feature bit 3")
             return source
         return self._rank_arg(source, "source")
 
@@ -48,7 +50,20 @@ class _PointToPoint:
             return
         self._c.Send(b, dest, tag)
 
-    Ssend = Bsend = Rsend = Send
+    Bsend = Rsend = Send
+
+    def Ssend(self, buf, dest, tag=0):
+        """A synchronous send: returns once the receiver matched the message
+        (protocol §16.5). In a job without HELLO feature bit 3 a Send."""
+        dest = self._rank_arg(dest, "dest")
+        tag = self._tag_arg(tag)
+        b = _msg(buf)
+        if dest == PROC_NULL:
+            return
+        if self._handle().p2p:
+            self._c.Ssend(b, dest, tag)
+        else:
+            self._c.Send(b, dest, tag)
 
     def Recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Receives."""
@@ -67,13 +82,17 @@ class _PointToPoint:
     Ibsend = Irsend = Isend
 
     def Issend(self, buf, dest, tag=0):
-        """Not offered: a synchronous send request completes when the
-        receive matched it, which the Rust API cannot tell (an Isend
-        completes earlier; mapping one onto the other leaves unreceived
-        messages behind a Cancel that cannot be had)."""
-        raise NotImplementedError("synchronous send requests (Issend) are not offered by sperli")
-
-    issend = Issend
+        """A synchronous send request: complete once the receiver matched
+        the message (protocol §16.5). Needs HELLO feature bit 3 (without
+        it the completion cannot be told: NotImplementedError)."""
+        dest = self._rank_arg(dest, "dest")
+        tag = self._tag_arg(tag)
+        b = _msg(buf)
+        if dest == PROC_NULL:
+            return _done()
+        if not self._handle().p2p:
+            raise NotImplementedError("Issend needs HELLO feature bit 3 on every rank")
+        return Request._of(self._c.Issend(b, dest, tag))
 
     def Irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG):
         """A receive request."""
@@ -146,11 +165,31 @@ class _PointToPoint:
         """Whether a matching message waits."""
         return self._receive(self._c.Iprobe, source, tag, status, found=bool)
 
-    def Mprobe(self, *a, **k):
-        """Not offered: matched probes."""
-        raise NotImplementedError("matched probes (Message) are not offered by sperli")
+    def Mprobe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        """A matched probe: waits for a matching message and takes it for
+        the returned ``Message`` alone (protocol §16.3)."""
+        return self._matched(self._c._mprobe, source, tag, status)
 
-    Improbe = mprobe = improbe = Mprobe
+    def Improbe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+        """As Mprobe without waiting: None when no such message is there."""
+        return self._matched(self._c._improbe, source, tag, status)
+
+    mprobe, improbe = Mprobe, Improbe
+
+    def _matched(self, probe, source, tag, status):
+        from .message import MESSAGE_NO_PROC, Message
+        source = self._source_arg(source)
+        tag = self._tag_arg(tag, True)
+        if source == PROC_NULL:
+            _proc_null(status)
+            return Message(MESSAGE_NO_PROC)
+        st = _s.Status()
+        mid = probe(source, tag, st)
+        if mid is None:
+            return None
+        base = self._handle().base
+        _fill(status, st, base)
+        return Message._of((self._c, mid, base))
 
     def Send_init(self, buf, dest, tag=0):
         """A persistent send (each Start is an Isend)."""
@@ -158,7 +197,14 @@ class _PointToPoint:
         self._tag_arg(tag)
         return _persistent(lambda: self.Isend(buf, dest, tag))
 
-    Ssend_init = Bsend_init = Rsend_init = Send_init
+    Bsend_init = Rsend_init = Send_init
+
+    def Ssend_init(self, buf, dest, tag=0):
+        """A persistent synchronous send (each Start is an Issend)."""
+        self._rank_arg(dest, "dest")
+        self._tag_arg(tag)
+        return _persistent(
+            lambda: (self.Issend if self._handle().p2p else self.Isend)(buf, dest, tag))
 
     def Recv_init(self, buf, source=ANY_SOURCE, tag=ANY_TAG):
         """A persistent receive (each Start is an Irecv)."""
@@ -181,7 +227,18 @@ class _PointToPoint:
         if dest != PROC_NULL:
             self._c.send(obj, dest, tag)
 
-    ssend = bsend = send
+    bsend = send
+
+    def ssend(self, obj, dest, tag=0):
+        """A synchronous send of a Python object (see Ssend)."""
+        dest = self._rank_arg(dest, "dest")
+        tag = self._tag_arg(tag)
+        if dest == PROC_NULL:
+            return
+        if self._handle().p2p:
+            self._c.ssend(obj, dest, tag)
+        else:
+            self._c.send(obj, dest, tag)
 
     def recv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Receives a Python object (a `buf` is not used: UserWarning)."""
@@ -197,6 +254,16 @@ class _PointToPoint:
         return Request._of(self._c.isend(obj, dest, tag))
 
     ibsend = isend
+
+    def issend(self, obj, dest, tag=0):
+        """A synchronous send request of a Python object (see Issend)."""
+        dest = self._rank_arg(dest, "dest")
+        tag = self._tag_arg(tag)
+        if dest == PROC_NULL:
+            return _done()
+        if not self._handle().p2p:
+            raise NotImplementedError("issend needs HELLO feature bit 3 on every rank")
+        return Request._of(self._c.issend(obj, dest, tag))
 
     def irecv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG):
         """A request receiving a Python object (`wait()` returns it; a `buf`

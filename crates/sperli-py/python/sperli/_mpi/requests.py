@@ -108,7 +108,7 @@ class Request(_HandleModel):
             if status is not None:
                 self._finish_peek(status)
             return True
-        done = all(p.done for p in self._parts())
+        done = all(p.done or p.Get_status_ready() for p in self._parts())
         if done and status is not None:
             self._finish_peek(status)
         return done
@@ -118,7 +118,8 @@ class Request(_HandleModel):
         if st is None:
             status._set(ANY_SOURCE, ANY_TAG, 0)
         elif isinstance(st, tuple):
-            status._set(*st)
+            status._set(*st[:3])
+            status.cancelled = len(st) > 3 and st[3]
         else:
             status._from(st, self._base)
 
@@ -134,11 +135,16 @@ class Request(_HandleModel):
         self._r = None
 
     def Cancel(self):
-        """Not offered: a message once posted runs to its end (ERR_REQUEST
-        for REQUEST_NULL)."""
+        """MPI's cancel: a receive that has not matched a message is
+        cancelled (it completes, its status says so); a send or a receive
+        that matched is not and completes as usual (ERR_REQUEST for
+        REQUEST_NULL)."""
         if self._r is None:
             raise Exception(ERR_REQUEST, "REQUEST_NULL")
-        raise NotImplementedError("MPI.Request.Cancel is not offered by sperli")
+        parts = self._parts()
+        if len(parts) == 1 and parts[0].Cancel():
+            self._r = True
+            self._st = (ANY_SOURCE, ANY_TAG, 0, True)
 
     cancel = Cancel
 
