@@ -11,7 +11,8 @@
 //! tree, its pytest suite against the tree's `sperli` launcher, the
 //! example under `sperli run -n 4`, and mpi4py's own test suite on
 //! `sperli.MPI` at 1, 2 and 4 ranks held to `scripts/mpi4py-expected.txt`
-//! (`scripts/mpi4py-suite.py --expect`). Stops at the first failing step.
+//! (`scripts/mpi4py-suite.py --expect`) and its demo programs
+//! (`scripts/mpi4py-demos.py`). Stops at the first failing step.
 //!
 //! `SPERLI_SLOW_TESTS=1` also runs every `#[ignore]`d test but the Slurm
 //! one (`cargo test --workspace -- --ignored --skip slurm_`: the scale runs,
@@ -100,6 +101,14 @@ fn python_steps(root: &Path, cargo: &str, steps: &mut Vec<(String, Command)>) {
         "python scripts/mpi4py-suite.py -n 1,2,4 --expect scripts/mpi4py-expected.txt".into(),
         c,
     ));
+    // mpi4py's demo programs (helloworld, mandelbrot, compute-pi) unchanged
+    // under `sperli run -n 4` (a few seconds).
+    let mut c = Command::new(&python);
+    c.args(["scripts/mpi4py-demos.py", "-n", "4"])
+        .env("PYTHON", &python)
+        .env("SPERLI_BIN", &sperli)
+        .current_dir(root);
+    steps.push(("python scripts/mpi4py-demos.py -n 4".into(), c));
 }
 
 /// The house checks, first because they are the quickest to fail: the
