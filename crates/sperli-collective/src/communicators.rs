@@ -266,6 +266,11 @@ impl<L: Peers> Comm<L> {
         Ok(self.child(id, members, rank))
     }
 
+    /// The largest communicator id this rank has made (protocol §15.3).
+    pub(crate) fn highest_id(&self) -> u32 {
+        self.registry.highest()
+    }
+
     fn needs_communicators(&self) -> Result<(), Error> {
         if self.features & FEATURE_COMMUNICATORS == 0 {
             return Err(UsageError::NoCommunicators.into());

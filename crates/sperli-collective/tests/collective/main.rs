@@ -12,13 +12,15 @@
 //! - [`p2p_semantics`]: PROC_NULL, persistent requests, point-to-point on
 //!   COMM_SELF and along a Cartesian grid between real TLS ranks;
 //! - [`p2p_communicators`]: messages matched by communicator, synchronous
-//!   sends and matched probes (HELLO feature bit 3) between TLS ranks.
+//!   sends and matched probes (HELLO feature bit 3) between TLS ranks;
+//! - [`intercomm`]: intercommunicators and merge between TLS ranks.
 
 mod api;
 mod common;
 mod communicators;
 mod fake;
 mod groups_topologies;
+mod intercomm;
 mod p2p_communicators;
 mod p2p_semantics;
 mod pipelined_fake;
