@@ -6,30 +6,50 @@
 //! read the same socket one after the other cannot reorder its frames.
 //! Waking the waiters is left to the reader, once it released the locks.
 
+use sperli_wire::limits::DATA_HEADER_LEN;
+
 use crate::io::shared::Shared;
 use crate::proto::connection::{Deliver, Incoming};
 use crate::proto::large::LargeAssembly;
 use crate::proto::matching::RecvId;
 
-/// A DATA frame streaming straight into a large receive's assembly.
+/// A DATA frame streaming as it is read.
 #[derive(Debug)]
-pub(crate) struct Streaming {
-    id: RecvId,
-    tag: u32,
-    asm: LargeAssembly,
-    /// A piece the assembly refused: the rest of the frame is dropped and
-    /// the receive fails with it.
-    error: Option<sperli_wire::Error>,
+pub(crate) enum Streaming {
+    /// Without feature bit 3: straight into a large receive's assembly.
+    Large {
+        id: RecvId,
+        tag: u32,
+        asm: LargeAssembly,
+        /// A piece the assembly refused: the rest of the frame is dropped
+        /// and the receive fails with it.
+        error: Option<sperli_wire::Error>,
+    },
+    /// With feature bit 3 (protocol §16.2): every DATA frame. Its DATA
+    /// header is judged as soon as its 24 bytes are in, then its data goes
+    /// straight to where its message goes (one copy, from TLS).
+    Message {
+        tag: u32,
+        head: [u8; DATA_HEADER_LEN],
+        head_len: usize,
+        data_len: usize,
+        /// The header was judged (and accepted, unless `failed`).
+        judged: bool,
+        failed: bool,
+    },
 }
 
 impl Streaming {
-    /// The frame was cut short (the connection ended inside it): the
-    /// receive fails with `error`.
+    /// The frame was cut short (the connection ended inside it): a large
+    /// receive fails with `error` (a message's receive fails when the
+    /// connection's loss ends the job).
     pub fn cut(self, shared: &Shared, peer: u32, error: sperli_wire::Error) {
-        let mut st = shared.state();
-        st.end_stream(self.id, peer, self.tag, self.asm, Some(error));
-        drop(st);
-        shared.bump();
+        if let Streaming::Large { id, tag, asm, .. } = self {
+            let mut st = shared.state();
+            st.end_stream(id, peer, tag, asm, Some(error));
+            drop(st);
+            shared.bump();
+        }
     }
 }
 
@@ -105,17 +125,29 @@ impl Deliver for ToMatching<'_> {
         }
     }
 
-    fn stream(&mut self, tag: u32, _len: usize) -> bool {
+    fn stream(&mut self, tag: u32, len: usize) -> bool {
         if self.hold {
             return false;
         }
         // Frames before this one first: a receive posted for this tag may
         // be theirs.
         self.flush();
-        let started = self.shared.state().start_stream(self.peer, tag);
+        let mut st = self.shared.state();
+        if st.has_p2p_communicators() {
+            self.stream = Some(Streaming::Message {
+                tag,
+                head: [0; DATA_HEADER_LEN],
+                head_len: 0,
+                data_len: len.saturating_sub(DATA_HEADER_LEN),
+                judged: false,
+                failed: false,
+            });
+            return true;
+        }
+        let started = st.start_stream(self.peer, tag);
         match started {
             Some((id, asm)) => {
-                self.stream = Some(Streaming {
+                self.stream = Some(Streaming::Large {
                     id,
                     tag,
                     asm,
@@ -127,28 +159,101 @@ impl Deliver for ToMatching<'_> {
         }
     }
 
-    fn chunk(&mut self, bytes: &[u8]) {
-        if let Some(s) = self.stream.as_mut() {
-            if s.error.is_none() {
-                if let Err(e) = s.asm.push(bytes) {
-                    s.error = Some(e);
+    fn chunk(&mut self, mut bytes: &[u8]) {
+        match self.stream.as_mut() {
+            Some(Streaming::Large { asm, error, .. }) if error.is_none() => {
+                if let Err(e) = asm.push(bytes) {
+                    *error = Some(e);
                 }
             }
+            Some(Streaming::Message {
+                tag,
+                head,
+                head_len,
+                data_len,
+                judged,
+                failed,
+            }) => {
+                if *failed {
+                    return;
+                }
+                if !*judged {
+                    let n = (DATA_HEADER_LEN - *head_len).min(bytes.len());
+                    head[*head_len..*head_len + n].copy_from_slice(&bytes[..n]);
+                    *head_len += n;
+                    bytes = &bytes[n..];
+                    if *head_len < DATA_HEADER_LEN {
+                        return;
+                    }
+                    *judged = true;
+                    let pool = &self.shared.pool;
+                    let mut st = self.shared.state();
+                    let r =
+                        st.message_header(self.peer, *tag, &head[..], *data_len, |n| pool.take(n));
+                    self.notices |= st.notices_due();
+                    if let Err(e) = r {
+                        *failed = true;
+                        self.rejected = Some(e);
+                        return;
+                    }
+                }
+                if !bytes.is_empty() {
+                    self.shared.state().message_data(self.peer, bytes);
+                }
+            }
+            _ => {}
         }
     }
 
     fn end_stream(&mut self, _tag: u32) {
-        if let Some(s) = self.stream.take() {
-            let mut st = self.shared.state();
-            st.end_stream(s.id, self.peer, s.tag, s.asm, s.error);
-            drop(st);
-            self.shared.bump();
-            self.delivered = true;
-            self.paused = true;
+        match self.stream.take() {
+            Some(Streaming::Large {
+                id,
+                tag,
+                asm,
+                error,
+            }) => {
+                let mut st = self.shared.state();
+                st.end_stream(id, self.peer, tag, asm, error);
+                drop(st);
+                self.shared.bump();
+                self.delivered = true;
+                self.paused = true;
+            }
+            Some(Streaming::Message {
+                tag,
+                head,
+                head_len,
+                judged,
+                failed,
+                ..
+            }) => {
+                if failed {
+                    return;
+                }
+                let mut st = self.shared.state();
+                if !judged {
+                    // A payload shorter than the DATA header: decode rule 1
+                    // (protocol §16.2) rejects it.
+                    let pool = &self.shared.pool;
+                    let r =
+                        st.message_header(self.peer, tag, &head[..head_len], 0, |n| pool.take(n));
+                    if let Err(e) = r {
+                        self.rejected = Some(e);
+                        return;
+                    }
+                }
+                st.message_end(self.peer);
+                drop(st);
+                self.shared.bump();
+                self.delivered = true;
+            }
+            None => {}
         }
     }
 
     fn pause(&mut self) -> bool {
-        std::mem::take(&mut self.paused)
+        // A rejected frame stops the read: the connection fails with it.
+        std::mem::take(&mut self.paused) || self.rejected.is_some()
     }
 }

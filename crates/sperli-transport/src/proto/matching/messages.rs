@@ -25,7 +25,7 @@ use std::sync::Arc;
 use sperli_wire::codec::Codec;
 use sperli_wire::communicator::KnownCommunicators;
 use sperli_wire::data_header::{DataFrame, DataHeader, DataKind};
-use sperli_wire::error::FrameError;
+use sperli_wire::error::{DecodeError, FrameError};
 use sperli_wire::limits::{DATA_HEADER_LEN, FEATURE_COMMUNICATORS, FEATURE_P2P_COMMUNICATORS};
 use sperli_wire::message_stream::{route, Arrival, MessageStream, Route};
 use sperli_wire::{Error, FrameType};
@@ -76,6 +76,8 @@ pub(super) struct P2p {
     can_make: bool,
     streams: Vec<MessageStream>,
     coming: Vec<Option<Dest>>,
+    /// The frame of each peer being handed over ends its message.
+    frame_last: Vec<bool>,
     /// What this rank holds of its communicators, for check 4 (§16.4).
     known: KnownCommunicators,
     pending: Vec<PendingMessage>,
@@ -92,6 +94,7 @@ impl P2p {
             can_make: features & FEATURE_COMMUNICATORS != 0,
             streams: (0..n).map(|_| MessageStream::new()).collect(),
             coming: vec![None; n],
+            frame_last: vec![false; n],
             known: KnownCommunicators::default(),
             pending: Vec::new(),
             notices: Vec::new(),
@@ -101,7 +104,10 @@ impl P2p {
     }
 }
 
-fn rejected(error: sperli_wire::error::DecodeError) -> Error {
+/// The most a message's buffer reserves ahead of its frames (64 MiB).
+const FIRST_ROOM: usize = 64 << 20;
+
+fn rejected(error: DecodeError) -> Error {
     Error::FrameRejected(FrameError::Payload {
         frame_type: FrameType::Data,
         error,
@@ -138,31 +144,67 @@ impl Matching {
         self.p2p.is_some()
     }
 
-    /// One DATA frame of `from` with header `tag` in a job with feature
-    /// bit 3: the decode rules (§16.2), the checks of §16.4, then the
-    /// frame goes where its message goes.
+    /// One whole DATA frame of `from` with header `tag` in a job with
+    /// feature bit 3: [`Matching::message_header`], its data, and
+    /// [`Matching::message_end`] (the path of a frame that was not
+    /// streamed).
     pub(super) fn handle_message_frame(
         &mut self,
         from: u32,
         tag: u32,
-        mut payload: Vec<u8>,
+        payload: Vec<u8>,
     ) -> Result<(), Error> {
-        let (header, len) = {
-            let frame = DataFrame::decode(&payload).map_err(rejected)?;
-            (frame.header, frame.data.len())
-        };
+        let head = &payload[..payload.len().min(DATA_HEADER_LEN)];
+        let data_len = payload.len().saturating_sub(DATA_HEADER_LEN);
+        self.message_header(from, tag, head, data_len, Vec::with_capacity)?;
+        self.message_data(from, &payload[head.len()..]);
+        self.message_end(from);
+        Ok(())
+    }
+
+    /// The DATA header of a frame of `from` with frame header `tag` and
+    /// `data_len` bytes after it (protocol §16.2, §16.4), before any of its
+    /// data: the decode rules and the checks of §16.4 (an error rejects the
+    /// frame: nothing of it is kept), then where its data goes. A first
+    /// frame's message gets its buffer from `buffer(capacity)` (a pooled
+    /// one, for reuse). The data follows with [`Matching::message_data`],
+    /// then [`Matching::message_end`].
+    pub fn message_header(
+        &mut self,
+        from: u32,
+        tag: u32,
+        head: &[u8],
+        data_len: usize,
+        buffer: impl FnOnce(usize) -> Vec<u8>,
+    ) -> Result<(), Error> {
+        let header = DataFrame::decode(head).map_err(rejected)?.header;
+        // Decode rules 6 and 7 with the data that follows (protocol §16.2).
+        if header.kind == DataKind::Notice && data_len > 0 {
+            return Err(rejected(DecodeError::NotZero {
+                field: "notice data length",
+                got: data_len as u64,
+            }));
+        }
+        if header.kind.is_message() && data_len as u64 > header.total {
+            return Err(rejected(DecodeError::OutOfRange {
+                field: "data length",
+                min: 0,
+                max: header.total,
+                got: data_len as u64,
+            }));
+        }
         let p2p = self.p2p.as_mut().expect("bit 3");
         let f = from as usize;
         let arrival = p2p.streams[f]
-            .arrive(tag, &header, len, from, &p2p.known, p2p.can_make)
+            .arrive(tag, &header, data_len, from, &p2p.known, p2p.can_make)
             .map_err(Error::from)?;
-        // The data, where it is: the payload's allocation (a pooled buffer
-        // its receiver may recycle) without the DATA header.
-        payload.drain(..DATA_HEADER_LEN);
-        let data = payload;
+        // A message's buffer has room for its whole length up to 64 MiB
+        // (no regrowth as its frames come); beyond, it grows as they come.
+        let room = (header.total as usize).clamp(data_len, data_len.max(FIRST_ROOM));
         match arrival {
             Arrival::Notice { message } => {
                 p2p.noticed.insert((from, message));
+                p2p.frame_last[f] = false;
             }
             Arrival::Message {
                 first: true,
@@ -177,9 +219,10 @@ impl Matching {
                     from,
                     tag,
                     header,
-                    bytes: data,
+                    bytes: buffer(room),
                 });
-                p2p.coming[f] = (!last).then_some(Dest::Pending);
+                p2p.coming[f] = Some(Dest::Pending);
+                p2p.frame_last[f] = last;
             }
             Arrival::Message {
                 first: true,
@@ -189,22 +232,39 @@ impl Matching {
             } => {
                 self.arrivals += 1;
                 let arrival = self.arrivals;
-                let dest = self.keep(arrival, from, tag, &header, data);
-                self.p2p.as_mut().expect("bit 3").coming[f] = (!last).then_some(dest);
+                let dest = self.keep(arrival, from, tag, &header, buffer(room));
+                let p2p = self.p2p.as_mut().expect("bit 3");
+                p2p.coming[f] = Some(dest);
+                p2p.frame_last[f] = last;
             }
             Arrival::Message {
                 first: false, last, ..
-            } => {
-                let dest = p2p.coming[f].take();
-                if let Some(dest) = dest {
-                    self.append(from, dest, &data);
-                    if !last {
-                        self.p2p.as_mut().expect("bit 3").coming[f] = Some(dest);
-                    }
-                }
-            }
+            } => p2p.frame_last[f] = last,
         }
         Ok(())
+    }
+
+    /// Data of the frame of `from` whose header [`Matching::message_header`]
+    /// accepted, in order: to where its message went.
+    pub fn message_data(&mut self, from: u32, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        let dest = self.p2p.as_ref().and_then(|p| p.coming[from as usize]);
+        if let Some(dest) = dest {
+            self.append(from, dest, data);
+        }
+    }
+
+    /// The frame of `from` is complete: after its message's last frame
+    /// nothing more is coming from `from`.
+    pub fn message_end(&mut self, from: u32) {
+        if let Some(p2p) = self.p2p.as_mut() {
+            let f = from as usize;
+            if std::mem::take(&mut p2p.frame_last[f]) {
+                p2p.coming[f] = None;
+            }
+        }
     }
 
     /// The first frame of a message for a communicator this rank holds:
@@ -268,7 +328,7 @@ impl Matching {
                 let q = &mut self.unexpected[from as usize];
                 if let Some(u) = q.iter_mut().find(|u| u.message == message) {
                     u.payload.extend_from_slice(data);
-                    u.remaining -= data.len() as u64;
+                    u.remaining = u.remaining.saturating_sub(data.len() as u64);
                 }
             }
             Dest::Receive(id) => {
@@ -278,7 +338,7 @@ impl Matching {
                 let done = match &mut self.posted[i].want {
                     Want::Message { bytes, remaining } => {
                         bytes.extend_from_slice(data);
-                        *remaining -= data.len() as u64;
+                        *remaining = remaining.saturating_sub(data.len() as u64);
                         *remaining == 0
                     }
                     _ => false,
