@@ -235,6 +235,7 @@ pub mod intercomm;
 mod large;
 mod mpi_error;
 pub mod nonblocking;
+mod nonblocking_more;
 mod p2p;
 mod peers;
 pub mod persistent;

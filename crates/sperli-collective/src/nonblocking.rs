@@ -212,7 +212,7 @@ impl<L: Peers + Send + Sync + 'static> Comm<L> {
     }
 
     /// Issues `call` to the progress thread.
-    fn issue<R: Send + 'static>(
+    pub(crate) fn issue<R: Send + 'static>(
         &self,
         call: impl FnOnce(&Comm<L>) -> Result<R, Error> + Send + 'static,
     ) -> Result<Request<R>, Error> {

@@ -325,3 +325,56 @@ fn a_scatterv_block_longer_than_announced_is_h1617_at_the_receiver() {
         assert_job_ended(first, later, 2, AbortReason::CollectiveMismatch, 1617);
     }
 }
+
+/// The non-blocking forms of alltoall, reduce_scatter, scan, exscan and
+/// the v-calls give exactly their blocking calls' results, at 3 and 5
+/// ranks, issued back to back before any is waited for.
+#[test]
+fn nonblocking_forms_match_their_blocking_calls() {
+    use sperli_collective::prelude::*;
+    for n in [3u32, 5] {
+        let out = sperli_collective::fake::run(n, move |c| {
+            let r = c.rank();
+            let data: Vec<u64> = (0..n as u64 * 2).map(|i| i * 7 + u64::from(r)).collect();
+            let counts: Vec<usize> = (0..n as usize).map(|i| i % 3).collect();
+            let v: Vec<u64> = (0..(r as u64 % 3))
+                .map(|i| i + u64::from(r) * 100)
+                .collect();
+            let scounts: Vec<usize> = (0..n as usize).map(|i| (i + 1) % 2).collect();
+            let sdata: Vec<u64> = (0..scounts.iter().sum::<usize>() as u64).collect();
+            let reqs = (
+                c.ialltoall(&data).unwrap(),
+                c.ireduce_scatter(&data, Reduction::Sum).unwrap(),
+                c.iscan(&data, Reduction::Max).unwrap(),
+                c.iexscan(&data, Reduction::Sum).unwrap(),
+                c.igatherv(1, &v).unwrap(),
+                c.iscatterv(0, (r == 0).then_some((&sdata[..], &scounts[..])))
+                    .unwrap(),
+                c.iallgatherv(&v).unwrap(),
+            );
+            let want = (
+                c.alltoall(&data).unwrap(),
+                c.reduce_scatter(&data, Reduction::Sum).unwrap(),
+                c.scan(&data, Reduction::Max).unwrap(),
+                c.exscan(&data, Reduction::Sum).unwrap(),
+                c.gatherv(1, &v).unwrap(),
+                c.scatterv(0, (r == 0).then_some((&sdata[..], &scounts[..])))
+                    .unwrap(),
+                c.allgatherv(&v).unwrap(),
+            );
+            let a2av = c.ialltoallv(&data[..counts.iter().sum()], &counts).unwrap();
+            let a2av_want = c.alltoallv(&data[..counts.iter().sum()], &counts).unwrap();
+            let got = (
+                reqs.0.wait().unwrap(),
+                reqs.1.wait().unwrap(),
+                reqs.2.wait().unwrap(),
+                reqs.3.wait().unwrap(),
+                reqs.4.wait().unwrap(),
+                reqs.5.wait().unwrap(),
+                reqs.6.wait().unwrap(),
+            );
+            got == want && a2av.wait().unwrap() == a2av_want
+        });
+        assert_eq!(out, vec![true; n as usize], "at {n} ranks");
+    }
+}
