@@ -154,8 +154,8 @@ fn write_row(o: &mut String, r: &Row) {
 const SPERLI_CMD: &str = "`sperli run -n 2 -H 127.0.0.1,127.0.0.2 -- sperli-bench rank p2p`";
 const MPI_CMD: &str = "`mpirun -n 2 sperli_mpi_bench ssend`";
 const PY_CMD: &str =
-    "`sperli run -n 2 -H 127.0.0.1,127.0.0.2 -- python crates/sperli-py/bench/pingpong.py`; \
-     `mpirun -n 2 python crates/sperli-py/bench/pingpong.py --mpi4py`";
+    "`sperli run -n 2 -H 127.0.0.1,127.0.0.2 -- target/python-env/bin/python crates/sperli-py/bench/pingpong.py`; \
+     `mpirun -n 2 target/python-env/bin/python crates/sperli-py/bench/pingpong.py --mpi4py`";
 
 /// The Python ping-pong row (python.rs files its figures): `sperli.MPI`
 /// next to mpi4py on OpenMPI.
