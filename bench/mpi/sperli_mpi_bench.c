@@ -3,7 +3,7 @@
  * The same operations, sizes, iteration counts and accounting as the SPERLI
  * rank program (crates/sperli-bench/src/rank.rs), over MPI.
  *
- *   mpirun -n N sperli_mpi_bench pingpong|coll|startup|pipe [--quick]
+ *   mpirun -n N sperli_mpi_bench pingpong|coll|startup|pipe|ssend [--quick]
  *
  * Output (rank 0 only): `RESULT <name> <size in bytes> <value>` with times
  * in µs and bandwidths in GB/s (10^9 B/s). One invocation is ONE run.
@@ -185,6 +185,51 @@ static void pipe_mode(void) {
     free(out);
 }
 
+/* The twin of `sperli-bench rank p2p`'s synchronous rows
+ * (crates/sperli-bench/src/p2p.rs): ping-pong of 8 B and 1 KiB with
+ * MPI_Ssend both ways (rank 0 MPI_Ssend, rank 1 MPI_Recv then MPI_Ssend
+ * back) and with MPI_Send both ways, interleaved in rounds whose order
+ * rotates, the same counts; `RESULT mpi_ssend_lat|mpi_send_lat` (µs, half a
+ * round trip). */
+static double round_trips(int me, int sync, long size, long count, char *buf) {
+    int peer = 1 - me;
+    double t = MPI_Wtime();
+    for (long k = 0; k < count; k++) {
+        if (me == 0) {
+            if (sync) MPI_Ssend(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+            else MPI_Send(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+            MPI_Recv(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (sync) MPI_Ssend(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+            else MPI_Send(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+        }
+    }
+    return MPI_Wtime() - t;
+}
+
+static void ssend_mode(int me) {
+    static const long sizes[] = {8, 1024};
+    static const char *names[] = {"mpi_send_lat", "mpi_ssend_lat"};
+    char buf[1024];
+    memset(buf, 3, sizeof buf);
+    if (me > 1) return;
+    long rounds = iters(10, 4);
+    for (int i = 0; i < 2; i++) {
+        long size = sizes[i], n = lat_count(size), per_round = (n + rounds - 1) / rounds;
+        double spent[2] = {0, 0};
+        for (int sync = 0; sync < 2; sync++) round_trips(me, sync, size, n / 10, buf);
+        for (long r = 0; r < rounds; r++)
+            for (int j = 0; j < 2; j++) {
+                int sync = (int)((j + r) % 2);
+                spent[sync] += round_trips(me, sync, size, per_round, buf);
+            }
+        if (me == 0)
+            for (int sync = 0; sync < 2; sync++)
+                result(names[sync], size, spent[sync] * 1e6 / (2.0 * per_round * rounds));
+    }
+}
+
 int main(int argc, char **argv) {
     double started = unix_ns();
     const char *mode = NULL;
@@ -197,7 +242,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (!mode) {
-        if (me == 0) fprintf(stderr, "usage: sperli_mpi_bench pingpong|coll|startup|pipe [--quick]\n");
+        if (me == 0) fprintf(stderr, "usage: sperli_mpi_bench pingpong|coll|startup|pipe|ssend [--quick]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     if (strcmp(mode, "pingpong") == 0) {
@@ -206,6 +251,8 @@ int main(int argc, char **argv) {
         coll(me, size);
     } else if (strcmp(mode, "pipe") == 0) {
         pipe_mode();
+    } else if (strcmp(mode, "ssend") == 0) {
+        ssend_mode(me);
     } else if (strcmp(mode, "startup") == 0) {
         /* OpenMPI opens TCP connections lazily: one int to and from every
          * other rank makes every pair connect, like SPERLI's full mesh. */

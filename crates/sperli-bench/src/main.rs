@@ -3,7 +3,7 @@
 //! ```text
 //! sperli-bench limits [--quick]          the machine's limits, in this process
 //! sperli-bench rank MODE [--quick]       a SPERLI rank (started by `sperli run`)
-//!     MODE: pingpong | coll | startup | rss | ckpt | resume | pipe | overlap
+//!     MODE: pingpong | coll | startup | rss | ckpt | resume | pipe | overlap | p2p
 //! sperli-bench rank rtt [ROUNDS [BYTES]] ROUNDS round trips of BYTES (default
 //!     10000 of 8) between ranks 0 and 1, with the context switches of both
 //!     rank processes over the loop (for `perf stat -e context-switches`)
@@ -25,6 +25,7 @@ mod ckpt;
 mod latency;
 mod limits;
 mod overlap;
+mod p2p;
 mod pipelined;
 mod rank;
 
@@ -44,7 +45,7 @@ pub fn iters(quick: bool, full: usize, short: usize) -> usize {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss|ckpt|resume|pipe [--quick] | rank rtt [ROUNDS [BYTES]] | ckpt-threads [--quick] [MIB...]"
+        "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss|ckpt|resume|pipe|overlap|p2p [--quick] | rank rtt [ROUNDS [BYTES]] | ckpt-threads [--quick] [MIB...]"
     );
     std::process::exit(2);
 }

@@ -79,6 +79,7 @@ pub fn run(mode: &str, quick: bool) -> Result<(), Error> {
         "rss" => rss(&mut comm)?,
         "pipe" => crate::pipelined::run(&mut comm, quick)?,
         "overlap" => crate::overlap::run(&comm, quick)?,
+        "p2p" => crate::p2p::run(&comm, quick)?,
         other => {
             eprintln!("sperli-bench: unknown rank mode {other}");
             std::process::exit(2);

@@ -17,8 +17,11 @@
 //! a program crashes, errs, times out or prints no figure: never on a slow
 //! figure.
 //!
-//! Each run ends with the Python rows (python.rs: the `sperli` package next
-//! to the Rust call and mpi4py); `--python` runs only those and writes
+//! The point-to-point rows on communicators (p2p.rs: `ssend` next to
+//! `MPI_Ssend`, a dup next to the job's communicator) run after the
+//! latency rows. Each run ends with the Python rows (python.rs: the
+//! `sperli` package next to the Rust call and mpi4py, and its 8 B
+//! ping-pong next to mpi4py's); `--python` runs only those and writes
 //! `target/bench-python/performance.md`.
 
 mod ckpt;
@@ -26,6 +29,7 @@ mod jacobi;
 mod latency;
 mod mailbox;
 mod overlap;
+mod p2p;
 mod pipelined;
 mod plot;
 mod programs;
@@ -384,6 +388,7 @@ fn measure(p: &Programs, opts: &Options, python: &Path) -> Result<Samples, Strin
         println!("==> run {} of {}", run + 1, opts.runs);
         if opts.python_only {
             python::job(p, opts, python, run, &mut samples)?;
+            python::pingpong_job(p, opts, python, run, &mut samples)?;
             continue;
         }
         let mut args = vec![p.bench.display().to_string(), "limits".to_string()];
@@ -411,11 +416,13 @@ fn measure(p: &Programs, opts: &Options, python: &Path) -> Result<Samples, Strin
             }
         }
         latency::spin_off(p, opts, &mut samples)?;
+        p2p::jobs(p, opts, run, &mut samples)?;
         mailbox::job(p, opts, &mut samples)?;
         pipelined::jobs(p, opts, run, &mut samples)?;
         overlap::jobs(p, opts, &mut samples)?;
         jacobi::job(p, opts, run, &mut samples)?;
         python::job(p, opts, python, run, &mut samples)?;
+        python::pingpong_job(p, opts, python, run, &mut samples)?;
     }
     Ok(samples)
 }
@@ -530,6 +537,7 @@ pub fn run(args: &[String]) -> i32 {
     println!("{}", report::goals_section(&samples, opts.quick));
     println!("{}", pipelined::goals(&samples));
     println!("{}", latency::section(&samples));
+    println!("{}", p2p::section(&samples));
     println!(
         "xtask bench: wrote {} and {}/{{bandwidth,allreduce,allreduce-pipelined}}.svg in {secs:.0} s",
         doc.display(),

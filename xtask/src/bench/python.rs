@@ -1,4 +1,5 @@
-//! The Python rows (docs/python.md): `Allreduce` of float64
+//! The Python rows (docs/python.md): the 8 B `Send`/`Recv` ping-pong
+//! ([`pingpong_job`], reported with the point-to-point rows of p2p.rs), and `Allreduce` of float64
 //! numpy arrays, 8 B and 16 MiB per rank, at 2 and 4 ranks (127.0.0.1-N;
 //! and at 1 rank, where no byte leaves the process: the binding's cost),
 //! three programs per job size and run, their order rotating from run to
@@ -213,6 +214,64 @@ pub(super) fn job(
     Ok(())
 }
 
+/// One run of the Python ping-pong row: `crates/sperli-py/bench/pingpong.py`
+/// at 2 ranks (127.0.0.1-2) on the `sperli` package under `sperli run`
+/// and, when OpenMPI is installed, on mpi4py under `mpirun`, the order
+/// alternating with `run`; files `pingpong` (8 B one-way, µs) in
+/// `py.sperli.2` and `py.mpi4py.2` (reported by `p2p::python_row`).
+pub(super) fn pingpong_job(
+    p: &Programs,
+    opts: &Options,
+    python: &Path,
+    run: usize,
+    samples: &mut Samples,
+) -> Result<(), String> {
+    let root = crate::workspace_root();
+    let script = root.join("crates/sperli-py/bench/pingpong.py");
+    let mut sides = [Side::Python, Side::Mpi4py];
+    if run % 2 == 1 {
+        sides.reverse();
+    }
+    for side in sides {
+        let mut args = vec![script.display().to_string()];
+        if side == Side::Mpi4py {
+            args.push("--mpi4py".into());
+        }
+        if opts.quick {
+            args.push("--quick".into());
+        }
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (argv, env): (Vec<String>, &[(&str, &str)]) = match side {
+            Side::Mpi4py => match &p.mpi {
+                Ok((mpirun, _)) => (mpi_argv(mpirun, python, 2, &a), &MPI_ENV),
+                Err(_) => continue,
+            },
+            _ => {
+                let mut v = vec![
+                    p.sperli.display().to_string(),
+                    "run".into(),
+                    "-n".into(),
+                    "2".into(),
+                    "-H".into(),
+                    spread_hosts(2),
+                    "--".into(),
+                    python.display().to_string(),
+                ];
+                v.extend(args.iter().cloned());
+                (v, &[])
+            }
+        };
+        let label = format!("python pingpong {} n=2", side.word());
+        let o = run_retrying(&label, &argv, env, samples)?;
+        println!("    {label}: {:.1} s", o.secs);
+        if !o.results.iter().any(|r| r.0 == "pingpong" && r.1 == 8) {
+            return Err(format!("{label}: no pingpong figure for 8 bytes"));
+        }
+        record(samples, &py_group(side.word(), 2), &o);
+    }
+    Ok(())
+}
+
 fn time_text(us: Option<super::Stat>) -> String {
     match us {
         Some(s) if s.median >= 10_000.0 => format!(
@@ -288,6 +347,9 @@ pub(super) fn document(s: &Samples, opts: &Options, secs: f64) -> String {
         s.info.get("load_after").map_or("?", String::as_str)
     );
     section(&mut o, s);
+    let _ = writeln!(o, "## Python ping-pong\n");
+    super::p2p::table_head(&mut o);
+    super::p2p::python_row(&mut o, s);
     o
 }
 

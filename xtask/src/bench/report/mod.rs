@@ -196,6 +196,7 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
     o.push('\n');
     o.push_str(&super::latency::section(s));
     o.push('\n');
+    o.push_str(&super::p2p::section(s));
 
     // The limits.
     let l = |name: &str, size: u64| s.get("limits", name, size);
