@@ -71,8 +71,14 @@ impl Endpoint {
         let buf = std::mem::take(out);
         if self.has_p2p_communicators() {
             // One message of protocol §16 (see `send_large`).
-            drop(buf);
-            let id = self.shared.state().post_on(0, Some(from), Some(tag));
+            let (id, spare) = {
+                let mut st = self.shared.state();
+                let id = st.post_on_into(0, Some(from), Some(tag), buf);
+                (id, st.take_spare())
+            };
+            for b in spare {
+                self.shared.pool.put(b);
+            }
             *out = self.wait_recv(id)?.1;
             return Ok(());
         }

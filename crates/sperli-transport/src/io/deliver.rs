@@ -191,6 +191,11 @@ impl Deliver for ToMatching<'_> {
                     let r =
                         st.message_header(self.peer, *tag, &head[..], *data_len, |n| pool.take(n));
                     self.notices |= st.notices_due();
+                    let spare = st.take_spare();
+                    drop(st);
+                    for b in spare {
+                        self.shared.pool.put(b);
+                    }
                     if let Err(e) = r {
                         *failed = true;
                         self.rejected = Some(e);

@@ -96,6 +96,9 @@ struct Posted {
     source: Option<u32>,
     tag: Option<u32>,
     want: Want,
+    /// With feature bit 3: the buffer the message goes into, when the
+    /// caller lent one ([`Matching::post_on_into`]).
+    into: Option<Vec<u8>>,
 }
 
 impl Posted {
@@ -387,7 +390,7 @@ impl Matching {
         self.next_id += 1;
         let id = self.next_id;
         if self.p2p.is_some() {
-            self.post_message(id, comm, source, tag);
+            self.post_message(id, comm, source, tag, None);
             return id;
         }
         match self.first_match_on(comm, source, tag) {
@@ -406,6 +409,7 @@ impl Matching {
                 source,
                 tag,
                 want: Want::Whole,
+                into: None,
             }),
         }
         id
@@ -435,6 +439,7 @@ impl Matching {
                 source,
                 tag,
                 want: Want::Joined(None),
+                into: None,
             });
             return id;
         };
@@ -464,6 +469,7 @@ impl Matching {
                 source: Some(s as u32),
                 tag: Some(tag),
                 want: Want::Joined(Some(bytes)),
+                into: None,
             });
         }
         id
@@ -548,6 +554,7 @@ impl Matching {
             source: Some(from),
             tag: Some(tag),
             want: Want::Large(Some(asm)),
+            into: None,
         });
         id
     }

@@ -85,6 +85,8 @@ pub(super) struct P2p {
     noticed: HashSet<(u32, u64)>,
     /// Numbers of the synchronous messages this rank sends itself.
     local_numbers: u64,
+    /// Buffers to give back to the edge's pool ([`Matching::take_spare`]).
+    spare: Vec<Vec<u8>>,
 }
 
 impl P2p {
@@ -100,6 +102,7 @@ impl P2p {
             notices: Vec::new(),
             noticed: HashSet::new(),
             local_numbers: 0,
+            spare: Vec::new(),
         }
     }
 }
@@ -297,6 +300,21 @@ impl Matching {
         if sync {
             self.owe_notice(from, h.communicator, tag, h.message);
         }
+        // A buffer the receive lent takes the message (its memory reused)
+        // when nothing of the message is in another one yet.
+        let bytes = match self.posted[i].into.take() {
+            Some(mut lent) if bytes.is_empty() => {
+                lent.clear();
+                lent.reserve(bytes.capacity());
+                self.spare(bytes);
+                lent
+            }
+            Some(lent) => {
+                self.spare(lent);
+                bytes
+            }
+            None => bytes,
+        };
         let id = self.posted[i].id;
         self.take_into(i, from, tag, bytes, remaining);
         Dest::Receive(id)
@@ -372,6 +390,7 @@ impl Matching {
         comm: u32,
         source: Option<u32>,
         tag: Option<u32>,
+        into: Option<Vec<u8>>,
     ) {
         let Some((s, i)) = self.first_match_on(comm, source, tag) else {
             self.posted.push_back(Posted {
@@ -380,10 +399,54 @@ impl Matching {
                 source,
                 tag,
                 want: Want::Whole,
+                into,
             });
             return;
         };
+        // The kept message has a buffer of its own: the lent one is spare.
+        if let Some(lent) = into {
+            self.spare(lent);
+        }
         self.take_kept(id, s, i);
+    }
+
+    /// A buffer this state no longer needs, for the edge to give back to
+    /// its pool ([`Matching::take_spare`]) so its memory is reused.
+    fn spare(&mut self, buf: Vec<u8>) {
+        if let Some(p2p) = self.p2p.as_mut() {
+            if buf.capacity() > 0 {
+                p2p.spare.push(buf);
+            }
+        }
+    }
+
+    /// The buffers this state no longer needs (a receive's lent buffer
+    /// when a kept message came first, a fresh one when a lent one took
+    /// the message): the edge gives them back to its pool.
+    pub fn take_spare(&mut self) -> Vec<Vec<u8>> {
+        self.p2p
+            .as_mut()
+            .map_or_else(Vec::new, |p| std::mem::take(&mut p.spare))
+    }
+
+    /// As [`Matching::post_on`] with feature bit 3, the message going into
+    /// `buf` (cleared; its memory reused) when its first frame comes after
+    /// this post (a message already kept keeps its own buffer). Without
+    /// bit 3 the same as `post_on`.
+    pub fn post_on_into(
+        &mut self,
+        comm: u32,
+        source: Option<u32>,
+        tag: Option<u32>,
+        buf: Vec<u8>,
+    ) -> RecvId {
+        if self.p2p.is_none() {
+            return self.post_on(comm, source, tag);
+        }
+        self.next_id += 1;
+        let id = self.next_id;
+        self.post_message(id, comm, source, tag, Some(buf));
+        id
     }
 
     /// Receive `id` takes the kept message at `i` of job rank `s`: it
@@ -416,6 +479,7 @@ impl Matching {
                     bytes: u.payload,
                     remaining: u.remaining,
                 },
+                into: None,
             });
             if let Some(p2p) = self.p2p.as_mut() {
                 p2p.coming[s] = Some(Dest::Receive(id));
