@@ -1,5 +1,6 @@
 //! The Rust element types of HELLO feature bit 4 (protocol §17.2) whose
-//! memory is not their wire form: `bool` (any byte but 0 is true),
+//! memory is not their wire form: `bool` and [`Bool8`] (any byte but 0
+//! is true),
 //! [`Complex64`] and [`Complex128`] (real then imaginary part), and the
 //! five value-index pairs [`ValueIndex`] of MINLOC and MAXLOC (value then
 //! i32 index, packed: no padding on the wire, whatever the Rust layout).
@@ -10,9 +11,27 @@ use sperli_wire::element::ElementType;
 
 use crate::element::{sealed, Element};
 
+/// bool (element type 7, protocol §17.2) as its one byte: 0 is false,
+/// every other byte true (§17.3), so that any byte is a valid value (a
+/// buffer whose memory Rust does not control, such as a numpy `bool`
+/// array, can be one). The folds give 0 or 1. The Rust `bool` is the same
+/// element type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[repr(transparent)]
+pub struct Bool8(pub u8);
+
+impl Bool8 {
+    /// Whether the byte is true (not 0).
+    pub fn get(self) -> bool {
+        self.0 != 0
+    }
+}
+
 /// complex64 (element type 11, protocol §17.2): two f32, real part then
-/// imaginary part, numpy's `complex64` and C's `float complex`.
+/// imaginary part, numpy's `complex64` and C's `float complex` (the same
+/// memory layout: `repr(C)`).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[repr(C)]
 pub struct Complex64 {
     /// The real part.
     pub re: f32,
@@ -21,8 +40,10 @@ pub struct Complex64 {
 }
 
 /// complex128 (element type 12, protocol §17.2): two f64, real part then
-/// imaginary part, numpy's `complex128` and C's `double complex`.
+/// imaginary part, numpy's `complex128` and C's `double complex` (the
+/// same memory layout: `repr(C)`).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[repr(C)]
 pub struct Complex128 {
     /// The real part.
     pub re: f64,
@@ -83,6 +104,16 @@ impl Codec for bool {
     /// Protocol §17.3: a byte that is not 0 is true (never an error).
     fn get(b: &[u8]) -> Self {
         b[0] != 0
+    }
+}
+
+impl Codec for Bool8 {
+    const W: usize = 1;
+    fn put(self, out: &mut [u8]) {
+        out[0] = self.0;
+    }
+    fn get(b: &[u8]) -> Self {
+        Bool8(b[0])
     }
 }
 
@@ -159,6 +190,7 @@ macro_rules! element_by_codec {
 
 element_by_codec!(
     bool => Bool,
+    Bool8 => Bool,
     Complex64 => Complex64,
     Complex128 => Complex128,
     ValueIndex<f32> => F32I32,
@@ -185,6 +217,8 @@ mod tests {
     fn wire_forms_of_protocol_17_2() {
         round_trip(&[true, false], &[1, 0]);
         assert_eq!(bool::vec_from_le(&[0, 2, 0xff]), [false, true, true]);
+        round_trip(&[Bool8(0), Bool8(2)], &[0, 2]);
+        assert!(Bool8(0x80).get());
         round_trip(&[-2i8], &[0xfe]);
         round_trip(&[-2i16], &[0xfe, 0xff]);
         round_trip(&[0x1234u16], &[0x34, 0x12]);

@@ -252,7 +252,7 @@ pub mod fake;
 pub use cart::{dims_create, Cartcomm};
 pub use comm::Comm;
 pub use element::Element;
-pub use element_bit4::{Complex128, Complex64, ValueIndex};
+pub use element_bit4::{Bool8, Complex128, Complex64, ValueIndex};
 pub use group::{Comparison, Group, GROUP_EMPTY};
 pub use large::max_chunk_elems;
 pub use mpi_error::MpiError;

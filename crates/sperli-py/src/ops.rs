@@ -70,7 +70,10 @@ pub(crate) fn is_in_place(obj: &Bound<'_, PyAny>) -> bool {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Op>()?;
     m.add_class::<InPlace>()?;
-    for r in Reduction::ALL {
+    // The ten of protocol §8.3. MINLOC and MAXLOC need value-index pair
+    // buffers and a user-defined reduction a function (§17.2, §17.4):
+    // neither is offered here.
+    for r in Reduction::V1 {
         m.add(r.name().to_uppercase().as_str(), Op { reduction: r })?;
     }
     m.add("IN_PLACE", InPlace)?;

@@ -1,4 +1,5 @@
-"""Datatypes: the predefined types of the seven element types, the named
+"""Datatypes: the predefined types of the element types (protocol §8.3,
+and bool, int8, int16, uint16 of feature bit 4, §17.2), the named
 types whose calls are refused, and DATATYPE_NULL for the C types SPERLI
 does not carry."""
 
@@ -159,8 +160,10 @@ _TYPES = {
     "UNSIGNED_LONG": ("L", 8, "L"), "UNSIGNED_LONG_LONG": ("Q", 8, "Q"),
     "UINT64_T": ("Q", 8, "Q"),
     "FLOAT": ("f", 4, "f"), "DOUBLE": ("d", 8, "d"),
-    "INT8_T": ("b", 1, None), "INT16_T": ("h", 2, None), "UINT16_T": ("H", 2, None),
-    "BOOL": ("?", 1, None),
+    # With HELLO feature bit 4 (protocol §17.2); refused with H1618 in a
+    # job where a rank lacks it.
+    "INT8_T": ("b", 1, "b"), "INT16_T": ("h", 2, "h"), "UINT16_T": ("H", 2, "H"),
+    "BOOL": ("?", 1, "?"),
 }
 for _n, (_c, _z, _w) in _TYPES.items():
     globals()[_n] = _dt("MPI_" + _n, _c, _z, _w)

@@ -87,7 +87,7 @@ def _typed(obj, datatype=None, count=None, displ=0, writable=False, blocks=1):
     else:
         _name, char, size, wire = datatype._spec()
         if wire is None:
-            raise Exception(ERR_TYPE, f"{_name} is not one of the seven element types of sperli")
+            raise Exception(ERR_TYPE, f"{_name} is not one of the element types of sperli")
     nbytes = mv.nbytes
     if count is None and displ == 0 and datatype is None:
         if nbytes == 0:
