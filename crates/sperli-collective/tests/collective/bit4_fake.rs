@@ -244,3 +244,56 @@ fn a_v1_only_job_refuses_every_new_code() {
         v1_calls(c);
     });
 }
+
+/// The other forms of the folding calls (non-blocking, scalar, large, on a
+/// split communicator) with the new types, against the serial fold.
+#[test]
+fn nonblocking_scalar_large_and_split_forms_take_the_new_types() {
+    let n = 5u32;
+    run_links(
+        FakePeers::job_with_features(&vec![WITH_BIT4; n as usize]),
+        |c| {
+            let me = c.rank();
+            let r = Reduction::Maxloc;
+            let prefix = prefixes::<ValueIndex<f64>>(n, 77, 9, r);
+            let data = data4::<ValueIndex<f64>>(me, 77, 9);
+            let req = c.iallreduce(&data, r).unwrap();
+            same4(
+                &req.wait().unwrap(),
+                &prefix[n as usize - 1],
+                "iallreduce maxloc",
+            );
+            same4(
+                &c.allreduce_large(&data, r).unwrap(),
+                &prefix[n as usize - 1],
+                "allreduce_large",
+            );
+            let x = ValueIndex {
+                value: (me % 2) as i16,
+                index: me as i32,
+            };
+            let got = c.allreduce_scalar(x, Reduction::Minloc).unwrap();
+            assert_eq!(got, ValueIndex { value: 0, index: 0 });
+            let p = Reduction::Prod;
+            let cx = prefixes::<Complex64>(n, 78, 4, p);
+            let req = c.iallreduce(&data4::<Complex64>(me, 78, 4), p).unwrap();
+            same4(
+                &req.wait().unwrap(),
+                &cx[n as usize - 1],
+                "iallreduce complex64 prod",
+            );
+            // A split communicator of the odd and the even ranks folds its
+            // members in ascending order too.
+            let sub = c.split(Some(me % 2), me as i32).unwrap().expect("a member");
+            let got = sub.allreduce(&[x], Reduction::Maxloc).unwrap();
+            let want = if me % 2 == 0 { (0, 0) } else { (1, 1) };
+            assert_eq!(
+                got,
+                [ValueIndex {
+                    value: want.0,
+                    index: want.1
+                }]
+            );
+        },
+    );
+}
