@@ -69,7 +69,13 @@ pub struct Complex128 {
 /// });
 /// assert_eq!(got[0], vec![ValueIndex { value: 1.0f64, index: 1 }]);
 /// ```
+///
+/// `repr(C, packed)`: the memory is the wire form on a little-endian host
+/// (12 bytes for `<f64>`, not C's 16), so a packed buffer of pairs, such
+/// as a numpy structured array, can be one. Read the fields by value
+/// (`p.value`), not by reference.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[repr(C, packed)]
 pub struct ValueIndex<V> {
     /// The value.
     pub value: V,

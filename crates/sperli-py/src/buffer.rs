@@ -35,10 +35,22 @@ pub(crate) enum Dtype {
     U16,
     C64,
     C128,
+    /// The value-index pairs of MINLOC and MAXLOC (protocol §17.2): a
+    /// packed structured dtype of the value then an int32 index.
+    F32I32,
+    F64I32,
+    I64I32,
+    I32I32,
+    I16I32,
 }
 
+/// How many of [`DTYPE_NAMES`] are numpy's own names (`sperli.DTYPES`):
+/// the value-index pairs after them are packed structured dtypes,
+/// `[("v", value), ("i", "<i4")]`.
+pub(crate) const NUMPY_DTYPES: usize = 13;
+
 /// The names of the dtypes, in code order.
-pub(crate) const DTYPE_NAMES: [&str; 13] = [
+pub(crate) const DTYPE_NAMES: [&str; 18] = [
     "uint8",
     "int32",
     "uint32",
@@ -52,6 +64,11 @@ pub(crate) const DTYPE_NAMES: [&str; 13] = [
     "uint16",
     "complex64",
     "complex128",
+    "float32_int32",
+    "float64_int32",
+    "int64_int32",
+    "int32_int32",
+    "int16_int32",
 ];
 
 impl Dtype {
@@ -76,6 +93,11 @@ impl Dtype {
             Dtype::U16 => ElementType::U16,
             Dtype::C64 => ElementType::Complex64,
             Dtype::C128 => ElementType::Complex128,
+            Dtype::F32I32 => ElementType::F32I32,
+            Dtype::F64I32 => ElementType::F64I32,
+            Dtype::I64I32 => ElementType::I64I32,
+            Dtype::I32I32 => ElementType::I32I32,
+            Dtype::I16I32 => ElementType::I16I32,
         }
     }
 
@@ -88,6 +110,9 @@ impl Dtype {
     /// (PEP 3118; what numpy, `bytes`, `array.array` and `memoryview`
     /// export), or the name of what it is instead.
     pub(crate) fn from_format(format: &str, itemsize: usize) -> Result<Dtype, String> {
+        if let Some(fields) = format.strip_prefix("T{").and_then(|f| f.strip_suffix('}')) {
+            return Self::pair(fields, itemsize).ok_or_else(|| format!("with format {format:?}"));
+        }
         let (order, rest) = match format.as_bytes() {
             [o @ (b'@' | b'=' | b'<' | b'>' | b'!'), rest @ ..] => (*o, rest),
             rest => (b'@', rest),
@@ -133,6 +158,38 @@ impl Dtype {
             ('f', 8) => Ok(Dtype::F64),
             _ => Err(name()),
         }
+    }
+}
+
+impl Dtype {
+    /// The value-index pair of a packed struct format's `fields` (numpy's
+    /// `[("v", "<f8"), ("i", "<i4")]` exports `T{<d:v:<i:i:}`): exactly a
+    /// little-endian value of f32, f64, i64, i32 or i16 then an int32,
+    /// `itemsize` their sum (no padding).
+    fn pair(fields: &str, itemsize: usize) -> Option<Dtype> {
+        let parts: Vec<&str> = fields.split(':').collect();
+        let [value, _, index, _, ""] = parts[..] else {
+            return None;
+        };
+        let le = |t: &str| -> Option<u8> {
+            match t.as_bytes() {
+                [b'<', c] => Some(*c),
+                [c] | [b'=' | b'@', c] if cfg!(target_endian = "little") => Some(*c),
+                _ => None,
+            }
+        };
+        if !matches!(le(index)?, b'i' | b'l') {
+            return None;
+        }
+        let (d, w) = match le(value)? {
+            b'f' => (Dtype::F32I32, 4),
+            b'd' => (Dtype::F64I32, 8),
+            b'q' => (Dtype::I64I32, 8),
+            b'i' => (Dtype::I32I32, 4),
+            b'h' => (Dtype::I16I32, 2),
+            _ => return None,
+        };
+        (itemsize == w + 4).then_some(d)
     }
 }
 
@@ -191,6 +248,27 @@ macro_rules! with_dtype {
             }
             $crate::buffer::Dtype::C128 => {
                 type $T = sperli_collective::Complex128;
+                $body
+            }
+            // The packed value-index pairs (`repr(C, packed)`).
+            $crate::buffer::Dtype::F32I32 => {
+                type $T = sperli_collective::ValueIndex<f32>;
+                $body
+            }
+            $crate::buffer::Dtype::F64I32 => {
+                type $T = sperli_collective::ValueIndex<f64>;
+                $body
+            }
+            $crate::buffer::Dtype::I64I32 => {
+                type $T = sperli_collective::ValueIndex<i64>;
+                $body
+            }
+            $crate::buffer::Dtype::I32I32 => {
+                type $T = sperli_collective::ValueIndex<i32>;
+                $body
+            }
+            $crate::buffer::Dtype::I16I32 => {
+                type $T = sperli_collective::ValueIndex<i16>;
                 $body
             }
         }
@@ -357,6 +435,10 @@ mod tests {
         }
         assert!(Dtype::from_format("Zq", 16).unwrap_err().contains("Zq"));
         assert!(Dtype::from_format("T{d:x:}", 8).is_err());
+        assert_eq!(Dtype::from_format("T{<d:v:<i:i:}", 12), Ok(Dtype::F64I32));
+        assert_eq!(Dtype::from_format("T{h:v:i:i:}", 6), Ok(Dtype::I16I32));
+        assert!(Dtype::from_format("T{<d:v:<i:i:}", 16).is_err()); // padded
+        assert!(Dtype::from_format("T{>d:v:>i:i:}", 12).is_err());
         // A big-endian byte is still a byte.
         assert_eq!(Dtype::from_format(">B", 1), Ok(Dtype::U8));
     }
@@ -377,6 +459,11 @@ mod tests {
             Dtype::U16,
             Dtype::C64,
             Dtype::C128,
+            Dtype::F32I32,
+            Dtype::F64I32,
+            Dtype::I64I32,
+            Dtype::I32I32,
+            Dtype::I16I32,
         ];
         for (d, name) in all.iter().zip(DTYPE_NAMES) {
             assert_eq!(d.name(), name);

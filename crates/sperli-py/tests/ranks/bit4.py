@@ -128,6 +128,60 @@ for dt, dtype in ((MPI.INT8_T, np.int8), (MPI.INT16_T, np.int16), (MPI.UINT16_T,
     except MPI.Exception as e:
         check(without, f"MPI {dt}: {e!r}")
 
+# MINLOC and MAXLOC on packed value-index pairs (protocol §17.3): numpy
+# structured arrays, bare (sperli) and with mpi4py's pair datatypes.
+PAIRS = [(np.float32, MPI.FLOAT_INT), (np.float64, MPI.DOUBLE_INT), (np.int64, MPI.LONG_INT),
+         (np.int32, MPI.TWOINT), (np.int16, MPI.SHORT_INT)]
+
+
+def pairs_of(rank, value, k):
+    rng = np.random.default_rng(7000 + 100 * rank + k)
+    a = np.zeros(4 * n, np.dtype([("v", value), ("i", "<i4")]))
+    a["v"] = rng.integers(-2, 3, 4 * n)  # many ties
+    a["i"] = rng.integers(-3, 9, 4 * n)
+    return a
+
+
+def loc(a, b, op):
+    """One minloc or maxloc, `a` the left operand: the smaller (larger)
+    value, the smaller index on equal values."""
+    out = a.copy()
+    for j in range(len(a)):
+        u, v = a["v"][j], b["v"][j]
+        take_b = v < u if op is sperli.MINLOC else v > u
+        if take_b:
+            out[j] = b[j]
+        elif u == v:
+            out["i"][j] = min(a["i"][j], b["i"][j])
+    return out
+
+
+for k, (value, dt) in enumerate(PAIRS):
+    for op in (sperli.MINLOC, sperli.MAXLOC):
+        mine = pairs_of(me, value, k)
+        want = pairs_of(0, value, k)
+        for r in range(1, n):
+            want = loc(want, pairs_of(r, value, k), op)
+        out = np.zeros_like(mine)
+        what = f"{np.dtype(value).name} {op.name}"
+        if without:
+            try:
+                comm.Allreduce(mine, out, op=op)
+                raise AssertionError(f"{what}: accepted without feature bit 4")
+            except sperli.ArgumentError as e:
+                check(e.code == 1618, f"{what}: {e!r}")
+            continue
+        comm.Allreduce(mine, out, op=op)
+        check(out.tobytes() == want.tobytes(), f"Allreduce {what}: {out} != {want}")
+        out = np.zeros_like(mine)
+        mop = MPI.MINLOC if op is sperli.MINLOC else MPI.MAXLOC
+        world.Allreduce([mine, dt], [out, dt], op=mop)
+        check(out.tobytes() == want.tobytes(), f"MPI Allreduce {dt} {what}")
+        out = np.zeros_like(mine)
+        world.Reduce([mine, dt], [out, dt], op=mop, root=0)
+        if me == 0:
+            check(out.tobytes() == want.tobytes(), f"MPI Reduce {dt} {what}")
+
 # The job goes on with the v1 types.
 check(comm.allreduce(1) == n, "allreduce after")
 print("bit4 ok", me, flush=True)

@@ -159,7 +159,7 @@ for call, cls in [
     (lambda: comm.Send(a, n), MPI.ERR_RANK),
     (lambda: comm.Send(a, 0, -5), MPI.ERR_TAG),
     (lambda: comm.Bcast(a, root=n), MPI.ERR_ROOT),
-    (lambda: comm.Allreduce(a, out, op=MPI.MAXLOC), MPI.ERR_OP),
+    (lambda: comm.Allreduce(a, out, op=MPI.REPLACE), MPI.ERR_OP),
 ]:
     try:
         call()

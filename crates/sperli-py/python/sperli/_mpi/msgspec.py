@@ -109,7 +109,17 @@ def _typed(obj, datatype=None, count=None, displ=0, writable=False, blocks=1):
         return _empty(wire)
     flat = mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
     part = flat[start:stop]
+    if wire.startswith("T{"):
+        return _pairs(part, wire)
     return part.cast(wire) if wire != "B" else part
+
+
+def _pairs(part, wire):
+    """The bytes `part` as packed value-index pairs of struct format
+    `wire` (MINLOC and MAXLOC, protocol §17.2): a numpy structured view of
+    the same memory (memoryview cannot cast to a struct format)."""
+    import numpy
+    return numpy.frombuffer(part, dtype=numpy.dtype([("v", "<" + wire[3]), ("i", "<i4")]))
 
 
 def _dtype_item(x):
