@@ -1,6 +1,8 @@
-//! The seven element types as Rust types, and the one audited place where
-//! slices become little-endian bytes and back (protocol §8.3 "Element types and reductions";
-//! protocol §8.3).
+//! The element types as Rust types, and the one audited place where
+//! slices become little-endian bytes and back (protocol §8.3 "Element
+//! types and reductions"; protocol §17.2 for the types of feature bit 4,
+//! whose Rust types without a plain little-endian memory form are in
+//! [`crate::element_bit4`]).
 //!
 //! No `unsafe`: on a little-endian host the bytes of a slice are already
 //! its wire form, so a conversion is one copy through `bytemuck`'s checked
@@ -10,12 +12,16 @@
 
 use sperli_wire::element::ElementType;
 
-mod sealed {
+pub(crate) mod sealed {
+    /// Only this crate's types are elements.
     pub trait Sealed {}
 }
 
-/// A Rust type that is one of the seven v1 element types (protocol §8.3):
-/// `u8, i32, u32, i64, u64, f32, f64`. Sealed: no other type can be an
+/// A Rust type that is one of the element types of protocol §8.3 (`u8,
+/// i32, u32, i64, u64, f32, f64`) or, with HELLO feature bit 4, of
+/// §17.2 (`bool, i8, i16, u16`, [`Complex64`](crate::Complex64),
+/// [`Complex128`](crate::Complex128) and the value-index pairs
+/// [`ValueIndex`](crate::ValueIndex)). Sealed: no other type can be an
 /// element.
 ///
 /// ```
@@ -32,7 +38,7 @@ mod sealed {
 pub trait Element: sealed::Sealed + Copy + Default + PartialEq + Send + Sync + 'static {
     /// The element type code of this type (protocol §8.3).
     const ELEMENT_TYPE: ElementType;
-    /// Bytes per element: 1, 4 or 8.
+    /// Bytes per element on the wire (protocol §8.3, §17.2).
     const WIDTH: usize;
 
     /// Appends `src` as little-endian bytes to `out`.
@@ -112,6 +118,8 @@ macro_rules! element {
 }
 
 element!(u8 => U8, i32 => I32, u32 => U32, i64 => I64, u64 => U64, f32 => F32, f64 => F64);
+// The plain integers of feature bit 4 (protocol §17.2).
+element!(i8 => I8, i16 => I16, u16 => U16);
 
 // `usize` and `isize` are u64 and i64 on the wire (element types 5 and 4,
 // protocol §8.3) where they are those types in memory: on 64-bit

@@ -223,11 +223,13 @@
 #![warn(missing_docs)]
 
 mod abort;
+mod bit4;
 pub mod cart;
 mod collectives;
 mod comm;
 mod communicators;
 mod element;
+mod element_bit4;
 mod endpoint_peers;
 mod extra;
 mod group;
@@ -252,6 +254,7 @@ pub mod fake;
 pub use cart::{dims_create, Cartcomm};
 pub use comm::Comm;
 pub use element::Element;
+pub use element_bit4::{Bool8, Complex128, Complex64, ValueIndex};
 pub use group::{Comparison, Group, GROUP_EMPTY};
 pub use intercomm::Intercomm;
 pub use large::max_chunk_elems;

@@ -7,7 +7,7 @@ use sperli_wire::abort::AbortReason;
 use sperli_wire::element::Reduction;
 use sperli_wire::error::{ArgumentError, MismatchError};
 use sperli_wire::limits::MAX_COLLECTIVE_DATA;
-use sperli_wire::reduce::{check_args, combine_into};
+use sperli_wire::reduce::combine_into;
 use sperli_wire::Error;
 
 use crate::comm::Comm;
@@ -74,7 +74,9 @@ impl<L: Peers> Comm<L> {
         kind: Kind,
     ) -> Result<Vec<T>, Error> {
         let len = data.len() * T::WIDTH;
-        if let Err(e) = check_args(len, T::ELEMENT_TYPE, op) {
+        // Protocol §8.4 and §8.9, with §17.1-§17.2 for the codes of bit 4
+        // (the descriptor carries them as any other code).
+        if let Err(e) = self.check_reduction(len, T::ELEMENT_TYPE, op) {
             return self.refuse(2, e);
         }
         if len + DESCRIPTOR_LEN > MAX_COLLECTIVE_DATA {

@@ -14,7 +14,7 @@ use sperli_wire::collective::{Operation, Phase};
 use sperli_wire::element::{ElementType, Reduction};
 use sperli_wire::error::ArgumentError;
 use sperli_wire::limits::MAX_COLLECTIVE_DATA;
-use sperli_wire::reduce::{check_args, combine_into};
+use sperli_wire::reduce::combine_into;
 use sperli_wire::Error;
 
 use crate::comm::{Call, Comm, Src};
@@ -107,7 +107,8 @@ impl<L: Peers> Comm<L> {
         self.check_root(root)?;
         let t = ElementType::from_code(element_type)?;
         let r = Reduction::from_code(reduction)?;
-        check_args(len, t, r)?;
+        // Protocol §8.4, with §17.1-§17.2 for the codes of bit 4.
+        self.check_reduction(len, t, r)?;
         if len > MAX_COLLECTIVE_DATA {
             return Err(ArgumentError::TooLong {
                 len,

@@ -1,6 +1,6 @@
 //! The one place a Python object becomes a buffer of a call: [`Buf::send`]
 //! and [`Buf::recv`] check the buffer protocol, the dtype (one of the
-//! seven element types, little-endian), C-contiguity, alignment and, for a
+//! element types of protocol §8.3 and §17.2 that numpy has, little-endian), C-contiguity, alignment and, for a
 //! receive buffer, that it is writable, and [`with_dtype!`] runs a generic
 //! Rust call for the buffer's element type. Every buffer call of the
 //! package (and every one added later) goes through them.
@@ -16,7 +16,10 @@ use sperli_wire::element::ElementType;
 use crate::errors::BindingError;
 use crate::raw::Region;
 
-/// The seven element types (protocol §8.3), named as numpy names them.
+/// The element types of a buffer (protocol §8.3; with HELLO feature bit
+/// 4, §17.2: bool, int8, int16, uint16, complex64, complex128), named as
+/// numpy names them. The codes of bit 4 are refused with H1618 in a job
+/// where a rank lacks the bit (§17.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Dtype {
     U8,
@@ -26,11 +29,46 @@ pub(crate) enum Dtype {
     U64,
     F32,
     F64,
+    Bool,
+    I8,
+    I16,
+    U16,
+    C64,
+    C128,
+    /// The value-index pairs of MINLOC and MAXLOC (protocol §17.2): a
+    /// packed structured dtype of the value then an int32 index.
+    F32I32,
+    F64I32,
+    I64I32,
+    I32I32,
+    I16I32,
 }
 
-/// The names of the seven, in code order.
-pub(crate) const DTYPE_NAMES: [&str; 7] = [
-    "uint8", "int32", "uint32", "int64", "uint64", "float32", "float64",
+/// How many of [`DTYPE_NAMES`] are numpy's own names (`sperli.DTYPES`):
+/// the value-index pairs after them are packed structured dtypes,
+/// `[("v", value), ("i", "<i4")]`.
+pub(crate) const NUMPY_DTYPES: usize = 13;
+
+/// The names of the dtypes, in code order.
+pub(crate) const DTYPE_NAMES: [&str; 18] = [
+    "uint8",
+    "int32",
+    "uint32",
+    "int64",
+    "uint64",
+    "float32",
+    "float64",
+    "bool",
+    "int8",
+    "int16",
+    "uint16",
+    "complex64",
+    "complex128",
+    "float32_int32",
+    "float64_int32",
+    "int64_int32",
+    "int32_int32",
+    "int16_int32",
 ];
 
 impl Dtype {
@@ -49,6 +87,17 @@ impl Dtype {
             Dtype::U64 => ElementType::U64,
             Dtype::F32 => ElementType::F32,
             Dtype::F64 => ElementType::F64,
+            Dtype::Bool => ElementType::Bool,
+            Dtype::I8 => ElementType::I8,
+            Dtype::I16 => ElementType::I16,
+            Dtype::U16 => ElementType::U16,
+            Dtype::C64 => ElementType::Complex64,
+            Dtype::C128 => ElementType::Complex128,
+            Dtype::F32I32 => ElementType::F32I32,
+            Dtype::F64I32 => ElementType::F64I32,
+            Dtype::I64I32 => ElementType::I64I32,
+            Dtype::I32I32 => ElementType::I32I32,
+            Dtype::I16I32 => ElementType::I16I32,
         }
     }
 
@@ -61,17 +110,20 @@ impl Dtype {
     /// (PEP 3118; what numpy, `bytes`, `array.array` and `memoryview`
     /// export), or the name of what it is instead.
     pub(crate) fn from_format(format: &str, itemsize: usize) -> Result<Dtype, String> {
-        let (order, code) = match format.as_bytes() {
-            [] => (b'@', b'B'),
-            [c] => (b'@', *c),
-            [o @ (b'@' | b'=' | b'<' | b'>' | b'!'), c] => (*o, *c),
-            _ => return Err(format!("with format {format:?}")),
+        if let Some(fields) = format.strip_prefix("T{").and_then(|f| f.strip_suffix('}')) {
+            return Self::pair(fields, itemsize).ok_or_else(|| format!("with format {format:?}"));
+        }
+        let (order, rest) = match format.as_bytes() {
+            [o @ (b'@' | b'=' | b'<' | b'>' | b'!'), rest @ ..] => (*o, rest),
+            rest => (b'@', rest),
         };
-        let kind = match code {
-            b'b' | b'h' | b'i' | b'l' | b'q' | b'n' => 'i',
-            b'B' | b'H' | b'I' | b'L' | b'Q' | b'N' => 'u',
-            b'e' | b'f' | b'd' => 'f',
-            b'?' => return Err("bool".into()),
+        let kind = match rest {
+            [] => 'u',
+            [b'Z', b'e' | b'f' | b'd'] => 'c',
+            [b'b' | b'h' | b'i' | b'l' | b'q' | b'n'] => 'i',
+            [b'B' | b'H' | b'I' | b'L' | b'Q' | b'N'] => 'u',
+            [b'e' | b'f' | b'd'] => 'f',
+            [b'?'] => 'b',
             _ => return Err(format!("with format {format:?}")),
         };
         let big = matches!(order, b'>' | b'!') || (order != b'<' && cfg!(target_endian = "big"));
@@ -79,15 +131,25 @@ impl Dtype {
             let base = match kind {
                 'i' => "int",
                 'u' => "uint",
+                'c' => "complex",
+                'b' => "bool",
                 _ => "float",
             };
             format!("{}{base}{}", if big { ">" } else { "" }, itemsize * 8)
         };
-        if big && itemsize > 1 {
+        // A complex number's byte order is its components'.
+        let component = if kind == 'c' { itemsize / 2 } else { itemsize };
+        if big && component > 1 {
             return Err(name());
         }
         match (kind, itemsize) {
             ('u', 1) => Ok(Dtype::U8),
+            ('b', 1) => Ok(Dtype::Bool),
+            ('i', 1) => Ok(Dtype::I8),
+            ('i', 2) => Ok(Dtype::I16),
+            ('u', 2) => Ok(Dtype::U16),
+            ('c', 8) => Ok(Dtype::C64),
+            ('c', 16) => Ok(Dtype::C128),
             ('i', 4) => Ok(Dtype::I32),
             ('u', 4) => Ok(Dtype::U32),
             ('i', 8) => Ok(Dtype::I64),
@@ -96,6 +158,38 @@ impl Dtype {
             ('f', 8) => Ok(Dtype::F64),
             _ => Err(name()),
         }
+    }
+}
+
+impl Dtype {
+    /// The value-index pair of a packed struct format's `fields` (numpy's
+    /// `[("v", "<f8"), ("i", "<i4")]` exports `T{<d:v:<i:i:}`): exactly a
+    /// little-endian value of f32, f64, i64, i32 or i16 then an int32,
+    /// `itemsize` their sum (no padding).
+    fn pair(fields: &str, itemsize: usize) -> Option<Dtype> {
+        let parts: Vec<&str> = fields.split(':').collect();
+        let [value, _, index, _, ""] = parts[..] else {
+            return None;
+        };
+        let le = |t: &str| -> Option<u8> {
+            match t.as_bytes() {
+                [b'<', c] => Some(*c),
+                [c] | [b'=' | b'@', c] if cfg!(target_endian = "little") => Some(*c),
+                _ => None,
+            }
+        };
+        if !matches!(le(index)?, b'i' | b'l') {
+            return None;
+        }
+        let (d, w) = match le(value)? {
+            b'f' => (Dtype::F32I32, 4),
+            b'd' => (Dtype::F64I32, 8),
+            b'q' => (Dtype::I64I32, 8),
+            b'i' => (Dtype::I32I32, 4),
+            b'h' => (Dtype::I16I32, 2),
+            _ => return None,
+        };
+        (itemsize == w + 4).then_some(d)
     }
 }
 
@@ -129,6 +223,52 @@ macro_rules! with_dtype {
             }
             $crate::buffer::Dtype::F64 => {
                 type $T = f64;
+                $body
+            }
+            // bool as its byte: numpy's bool memory may hold any byte.
+            $crate::buffer::Dtype::Bool => {
+                type $T = sperli_collective::Bool8;
+                $body
+            }
+            $crate::buffer::Dtype::I8 => {
+                type $T = i8;
+                $body
+            }
+            $crate::buffer::Dtype::I16 => {
+                type $T = i16;
+                $body
+            }
+            $crate::buffer::Dtype::U16 => {
+                type $T = u16;
+                $body
+            }
+            $crate::buffer::Dtype::C64 => {
+                type $T = sperli_collective::Complex64;
+                $body
+            }
+            $crate::buffer::Dtype::C128 => {
+                type $T = sperli_collective::Complex128;
+                $body
+            }
+            // The packed value-index pairs (`repr(C, packed)`).
+            $crate::buffer::Dtype::F32I32 => {
+                type $T = sperli_collective::ValueIndex<f32>;
+                $body
+            }
+            $crate::buffer::Dtype::F64I32 => {
+                type $T = sperli_collective::ValueIndex<f64>;
+                $body
+            }
+            $crate::buffer::Dtype::I64I32 => {
+                type $T = sperli_collective::ValueIndex<i64>;
+                $body
+            }
+            $crate::buffer::Dtype::I32I32 => {
+                type $T = sperli_collective::ValueIndex<i32>;
+                $body
+            }
+            $crate::buffer::Dtype::I16I32 => {
+                type $T = sperli_collective::ValueIndex<i16>;
                 $body
             }
         }
@@ -263,7 +403,7 @@ mod tests {
 
     #[test]
     fn formats_numpy_and_the_struct_module_export() {
-        let cases: [(&str, usize, Result<Dtype, &str>); 16] = [
+        let cases: [(&str, usize, Result<Dtype, &str>); 21] = [
             ("B", 1, Ok(Dtype::U8)),
             ("", 1, Ok(Dtype::U8)),
             ("i", 4, Ok(Dtype::I32)),
@@ -276,10 +416,15 @@ mod tests {
             ("Q", 8, Ok(Dtype::U64)),
             ("f", 4, Ok(Dtype::F32)),
             ("d", 8, Ok(Dtype::F64)),
-            ("h", 2, Err("int16")),
+            ("h", 2, Ok(Dtype::I16)),
+            ("H", 2, Ok(Dtype::U16)),
+            ("b", 1, Ok(Dtype::I8)),
+            ("?", 1, Ok(Dtype::Bool)),
+            ("Zf", 8, Ok(Dtype::C64)),
+            ("<Zd", 16, Ok(Dtype::C128)),
+            (">Zd", 16, Err(">complex128")),
             ("e", 2, Err("float16")),
             (">d", 8, Err(">float64")),
-            ("?", 1, Err("bool")),
         ];
         for (fmt, size, want) in cases {
             assert_eq!(
@@ -288,8 +433,12 @@ mod tests {
                 "{fmt}"
             );
         }
-        assert!(Dtype::from_format("Zd", 16).unwrap_err().contains("Zd"));
+        assert!(Dtype::from_format("Zq", 16).unwrap_err().contains("Zq"));
         assert!(Dtype::from_format("T{d:x:}", 8).is_err());
+        assert_eq!(Dtype::from_format("T{<d:v:<i:i:}", 12), Ok(Dtype::F64I32));
+        assert_eq!(Dtype::from_format("T{h:v:i:i:}", 6), Ok(Dtype::I16I32));
+        assert!(Dtype::from_format("T{<d:v:<i:i:}", 16).is_err()); // padded
+        assert!(Dtype::from_format("T{>d:v:>i:i:}", 12).is_err());
         // A big-endian byte is still a byte.
         assert_eq!(Dtype::from_format(">B", 1), Ok(Dtype::U8));
     }
@@ -304,6 +453,17 @@ mod tests {
             Dtype::U64,
             Dtype::F32,
             Dtype::F64,
+            Dtype::Bool,
+            Dtype::I8,
+            Dtype::I16,
+            Dtype::U16,
+            Dtype::C64,
+            Dtype::C128,
+            Dtype::F32I32,
+            Dtype::F64I32,
+            Dtype::I64I32,
+            Dtype::I32I32,
+            Dtype::I16I32,
         ];
         for (d, name) in all.iter().zip(DTYPE_NAMES) {
             assert_eq!(d.name(), name);

@@ -85,7 +85,7 @@ fn _sperli(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ERRORS_ARE_FATAL", comm::ERRORS_ARE_FATAL)?;
     m.add(
         "DTYPES",
-        pyo3::types::PyTuple::new(py, buffer::DTYPE_NAMES)?,
+        pyo3::types::PyTuple::new(py, &buffer::DTYPE_NAMES[..buffer::NUMPY_DTYPES])?,
     )?;
     m.add("SperliError", py.get_type::<errors::SperliError>())?;
     m.add("JobError", py.get_type::<errors::JobError>())?;

@@ -70,7 +70,10 @@ pub(crate) fn is_in_place(obj: &Bound<'_, PyAny>) -> bool {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Op>()?;
     m.add_class::<InPlace>()?;
-    for r in Reduction::ALL {
+    // The ten of protocol §8.3 and MINLOC, MAXLOC (§17.2, on value-index
+    // pair buffers). A user-defined reduction needs a function (§17.4):
+    // not offered here.
+    for r in Reduction::ALL.into_iter().filter(|r| *r != Reduction::User) {
         m.add(r.name().to_uppercase().as_str(), Op { reduction: r })?;
     }
     m.add("IN_PLACE", InPlace)?;

@@ -96,9 +96,10 @@ impl Region {
             return Some(&[]);
         }
         // SAFETY: as in `bytes`, plus: `n * size_of::<T>()` bytes, aligned
-        // for `T` (checked by `elem_count`); `T` is one of the seven
-        // sealed numeric element types, for which every bit pattern is a
-        // value.
+        // for `T` (checked by `elem_count`); `T` is one of the sealed
+        // element types of `buffer::with_dtype!` (the numbers, `Bool8`
+        // and the `repr(C)` complex pairs of floats), for which every bit
+        // pattern is a value.
         Some(unsafe { std::slice::from_raw_parts(self.buf.buf_ptr() as *const T, n) })
     }
 

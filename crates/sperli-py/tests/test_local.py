@@ -14,7 +14,10 @@ def test_names_as_mpi4py_spells_them():
         op = getattr(sperli, name)
         assert isinstance(op, sperli.Op) and op.name == name and repr(op) == f"sperli.{name}"
     assert sperli.SUM.code == 1 and sperli.BXOR.code == 10 and sperli.SUM != sperli.MAX
-    assert sperli.DTYPES == ("uint8", "int32", "uint32", "int64", "uint64", "float32", "float64")
+    assert sperli.DTYPES == (
+        "uint8", "int32", "uint32", "int64", "uint64", "float32", "float64",
+        "bool", "int8", "int16", "uint16", "complex64", "complex128",
+    )
     assert sperli.ANY_TAG == -1 and sperli.ANY_SOURCE == -1
     assert repr(sperli.IN_PLACE) == "sperli.IN_PLACE"
     for cls in ["Send", "Recv", "Isend", "Irecv", "Sendrecv", "Bcast", "Reduce", "Allreduce",

@@ -29,7 +29,6 @@ pub mod communicator;
 pub mod data;
 pub mod data_header;
 pub mod element;
-pub mod element_ext;
 pub mod env;
 pub mod error;
 pub mod failure_record;

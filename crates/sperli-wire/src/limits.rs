@@ -49,8 +49,11 @@ pub const MAX_MESSAGE_FRAME_DATA: usize = MAX_PAYLOAD as usize - DATA_HEADER_LEN
 /// The feature bits this implementation announces in its HELLO by
 /// default: the extensions it implements. An extension is used only when
 /// every rank of the job announced it (protocol §7.1.1).
-pub const FEATURES_IMPLEMENTED: u64 =
-    FEATURE_V1_CORE | FEATURE_PIPELINED | FEATURE_COMMUNICATORS | FEATURE_P2P_COMMUNICATORS;
+pub const FEATURES_IMPLEMENTED: u64 = FEATURE_V1_CORE
+    | FEATURE_PIPELINED
+    | FEATURE_COMMUNICATORS
+    | FEATURE_P2P_COMMUNICATORS
+    | FEATURE_ELEMENT_TYPES;
 /// Heartbeat interval: a connection that sent nothing for this long sends one.
 pub const HEARTBEAT_INTERVAL_MS: u64 = 1000;
 /// Default silence limit before a peer counts as lost.

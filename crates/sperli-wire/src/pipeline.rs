@@ -19,7 +19,7 @@ use std::ops::Range;
 
 use crate::codec::{PutLe, Reader};
 use crate::collective::{CollectiveHeader, Operation, Phase};
-use crate::element_ext::ExtElementType;
+use crate::element::ElementType;
 use crate::error::DecodeError;
 use crate::limits::{COLLECTIVE_HEADER_LEN, FEATURE_ELEMENT_TYPES, MAX_PAYLOAD};
 
@@ -148,8 +148,8 @@ impl<'a> CollectivePayload<'a> {
                 // Protocol §17.3: with bit 4 a chunk that does not end
                 // its stream is a multiple of lcm(8, width).
                 let align = if features & FEATURE_ELEMENT_TYPES != 0 {
-                    ExtElementType::from_code(header.element_type)
-                        .map_or(CHUNK_ALIGN, ExtElementType::chunk_align)
+                    ElementType::from_code(header.element_type)
+                        .map_or(CHUNK_ALIGN, ElementType::chunk_align)
                 } else {
                     CHUNK_ALIGN
                 };

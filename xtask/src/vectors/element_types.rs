@@ -2,16 +2,16 @@
 //! the new element types and reductions (one `combine`), `fold` entries
 //! (the contributions of 3 and 5 ranks and their ascending fold, §17.3),
 //! and COLLECTIVE frames with the new codes for receivers with and without
-//! the bit, derived with `sperli_wire::reduce::ext`.
+//! the bit, derived with `sperli_wire::reduce`.
 
 use sperli_wire::collective::{CollectiveHeader, Operation, Phase};
 use sperli_wire::element::Reduction;
-use sperli_wire::element_ext::{ExtElementType as T, ExtReduction as R};
+use sperli_wire::element::{ElementType as T, Reduction as R};
 use sperli_wire::error::ArgumentError;
 use sperli_wire::hex;
 use sperli_wire::limits::{FEATURE_ELEMENT_TYPES, FEATURE_PIPELINED, FEATURE_V1_CORE};
 use sperli_wire::pipeline::{encode_chunk, ChunkHeader};
-use sperli_wire::reduce::ext::fold_ext;
+use sperli_wire::reduce::fold as fold_all;
 
 use super::pipelined::frame_tagged;
 use super::verify::{derive, parse_elements};
@@ -37,7 +37,7 @@ pub fn type_and_reduction(e: &Entry) -> Result<(T, R), String> {
 /// unfixed: a float sum or product, or a component of a complex one
 /// (protocol §8.3, §17.3).
 fn unfixed_nan(c: &[u8], t: T, r: R) -> bool {
-    if !matches!(r, R::V1(Reduction::Sum | Reduction::Prod)) {
+    if !matches!(r, Reduction::Sum | Reduction::Prod) {
         return false;
     }
     let f32_nan = |b: &[u8]| f32::from_le_bytes(b.try_into().unwrap_or([0; 4])).is_nan();
@@ -89,7 +89,7 @@ pub fn derive_fold(e: Entry) -> Result<Entry, String> {
     if parts.len() < 2 {
         return Err("a fold needs at least 2 ranks".into());
     }
-    let res = fold_ext(parts.iter().map(|p| &p[..]), t, r).map(|o| o.unwrap_or_default());
+    let res = fold_all(parts.iter().map(|p| &p[..]), t, r).map(|o| o.unwrap_or_default());
     Ok(e.with("result", result_line(res, t, r)))
 }
 
@@ -148,40 +148,34 @@ fn reduces() -> Vec<Entry> {
         v.push(reduce(
             &format!("bool-{}-any-nonzero-byte-is-true", r.name()),
             T::Bool,
-            R::V1(r),
+            r,
             &bl,
             &br,
         ));
     }
     let i8l: Vec<Vec<u8>> = [0x7f, 0xff, 0x80, 0].map(b).to_vec();
     let i8r: Vec<Vec<u8>> = [1, 1, 0xff, 5].map(b).to_vec();
-    for r in Reduction::ALL {
-        v.push(reduce(
-            &format!("i8-{}", r.name()),
-            T::I8,
-            R::V1(r),
-            &i8l,
-            &i8r,
-        ));
+    for r in Reduction::V1 {
+        v.push(reduce(&format!("i8-{}", r.name()), T::I8, r, &i8l, &i8r));
     }
     let i16l = [i16::MAX, -1, 300, 0].map(i16e).to_vec();
     let i16r = [1, 1, 300, -7].map(i16e).to_vec();
-    for r in Reduction::ALL {
+    for r in Reduction::V1 {
         v.push(reduce(
             &format!("i16-{}", r.name()),
             T::I16,
-            R::V1(r),
+            r,
             &i16l,
             &i16r,
         ));
     }
     let u16l = [u16::MAX, 0x8000, 3, 0].map(u16e).to_vec();
     let u16r = [1, 0x7fff, 5, 9].map(u16e).to_vec();
-    for r in Reduction::ALL {
+    for r in Reduction::V1 {
         v.push(reduce(
             &format!("u16-{}", r.name()),
             T::U16,
-            R::V1(r),
+            r,
             &u16l,
             &u16r,
         ));
@@ -202,17 +196,11 @@ fn reduces() -> Vec<Entry> {
         c64(1.0, 1.0),
         c64(0.0, -0.0),
     ];
-    v.push(reduce(
-        "complex64-sum",
-        T::Complex64,
-        R::V1(V::Sum),
-        &c64l,
-        &c64r,
-    ));
+    v.push(reduce("complex64-sum", T::Complex64, V::Sum, &c64l, &c64r));
     v.push(reduce(
         "complex64-prod-rounding-and-infinity",
         T::Complex64,
-        R::V1(V::Prod),
+        V::Prod,
         &c64l,
         &c64r,
     ));
@@ -231,14 +219,14 @@ fn reduces() -> Vec<Entry> {
     v.push(reduce(
         "complex128-sum",
         T::Complex128,
-        R::V1(V::Sum),
+        V::Sum,
         &c128l,
         &c128r,
     ));
     v.push(reduce(
         "complex128-prod-rounding-overflow-nan",
         T::Complex128,
-        R::V1(V::Prod),
+        V::Prod,
         &c128l,
         &c128r,
     ));
@@ -342,8 +330,8 @@ fn reduces() -> Vec<Entry> {
     }
     // Every refused combination with a new type or a new reduction.
     for t in T::ALL {
-        for r in R::all().filter(|r| *r != R::User) {
-            let new = t.v1().is_none() || !matches!(r, R::V1(_));
+        for r in R::ALL.into_iter().filter(|r| *r != R::User) {
+            let new = t.needs_bit4() || r.needs_bit4();
             if !new || r.check(t).is_ok() {
                 continue;
             }
@@ -368,7 +356,7 @@ fn folds() -> Vec<Entry> {
     v.push(fold(
         "complex128-sum-3-ranks-order-matters",
         T::Complex128,
-        R::V1(V::Sum),
+        V::Sum,
         &[
             vec![c128(1e16, 1.0)],
             vec![c128(1.0, 1e-16)],
@@ -378,7 +366,7 @@ fn folds() -> Vec<Entry> {
     v.push(fold(
         "complex64-prod-5-ranks",
         T::Complex64,
-        R::V1(V::Prod),
+        V::Prod,
         &[
             vec![c64(0.1, 0.7), c64(1.0, 0.0)],
             vec![c64(1.3, -0.2), c64(0.0, 1.0)],
@@ -390,7 +378,7 @@ fn folds() -> Vec<Entry> {
     v.push(fold(
         "complex128-prod-3-ranks",
         T::Complex128,
-        R::V1(V::Prod),
+        V::Prod,
         &[
             vec![c128(0.1, 0.2)],
             vec![c128(0.3, 0.4)],
@@ -436,7 +424,7 @@ fn folds() -> Vec<Entry> {
     v.push(fold(
         "bool-lxor-5-ranks",
         T::Bool,
-        R::V1(V::Lxor),
+        V::Lxor,
         &[
             vec![b(1), b(0)],
             vec![b(2), b(0)],
@@ -448,13 +436,13 @@ fn folds() -> Vec<Entry> {
     v.push(fold(
         "i16-sum-3-ranks-wraps",
         T::I16,
-        R::V1(V::Sum),
+        V::Sum,
         &[vec![i16e(i16::MAX)], vec![i16e(1)], vec![i16e(-2)]],
     ));
     v.push(fold(
         "u16-max-5-ranks",
         T::U16,
-        R::V1(V::Max),
+        V::Max,
         &[
             vec![u16e(1)],
             vec![u16e(0xffff)],

@@ -329,11 +329,8 @@ fn reduce_entry(e: Entry) -> Result<Entry, String> {
     let (t, r) = super::element_types::type_and_reduction(&e)?;
     let left = parse_elements(e.get("left").unwrap_or(""), t.width())?;
     let right = parse_elements(e.get("right").unwrap_or(""), t.width())?;
-    let result = super::element_types::result_line(
-        sperli_wire::reduce::ext::combine_ext(&left, &right, t, r),
-        t,
-        r,
-    );
+    let result =
+        super::element_types::result_line(sperli_wire::reduce::combine(&left, &right, t, r), t, r);
     Ok(e.with("result", result))
 }
 

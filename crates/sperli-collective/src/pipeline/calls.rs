@@ -5,7 +5,6 @@
 use sperli_wire::collective::Operation;
 use sperli_wire::error::ArgumentError;
 use sperli_wire::limits::MAX_COLLECTIVE_DATA;
-use sperli_wire::reduce::check_args;
 use sperli_wire::{ElementType, Error, Reduction};
 
 use super::chain::ChainOp;
@@ -40,7 +39,8 @@ impl<L: Peers> Comm<L> {
         self.check_root(root)?;
         let t = ElementType::from_code(element_type)?;
         let r = Reduction::from_code(reduction)?;
-        check_args(len, t, r)?;
+        // Protocol §8.4, with §17.1-§17.2 for the codes of bit 4.
+        self.check_reduction(len, t, r)?;
         if !large && len > MAX_COLLECTIVE_DATA {
             return Err(ArgumentError::TooLong {
                 len,

@@ -170,7 +170,7 @@ impl<L: Peers> Comm<L> {
         }
         if me == 0 {
             for b in &blocks {
-                let c = self.chunk_len(b.len);
+                let c = self.chunk_len(b.len, call.element_type);
                 for rg in chunk_ranges(b.len, c) {
                     let own = b.start + rg.start..b.start + rg.end;
                     let p = self.chunk_payload(

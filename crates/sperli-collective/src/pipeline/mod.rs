@@ -141,9 +141,17 @@ impl<L: Peers> Comm<L> {
         self.bit1() && sperli_wire::pipeline::runs_pipelined(op, self.size(), len as u64)
     }
 
-    /// The chunk length of a stream of `total` bytes this rank starts.
-    pub(crate) fn chunk_len(&self, total: usize) -> usize {
-        shape::chunk_len(total, self.state.chunk())
+    /// The chunk length of a stream of `total` bytes this rank starts, in
+    /// frames whose header carries `element_type`: with feature bit 4 a
+    /// multiple of lcm(8, width) (protocol §17.3), else of 8 (§14.2).
+    pub(crate) fn chunk_len(&self, total: usize, element_type: u8) -> usize {
+        let align = if self.bit4() {
+            sperli_wire::ElementType::from_code(element_type)
+                .map_or(sperli_wire::pipeline::CHUNK_ALIGN, |t| t.chunk_align())
+        } else {
+            sperli_wire::pipeline::CHUNK_ALIGN
+        };
+        shape::chunk_len_aligned(total, self.state.chunk(), align)
     }
 
     /// The shape check of protocol §14.4 (check 2) at the collector: the

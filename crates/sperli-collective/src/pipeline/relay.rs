@@ -65,7 +65,7 @@ impl<L: Peers> Comm<L> {
                 let p = self.payload(&call, Phase::FromRoot, data, 0..len);
                 return self.send_all((0..n).filter(|&r| r != root), p);
             }
-            let c = self.chunk_len(len);
+            let c = self.chunk_len(len, 0);
             let d = bcast_fanout(n, len, c);
             for q in (0..n).filter(|&q| q != root) {
                 self.send_open(q, &call, root, len, d)?;
@@ -177,7 +177,7 @@ impl<L: Peers> Comm<L> {
                 self.recycle(own);
             }
         }
-        let c = self.chunk_len(b);
+        let c = self.chunk_len(b, call.element_type);
         for rg in chunk_ranges(b, c) {
             let p = self.chunk_payload(call, Phase::Final, me, data, rg.clone(), rg.start, b);
             self.send_vec(next, p)?;

@@ -34,11 +34,26 @@ pub const CHUNK: usize = 64 * 1024;
 /// assert_eq!(chunk_len(1 << 20, Some(3)), 8);
 /// ```
 pub fn chunk_len(total: usize, requested: Option<usize>) -> usize {
-    let l = match requested {
-        Some(r) => (r - r % CHUNK_ALIGN).max(CHUNK_ALIGN),
-        None => CHUNK,
-    };
-    l.min(MAX_CHUNK_DATA - MAX_CHUNK_DATA % CHUNK_ALIGN)
+    chunk_len_aligned(total, requested, CHUNK_ALIGN)
+}
+
+/// [`chunk_len`] for a stream whose chunks must be multiples of `align`
+/// bytes (at least 1): with feature bit 4, lcm(8, width) of the header's
+/// element type, so that no chunk splits an element (protocol §17.3).
+/// [`CHUNK`] and `requested` are rounded down to a multiple of `align`
+/// (at least `align`).
+///
+/// ```
+/// use sperli_collective::pipeline::shape::chunk_len_aligned;
+/// assert_eq!(chunk_len_aligned(16 << 20, None, 24), 65520);
+/// assert_eq!(chunk_len_aligned(1 << 20, Some(30), 24), 24);
+/// assert_eq!(chunk_len_aligned(100, None, 24), 100); // one chunk
+/// ```
+pub fn chunk_len_aligned(total: usize, requested: Option<usize>, align: usize) -> usize {
+    let align = align.max(1);
+    let l = requested.unwrap_or(CHUNK);
+    let l = (l - l % align).max(align);
+    l.min(MAX_CHUNK_DATA - MAX_CHUNK_DATA % align)
         .min(total)
         .max(1)
 }

@@ -94,6 +94,10 @@ macro_rules! int_ref {
                     Reduction::Band => a & b,
                     Reduction::Bor => a | b,
                     Reduction::Bxor => a ^ b,
+                    // The reductions of bit 4 are refused on the v1 types.
+                    Reduction::Minloc | Reduction::Maxloc | Reduction::User => {
+                        unreachable!("refused for v1 integers")
+                    }
                 }
             }
             fn bits(self) -> u64 {

@@ -69,7 +69,7 @@ fn every_collective_at_1_2_3_8_ranks() {
 fn reductions_for<T: Ref>() -> usize {
     let mut checked = 0;
     for size in SIZES {
-        for r in Reduction::ALL {
+        for r in Reduction::V1 {
             if r.check(T::ELEMENT_TYPE).is_err() {
                 continue;
             }
@@ -154,7 +154,7 @@ fn refused_combinations_fail_on_every_rank_and_the_next_call_works() {
             };
             // Every refused (type, reduction) pair, typed and raw.
             for t in ElementType::ALL {
-                for r in Reduction::ALL {
+                for r in Reduction::V1 {
                     if r.check(t).is_ok() {
                         continue;
                     }

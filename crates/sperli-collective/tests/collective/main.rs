@@ -13,9 +13,15 @@
 //!   COMM_SELF and along a Cartesian grid between real TLS ranks;
 //! - [`p2p_communicators`]: messages matched by communicator, synchronous
 //!   sends and matched probes (HELLO feature bit 3) between TLS ranks;
-//! - [`intercomm`]: intercommunicators and merge between TLS ranks.
+//! - [`intercomm`]: intercommunicators and merge between TLS ranks;
+//! - [`bit4_fake`], [`bit4_tls`]: the element types and reductions of
+//!   HELLO feature bit 4 (protocol §17) against [`bit4_ref`]'s serial
+//!   fold, and jobs where a rank lacks the bit.
 
 mod api;
+mod bit4_fake;
+mod bit4_ref;
+mod bit4_tls;
 mod common;
 mod communicators;
 mod fake;

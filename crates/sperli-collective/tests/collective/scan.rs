@@ -49,7 +49,7 @@ fn prefixes_match<T: Ref + Send + Sync + 'static>(size: u32, r: Reduction, len: 
 #[test]
 fn prefixes_are_left_folds_in_rank_order_for_every_reduction() {
     for size in [1, 2, 3, 5] {
-        for r in Reduction::ALL {
+        for r in Reduction::V1 {
             prefixes_match::<i64>(size, r, 7);
         }
         for r in [

@@ -39,6 +39,9 @@ LXOR: Final[Op]
 BAND: Final[Op]
 BOR: Final[Op]
 BXOR: Final[Op]
+# On value-index pair buffers (HELLO feature bit 4, protocol §17.2).
+MAXLOC: Final[Op]
+MINLOC: Final[Op]
 
 class InPlace: ...
 

@@ -159,8 +159,7 @@ for call, cls in [
     (lambda: comm.Send(a, n), MPI.ERR_RANK),
     (lambda: comm.Send(a, 0, -5), MPI.ERR_TAG),
     (lambda: comm.Bcast(a, root=n), MPI.ERR_ROOT),
-    (lambda: comm.Send([a, MPI.INT16_T], 0), MPI.ERR_TYPE),
-    (lambda: comm.Allreduce(a, out, op=MPI.MAXLOC), MPI.ERR_OP),
+    (lambda: comm.Allreduce(a, out, op=MPI.REPLACE), MPI.ERR_OP),
 ]:
     try:
         call()

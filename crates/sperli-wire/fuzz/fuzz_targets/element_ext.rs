@@ -4,15 +4,14 @@
 //! data. `from_code` must take exactly 0..=17 and 1..=13 and give back the
 //! code; names, widths, the v1 types and the chunk alignment must agree;
 //! `check` must follow the table of §17.2 (with §8.3 for the v1 types);
-//! `check_args_ext` must pass exactly when the pair is allowed and the
+//! `check_args` must pass exactly when the pair is allowed and the
 //! length is whole elements. Every refusal is H1618.
 #![no_main]
 
 mod common;
 
 use libfuzzer_sys::fuzz_target;
-use sperli_wire::element_ext::{ExtElementType, ExtReduction};
-use sperli_wire::reduce::ext::check_args_ext;
+use sperli_wire::reduce::check_args;
 use sperli_wire::{ElementType, Error, HCode, Reduction};
 
 fn refused(e: sperli_wire::error::ArgumentError) {
@@ -29,8 +28,8 @@ fn gcd(a: usize, b: usize) -> usize {
     }
 }
 
-fn element_type(code: u8) -> Option<ExtElementType> {
-    let t = match ExtElementType::from_code(code) {
+fn element_type(code: u8) -> Option<ElementType> {
+    let t = match ElementType::from_code(code) {
         Ok(t) => t,
         Err(e) => {
             assert!(code > 17, "element type {code} refused");
@@ -40,29 +39,21 @@ fn element_type(code: u8) -> Option<ExtElementType> {
     };
     assert!(code <= 17, "element type {code} taken");
     assert_eq!(t.code(), code);
-    assert_eq!(ExtElementType::ALL[usize::from(code)], t);
-    assert_eq!(ExtElementType::from_name(t.name()), Some(t));
+    assert_eq!(ElementType::ALL[usize::from(code)], t);
+    assert_eq!(ElementType::from_name(t.name()), Some(t));
     assert_eq!(t.to_string(), t.name());
     let w = t.width();
     assert!(matches!(w, 1 | 2 | 4 | 6 | 8 | 12 | 16), "{t} width {w}");
-    match t.v1() {
-        Some(v1) => {
-            assert!(code <= 6);
-            assert_eq!(v1.code(), code);
-            assert_eq!(v1.width(), w);
-            assert_eq!(v1.name(), t.name());
-            assert_eq!(ExtElementType::from(v1), t);
-        }
-        None => assert!(code > 6 && ElementType::from_code(code).is_err()),
-    }
+    assert_eq!(t.needs_bit4(), code > 6);
+    assert_eq!(ElementType::V1.contains(&t), code <= 6);
     assert_eq!(t.is_pair(), code >= 13);
     assert_eq!(t.is_complex(), code == 11 || code == 12);
     assert_eq!(t.chunk_align(), 8 * w / gcd(8, w), "{t}: lcm(8, width)");
     Some(t)
 }
 
-fn reduction(code: u8) -> Option<ExtReduction> {
-    let r = match ExtReduction::from_code(code) {
+fn reduction(code: u8) -> Option<Reduction> {
+    let r = match Reduction::from_code(code) {
         Ok(r) => r,
         Err(e) => {
             assert!(code == 0 || code > 13, "reduction {code} refused");
@@ -72,13 +63,11 @@ fn reduction(code: u8) -> Option<ExtReduction> {
     };
     assert!((1..=13).contains(&code), "reduction {code} taken");
     assert_eq!(r.code(), code);
-    assert_eq!(ExtReduction::from_name(r.name()), Some(r));
+    assert_eq!(Reduction::from_name(r.name()), Some(r));
     assert_eq!(r.to_string(), r.name());
-    assert_eq!(ExtReduction::all().nth(usize::from(code) - 1), Some(r));
-    match r {
-        ExtReduction::V1(v1) => assert_eq!((v1.code(), v1.name()), (code, r.name())),
-        _ => assert!(code > 10 && Reduction::from_code(code).is_err()),
-    }
+    assert_eq!(Reduction::ALL.into_iter().nth(usize::from(code) - 1), Some(r));
+    assert_eq!(r.needs_bit4(), code > 10);
+    assert_eq!(Reduction::V1.contains(&r), code <= 10);
     Some(r)
 }
 
@@ -99,15 +88,14 @@ fuzz_target!(|data: &[u8]| {
         8..=10 => 0x3ff << 1 | USER,  // i8 i16 u16: every v1 reduction
         11 | 12 => 0b11 << 1 | USER,  // complex: sum prod
         13..=17 => 0b11 << 11 | USER, // the pairs: minloc maxloc
-        _ => match (t.v1(), r) {
-            (Some(v1), ExtReduction::V1(v)) if v.check(v1).is_ok() => 1 << r.code() | USER,
-            _ => USER,
-        },
+        // The v1 types: §8.3's table for the v1 reductions, and user.
+        _ if !r.needs_bit4() && r.check(t).is_ok() => 1 << r.code() | USER,
+        _ => USER,
     };
     let table = mask >> r.code() & 1 == 1;
     assert_eq!(allowed.is_ok(), table, "{t} {r}: {allowed:?}");
     let len = rest.len();
-    let args = check_args_ext(len, t, r);
+    let args = check_args(len, t, r);
     assert_eq!(
         args.is_ok(),
         table && len.is_multiple_of(t.width()),

@@ -1,4 +1,4 @@
-//! reduce::ext (HELLO feature bit 4, protocol §17.3): the folds of every
+//! reduce (HELLO feature bit 4, protocol §17.3): the folds of every
 //! element type and reduction over arbitrary byte buffers.
 //!
 //! Input: byte 0 the element type (code mod 18), byte 1 the reduction
@@ -10,8 +10,7 @@
 //! `fold_ext` must never panic and must succeed exactly when the pair is
 //! allowed, the reduction is not user-defined, and the contributions are
 //! whole elements of one length; its result must keep the length, equal
-//! the left fold of `combine_ext` (and the v1 `reduce::fold` for a v1
-//! pair), and equal the folds of the same contributions cut at an element
+//! the left fold of `combine_ext`, and equal the folds of the same contributions cut at an element
 //! boundary, joined (the folds are element by element; the NaN bits of a
 //! float sum or product are not fixed, protocol §8.3, so two NaNs there
 //! are equal). Integer reductions of two contributions must commute; bool
@@ -23,10 +22,9 @@
 mod common;
 
 use libfuzzer_sys::fuzz_target;
-use sperli_wire::element_ext::{ExtElementType, ExtReduction};
-use sperli_wire::reduce::ext::{check_args_ext, combine_ext, fold_ext, fold_user};
-use sperli_wire::reduce::fold;
-use sperli_wire::{Error, HCode, Reduction};
+use sperli_wire::reduce::ext::fold_user;
+use sperli_wire::reduce::{check_args, combine as combine_ext, fold as fold_ext};
+use sperli_wire::{ElementType, Error, HCode, Reduction};
 
 fn refused(e: sperli_wire::error::ArgumentError) {
     let e = Error::from(e);
@@ -36,9 +34,9 @@ fn refused(e: sperli_wire::error::ArgumentError) {
 
 /// The bytes of a float component whose NaN bits are not fixed (a sum or
 /// product of f32, f64 or their complex), or `None` when every bit is.
-fn loose_component(t: ExtElementType, r: ExtReduction) -> Option<usize> {
-    use ExtElementType as T;
-    if !matches!(r, ExtReduction::V1(Reduction::Sum | Reduction::Prod)) {
+fn loose_component(t: ElementType, r: Reduction) -> Option<usize> {
+    use ElementType as T;
+    if !matches!(r, Reduction::Sum | Reduction::Prod) {
         return None;
     }
     match t {
@@ -56,7 +54,7 @@ fn is_nan(b: &[u8]) -> bool {
 }
 
 /// `a == b`, two NaNs equal where their bits are not fixed.
-fn same_result(t: ExtElementType, r: ExtReduction, a: &[u8], b: &[u8]) -> bool {
+fn same_result(t: ElementType, r: Reduction, a: &[u8], b: &[u8]) -> bool {
     match loose_component(t, r) {
         None => a == b,
         Some(w) => {
@@ -72,8 +70,8 @@ fuzz_target!(|data: &[u8]| {
     let [t, r, shape, rest @ ..] = data else {
         return;
     };
-    let t = ExtElementType::from_code(t % 18).expect("codes 0..=17");
-    let r = ExtReduction::from_code(r % 13 + 1).expect("codes 1..=13");
+    let t = ElementType::from_code(t % 18).expect("codes 0..=17");
+    let r = Reduction::from_code(r % 13 + 1).expect("codes 1..=13");
     let n = usize::from(shape & 7) % 5 + 1;
     let each = rest.len() / n;
     let mut parts: Vec<&[u8]> = (0..n).map(|i| &rest[i * each..(i + 1) * each]).collect();
@@ -88,7 +86,7 @@ fuzz_target!(|data: &[u8]| {
     user_folds(&parts, t, one_length && len.is_multiple_of(w));
 
     let should =
-        r != ExtReduction::User && check_args_ext(len, t, r).is_ok() && (one_length || n == 1);
+        r != Reduction::User && check_args(len, t, r).is_ok() && (one_length || n == 1);
     let out = match fold_ext(parts.iter().copied(), t, r) {
         Ok(out) => out.expect("contributions were given"),
         Err(e) => {
@@ -104,10 +102,6 @@ fuzz_target!(|data: &[u8]| {
         acc = combine_ext(&acc, p, t, r).expect("combine_ext refused what fold_ext took");
     }
     assert_eq!(acc, out, "fold_ext is not the left fold of combine_ext");
-    if let (Some(v1), ExtReduction::V1(red)) = (t.v1(), r) {
-        let v = fold(parts.iter().copied(), v1, red).expect("v1 fold refused");
-        assert_eq!(v.as_deref(), Some(&out[..]), "bit 4 changed a v1 fold");
-    }
 
     // Element by element: the fold of the parts cut in two, joined.
     let at = (usize::from(shape >> 4) * w).min(len);
@@ -125,7 +119,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(out, parts[0], "a fold of one contribution changed it");
         return;
     }
-    use ExtElementType as T;
+    use ElementType as T;
     let float = matches!(
         t,
         T::F32 | T::F64 | T::Complex64 | T::Complex128 | T::F32I32 | T::F64I32
@@ -160,7 +154,7 @@ fuzz_target!(|data: &[u8]| {
 /// `fold_user` with bytewise xor (any order gives it, so it checks that
 /// every contribution is folded once) and with "keep the left" (the first
 /// contribution stays: the accumulator is always the left operand).
-fn user_folds(parts: &[&[u8]], t: ExtElementType, ok: bool) {
+fn user_folds(parts: &[&[u8]], t: ElementType, ok: bool) {
     let xor = fold_user(parts.iter().copied(), t, |acc, right| {
         assert_eq!(acc.len(), right.len());
         acc.iter_mut().zip(right).for_each(|(a, b)| *a ^= b);

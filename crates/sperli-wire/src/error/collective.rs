@@ -92,17 +92,28 @@ pub enum ArgumentError {
         /// The job size.
         size: u32,
     },
-    /// Element type code above 6.
-    #[error("element type {got} is not 0..=6")]
+    /// Element type code above 17 (protocol §8.3, §17.2).
+    #[error("element type {got} is not 0..=17")]
     ElementType {
         /// The code.
         got: u8,
     },
-    /// Reduction code 0 or above 10.
-    #[error("reduction {got} is not 1..=10")]
+    /// Reduction code 0 or above 13 (protocol §8.3, §17.2); also a
+    /// user-defined reduction (13) given to a built-in fold.
+    #[error("reduction {got} is not 1..=13 (or is user-defined, 13, where a built-in one is due)")]
     Reduction {
         /// The code.
         got: u8,
+    },
+    /// An element type of code 7..=17 or a reduction of code 11..=13 in a
+    /// job where not every rank announced HELLO feature bit 4 (protocol
+    /// §17.1): refused on every rank before anything is sent.
+    #[error("{element_type} with {reduction} needs HELLO feature bit 4 on every rank")]
+    WithoutBit4 {
+        /// The element type's name.
+        element_type: &'static str,
+        /// The reduction's name.
+        reduction: &'static str,
     },
     /// A reduction refused for the element type.
     #[error("reduction {reduction} is not allowed on {element_type}")]

@@ -1,5 +1,6 @@
-//! The v1 reductions over flat little-endian byte arrays (protocol §8.3,
-//! with its exact float rules).
+//! The reductions over flat little-endian byte arrays (protocol §8.3,
+//! with its exact float rules; protocol §17.3 for the element types and
+//! reductions of feature bit 4, whose loops are in [`ext`]).
 //!
 //! An operand is a byte array of whole elements of one [`ElementType`],
 //! little-endian, with no alignment requirement. Reductions work element by
@@ -17,6 +18,11 @@
 //! * `land`, `lor`, `lxor` (integers but `u8`): 1 or 0 of the element width
 //!   from `(a != 0) op (b != 0)`.
 //! * `band`, `bor`, `bxor` (`u8` and integers): bitwise.
+//!
+//! The types and reductions of bit 4 are in [`ext`]'s summary. A
+//! user-defined reduction ([`Reduction::User`]) has no built-in combine:
+//! [`combine_into`] and [`fold`] refuse it (H1618) and [`ext::fold_user`]
+//! folds it with the program's function.
 //!
 //! Refused pairs ([`Reduction::check`]), lengths that are not whole elements
 //! and operands of different lengths are [`ArgumentError`]s (H1618).
@@ -81,6 +87,10 @@ pub fn combine_into(
             right: right.len(),
         });
     }
+    if r == Reduction::User {
+        // Protocol §17.4: the program's function, not a built-in one.
+        return Err(ArgumentError::Reduction { got: r.code() });
+    }
     dispatch(acc, right, t, r);
     Ok(())
 }
@@ -128,6 +138,9 @@ pub fn fold<'a>(
     t: ElementType,
     r: Reduction,
 ) -> Result<Option<Vec<u8>>, ArgumentError> {
+    if r == Reduction::User {
+        return Err(ArgumentError::Reduction { got: r.code() });
+    }
     let mut it = contributions.into_iter();
     let Some(first) = it.next() else {
         r.check(t)?;
@@ -191,6 +204,7 @@ macro_rules! int_ops {
             Reduction::Lor => zip_with::<$t>($acc, $right, |a, b| <$t>::from((a != 0) | (b != 0))),
             Reduction::Lxor => zip_with::<$t>($acc, $right, |a, b| <$t>::from((a != 0) ^ (b != 0))),
             Reduction::Band | Reduction::Bor | Reduction::Bxor => bitwise($acc, $right, $r),
+            _ => unreachable!("refused by check_args"),
         }
     };
 }
@@ -251,6 +265,7 @@ fn dispatch(acc: &mut [u8], right: &[u8], t: ElementType, r: Reduction) {
         ElementType::U64 => int_ops!(u64, acc, right, r),
         ElementType::F32 => float_ops!(f32, acc, right, r),
         ElementType::F64 => float_ops!(f64, acc, right, r),
+        _ => ext::dispatch_bit4(acc, right, t, r),
     }
 }
 

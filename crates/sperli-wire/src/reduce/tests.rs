@@ -288,14 +288,15 @@ fn allowed(t: T, r: R) -> bool {
         R::Sum | R::Prod | R::Min | R::Max => int || t.is_float(),
         R::Land | R::Lor | R::Lxor => int,
         R::Band | R::Bor | R::Bxor => int || t == T::U8,
+        R::Minloc | R::Maxloc | R::User => unreachable!("not a v1 reduction"),
     }
 }
 
 #[test]
 fn every_pair_against_the_table() {
     let mut refused = 0;
-    for t in T::ALL {
-        for r in R::ALL {
+    for t in T::V1 {
+        for r in R::V1 {
             let w = t.width();
             let (l, rt) = (vec![1u8; 2 * w], vec![2u8; 2 * w]);
             let got = combine(&l, &rt, t, r);
@@ -323,7 +324,7 @@ fn every_pair_against_the_table() {
 
 #[test]
 fn length_errors() {
-    for t in T::ALL {
+    for t in T::V1 {
         let r = if t == T::U8 { R::Bxor } else { R::Max };
         let w = t.width();
         if w > 1 {
@@ -436,6 +437,7 @@ fn reference(l: &[u8], r: &[u8], t: T, op: R) -> Vec<u8> {
                     R::Band => a & b,
                     R::Bor => a | b,
                     R::Bxor => a ^ b,
+                    R::Minloc | R::Maxloc | R::User => unreachable!("not a v1 reduction"),
                 };
                 let v = if op == R::Prod && !signed && w == 8 {
                     xu.wrapping_mul(yu) // u64 * u64 < 2^128: exact in u128
@@ -496,9 +498,9 @@ fn same(got: &[u8], want: &[u8], t: T, op: R) -> bool {
 }
 
 fn allowed_pairs() -> Vec<(T, R)> {
-    T::ALL
+    T::V1
         .into_iter()
-        .flat_map(|t| R::ALL.into_iter().map(move |r| (t, r)))
+        .flat_map(|t| R::V1.into_iter().map(move |r| (t, r)))
         .filter(|(t, r)| allowed(*t, *r))
         .collect()
 }

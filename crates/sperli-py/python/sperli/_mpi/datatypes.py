@@ -1,4 +1,5 @@
-"""Datatypes: the predefined types of the seven element types, the named
+"""Datatypes: the predefined types of the element types (protocol §8.3,
+and bool, int8, int16, uint16 of feature bit 4, §17.2), the named
 types whose calls are refused, and DATATYPE_NULL for the C types SPERLI
 does not carry."""
 
@@ -159,8 +160,19 @@ _TYPES = {
     "UNSIGNED_LONG": ("L", 8, "L"), "UNSIGNED_LONG_LONG": ("Q", 8, "Q"),
     "UINT64_T": ("Q", 8, "Q"),
     "FLOAT": ("f", 4, "f"), "DOUBLE": ("d", 8, "d"),
-    "INT8_T": ("b", 1, None), "INT16_T": ("h", 2, None), "UINT16_T": ("H", 2, None),
-    "BOOL": ("?", 1, None),
+    # With HELLO feature bit 4 (protocol §17.2); refused with H1618 in a
+    # job where a rank lacks it.
+    "INT8_T": ("b", 1, "b"), "INT16_T": ("h", 2, "h"), "UINT16_T": ("H", 2, "H"),
+    "BOOL": ("?", 1, "?"),
+    # The value-index pairs of MINLOC and MAXLOC (bit 4, protocol §17.2):
+    # packed, value then int32 index, as numpy's structured dtype
+    # [("v", value), ("i", "<i4")] exports them.
+    "FLOAT_INT": ("T{<f:v:<i:i:}", 8, "T{<f:v:<i:i:}"),
+    "DOUBLE_INT": ("T{<d:v:<i:i:}", 12, "T{<d:v:<i:i:}"),
+    "LONG_INT": ("T{<q:v:<i:i:}", 12, "T{<q:v:<i:i:}"),
+    "TWOINT": ("T{<i:v:<i:i:}", 8, "T{<i:v:<i:i:}"),
+    "INT_INT": ("T{<i:v:<i:i:}", 8, "T{<i:v:<i:i:}"),
+    "SHORT_INT": ("T{<h:v:<i:i:}", 6, "T{<h:v:<i:i:}"),
 }
 for _n, (_c, _z, _w) in _TYPES.items():
     globals()[_n] = _dt("MPI_" + _n, _c, _z, _w)
@@ -169,8 +181,7 @@ for _n in ["UNSIGNED_CHAR", "SIGNED_CHAR", "SHORT", "UNSIGNED_SHORT", "C_BOOL", 
            "WCHAR", "SIGNED_SHORT", "C_COMPLEX", "C_FLOAT_COMPLEX",
            "C_DOUBLE_COMPLEX", "C_LONG_DOUBLE_COMPLEX", "CXX_BOOL",
            "CXX_FLOAT_COMPLEX", "CXX_DOUBLE_COMPLEX", "CXX_LONG_DOUBLE_COMPLEX",
-           "SHORT_INT", "INT_INT", "TWOINT", "LONG_INT", "FLOAT_INT",
-           "DOUBLE_INT", "LONG_DOUBLE_INT", "UB", "LB", "CHARACTER",
+           "LONG_DOUBLE_INT", "UB", "LB", "CHARACTER",
            "LOGICAL", "INTEGER", "REAL", "DOUBLE_PRECISION", "COMPLEX",
            "DOUBLE_COMPLEX", "LOGICAL1", "LOGICAL2", "LOGICAL4", "LOGICAL8",
            "INTEGER1", "INTEGER2", "INTEGER4", "INTEGER8", "INTEGER16",

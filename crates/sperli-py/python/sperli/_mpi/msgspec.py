@@ -87,7 +87,7 @@ def _typed(obj, datatype=None, count=None, displ=0, writable=False, blocks=1):
     else:
         _name, char, size, wire = datatype._spec()
         if wire is None:
-            raise Exception(ERR_TYPE, f"{_name} is not one of the seven element types of sperli")
+            raise Exception(ERR_TYPE, f"{_name} is not one of the element types of sperli")
     nbytes = mv.nbytes
     if count is None and displ == 0 and datatype is None:
         if nbytes == 0:
@@ -109,7 +109,17 @@ def _typed(obj, datatype=None, count=None, displ=0, writable=False, blocks=1):
         return _empty(wire)
     flat = mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
     part = flat[start:stop]
+    if wire.startswith("T{"):
+        return _pairs(part, wire)
     return part.cast(wire) if wire != "B" else part
+
+
+def _pairs(part, wire):
+    """The bytes `part` as packed value-index pairs of struct format
+    `wire` (MINLOC and MAXLOC, protocol §17.2): a numpy structured view of
+    the same memory (memoryview cannot cast to a struct format)."""
+    import numpy
+    return numpy.frombuffer(part, dtype=numpy.dtype([("v", "<" + wire[3]), ("i", "<i4")]))
 
 
 def _dtype_item(x):

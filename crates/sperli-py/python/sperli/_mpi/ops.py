@@ -7,7 +7,8 @@ from .handles import _Handled, _PREDEFINED, _reduce
 
 class Op(_Handled):
     """A reduction: the package's ops (SUM, PROD, MIN, MAX, LAND, LOR,
-    LXOR, BAND, BOR, BXOR). MAXLOC, MINLOC, REPLACE and NO_OP exist and are
+    LXOR, BAND, BOR, BXOR; MAXLOC and MINLOC on the value-index pair
+    datatypes, HELLO feature bit 4). REPLACE and NO_OP exist and are
     refused with ERR_OP where an op is taken; user ops (Op.Create) and
     applying an op locally (op(x, y), Reduce_local) are not offered: the
     Rust API does the reductions."""
@@ -77,7 +78,8 @@ class Op(_Handled):
 
 Op._family = Op
 OP_NULL = Op()
-for _n in ("SUM", "PROD", "MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR"):
+for _n in ("SUM", "PROD", "MIN", "MAX", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR",
+           "MAXLOC", "MINLOC"):
     globals()[_n] = Op._of(getattr(_s, _n), _n)
-for _n in ("MAXLOC", "MINLOC", "REPLACE", "NO_OP"):
+for _n in ("REPLACE", "NO_OP"):
     globals()[_n] = Op._of(None, _n)

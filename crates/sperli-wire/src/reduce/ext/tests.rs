@@ -4,12 +4,13 @@
 
 use super::*;
 use crate::element::Reduction as V;
+use crate::reduce::{combine, fold};
 use proptest::prelude::*;
-use ExtElementType as T;
-use ExtReduction as R;
+use ElementType as T;
+use Reduction as R;
 
 fn c(l: &[u8], r: &[u8], t: T, op: R) -> Vec<u8> {
-    combine_ext(l, r, t, op).unwrap()
+    combine(l, r, t, op).unwrap()
 }
 fn cx32(xs: &[(f32, f32)]) -> Vec<u8> {
     xs.iter()
@@ -31,34 +32,34 @@ fn pairs<const N: usize>(xs: &[([u8; N], i32)]) -> Vec<u8> {
 fn bool_bytes_other_than_0_and_1_are_true() {
     let l = [0, 2, 0xff, 1, 0];
     let r = [0, 1, 0, 0x80, 7];
-    assert_eq!(c(&l, &r, T::Bool, R::V1(V::Land)), [0, 1, 0, 1, 0]);
-    assert_eq!(c(&l, &r, T::Bool, R::V1(V::Lor)), [0, 1, 1, 1, 1]);
-    assert_eq!(c(&l, &r, T::Bool, R::V1(V::Lxor)), [0, 0, 1, 0, 1]);
+    assert_eq!(c(&l, &r, T::Bool, V::Land), [0, 1, 0, 1, 0]);
+    assert_eq!(c(&l, &r, T::Bool, V::Lor), [0, 1, 1, 1, 1]);
+    assert_eq!(c(&l, &r, T::Bool, V::Lxor), [0, 0, 1, 0, 1]);
     for r in [V::Sum, V::Min, V::Band] {
-        assert!(combine_ext(&l, &l, T::Bool, R::V1(r)).is_err());
+        assert!(combine(&l, &l, T::Bool, r).is_err());
     }
 }
 
 #[test]
 fn small_integers_wrap_and_order() {
-    assert_eq!(c(&[0x7f], &[1], T::I8, R::V1(V::Sum)), [0x80]);
-    assert_eq!(c(&[0xff], &[1], T::I8, R::V1(V::Min)), [0xff]); // -1 < 1
+    assert_eq!(c(&[0x7f], &[1], T::I8, V::Sum), [0x80]);
+    assert_eq!(c(&[0xff], &[1], T::I8, V::Min), [0xff]); // -1 < 1
     let i16s = |x: &[i16]| -> Vec<u8> { x.iter().flat_map(|v| v.to_le_bytes()).collect() };
     let u16s = |x: &[u16]| -> Vec<u8> { x.iter().flat_map(|v| v.to_le_bytes()).collect() };
     assert_eq!(
-        c(&i16s(&[-1, 300]), &i16s(&[1, 300]), T::I16, R::V1(V::Prod)),
+        c(&i16s(&[-1, 300]), &i16s(&[1, 300]), T::I16, V::Prod),
         i16s(&[-1, 24464])
     );
     assert_eq!(
-        c(&u16s(&[0xffff, 3]), &u16s(&[1, 5]), T::U16, R::V1(V::Max)),
+        c(&u16s(&[0xffff, 3]), &u16s(&[1, 5]), T::U16, V::Max),
         u16s(&[0xffff, 5])
     );
     assert_eq!(
-        c(&u16s(&[0, 9]), &u16s(&[4, 0]), T::U16, R::V1(V::Land)),
+        c(&u16s(&[0, 9]), &u16s(&[4, 0]), T::U16, V::Land),
         u16s(&[0, 0])
     );
     assert_eq!(
-        c(&u16s(&[0xf0f0]), &u16s(&[0x0ff0]), T::U16, R::V1(V::Bxor)),
+        c(&u16s(&[0xf0f0]), &u16s(&[0x0ff0]), T::U16, V::Bxor),
         u16s(&[0xff00])
     );
 }
@@ -70,20 +71,20 @@ fn complex_product_is_the_textbook_formula_in_the_component_format() {
         &cx64(&[(1.0, 2.0), (0.1, 0.2)]),
         &cx64(&[(3.0, 4.0), (0.3, 0.4)]),
         T::Complex128,
-        R::V1(V::Prod),
+        V::Prod,
     );
     let re = 0.1f64 * 0.3 - 0.2 * 0.4;
     let im = 0.1f64 * 0.4 + 0.2 * 0.3;
     assert_eq!(out, cx64(&[(-5.0, 10.0), (re, im)]));
     // f32: the products rounded to f32, not computed in f64.
     let (a, b) = ((16_777_217.0f32, 1.0f32), (3.0f32, 0.0f32));
-    let out = c(&cx32(&[a]), &cx32(&[b]), T::Complex64, R::V1(V::Prod));
+    let out = c(&cx32(&[a]), &cx32(&[b]), T::Complex64, V::Prod);
     assert_eq!(out, cx32(&[(a.0 * b.0 - a.1 * b.1, a.0 * b.1 + a.1 * b.0)]));
     let out = c(
         &cx32(&[(1.5, -0.0)]),
         &cx32(&[(0.25, 0.0)]),
         T::Complex64,
-        R::V1(V::Sum),
+        V::Sum,
     );
     assert_eq!(out, cx32(&[(1.75, 0.0)]));
 }
@@ -96,14 +97,14 @@ fn complex_fold_order_changes_the_bits() {
         cx64(&[(1.0, 1e-16)]),
         cx64(&[(1.0, 3.0)]),
     ];
-    let asc = fold_ext(parts.iter().map(|p| &p[..]), T::Complex128, R::V1(V::Sum))
+    let asc = fold(parts.iter().map(|p| &p[..]), T::Complex128, V::Sum)
         .unwrap()
         .unwrap();
     let right_first = c(
         &parts[0],
-        &c(&parts[1], &parts[2], T::Complex128, R::V1(V::Sum)),
+        &c(&parts[1], &parts[2], T::Complex128, V::Sum),
         T::Complex128,
-        R::V1(V::Sum),
+        V::Sum,
     );
     assert_ne!(asc, right_first);
     assert_eq!(asc, cx64(&[((1e16 + 1.0) + 1.0, (1.0 + 1e-16) + 3.0)]));
@@ -161,8 +162,8 @@ fn minloc_and_maxloc_ties_nan_and_zeros() {
 
 #[test]
 fn user_reductions_fold_ascending_and_have_no_builtin_combine() {
-    assert!(combine_ext(&[1], &[1], T::U8, R::User).is_err());
-    assert!(fold_ext([&[1u8][..]], T::U8, R::User).is_err());
+    assert!(combine(&[1], &[1], T::U8, R::User).is_err());
+    assert!(fold([&[1u8][..]], T::U8, R::User).is_err());
     // Non-commutative: acc = 2·acc + right; ascending order is 2(2·1+2)+3.
     let parts: [&[u8]; 3] = [&[1], &[2], &[3]];
     let out = fold_user(parts, T::U8, |a, b| a[0] = 2 * a[0] + b[0]).unwrap();
@@ -173,11 +174,11 @@ fn user_reductions_fold_ascending_and_have_no_builtin_combine() {
 
 #[test]
 fn refusals_and_lengths_are_h1618() {
-    assert!(combine_ext(&[0; 12], &[0; 12], T::F64I32, R::V1(V::Min)).is_err());
-    assert!(combine_ext(&[0; 8], &[0; 8], T::Complex64, R::V1(V::Max)).is_err());
-    assert!(combine_ext(&[0; 8], &[0; 8], T::F64, R::Minloc).is_err());
-    assert!(combine_ext(&[0; 6], &[0; 12], T::I16I32, R::Minloc).is_err());
-    assert!(combine_ext(&[0; 7], &[0; 7], T::I16I32, R::Minloc).is_err());
+    assert!(combine(&[0; 12], &[0; 12], T::F64I32, V::Min).is_err());
+    assert!(combine(&[0; 8], &[0; 8], T::Complex64, V::Max).is_err());
+    assert!(combine(&[0; 8], &[0; 8], T::F64, R::Minloc).is_err());
+    assert!(combine(&[0; 6], &[0; 12], T::I16I32, R::Minloc).is_err());
+    assert!(combine(&[0; 7], &[0; 7], T::I16I32, R::Minloc).is_err());
 }
 
 // ---- an independent serial fold -------------------------------------------
@@ -192,16 +193,16 @@ fn reference_combine(t: T, r: R, a: &[u8], b: &[u8]) -> Vec<u8> {
             let x = <$ty>::from_le_bytes(a.try_into().unwrap());
             let y = <$ty>::from_le_bytes(b.try_into().unwrap());
             let out: $ty = match r {
-                R::V1(V::Sum) => x.wrapping_add(y),
-                R::V1(V::Prod) => x.wrapping_mul(y),
-                R::V1(V::Min) => x.min(y),
-                R::V1(V::Max) => x.max(y),
-                R::V1(V::Land) => ((x != 0) && (y != 0)) as $ty,
-                R::V1(V::Lor) => ((x != 0) || (y != 0)) as $ty,
-                R::V1(V::Lxor) => ((x != 0) != (y != 0)) as $ty,
-                R::V1(V::Band) => x & y,
-                R::V1(V::Bor) => x | y,
-                R::V1(V::Bxor) => x ^ y,
+                V::Sum => x.wrapping_add(y),
+                V::Prod => x.wrapping_mul(y),
+                V::Min => x.min(y),
+                V::Max => x.max(y),
+                V::Land => ((x != 0) && (y != 0)) as $ty,
+                V::Lor => ((x != 0) || (y != 0)) as $ty,
+                V::Lxor => ((x != 0) != (y != 0)) as $ty,
+                V::Band => x & y,
+                V::Bor => x | y,
+                V::Bxor => x ^ y,
                 _ => unreachable!(),
             };
             out.to_le_bytes().to_vec()
@@ -211,7 +212,7 @@ fn reference_combine(t: T, r: R, a: &[u8], b: &[u8]) -> Vec<u8> {
         ($ty:ty, $w:expr) => {{
             let at = |x: &[u8], o: usize| <$ty>::from_le_bytes(x[o..o + $w].try_into().unwrap());
             let (ar, ai, br, bi) = (at(a, 0), at(a, $w), at(b, 0), at(b, $w));
-            let (re, im) = if r == R::V1(V::Sum) {
+            let (re, im) = if r == V::Sum {
                 (ar + br, ai + bi)
             } else {
                 let (p1, p2, p3, p4) = (ar * br, ai * bi, ar * bi, ai * br);
@@ -241,8 +242,8 @@ fn reference_combine(t: T, r: R, a: &[u8], b: &[u8]) -> Vec<u8> {
         T::Bool => {
             let (x, y) = (a[0] != 0, b[0] != 0);
             vec![match r {
-                R::V1(V::Land) => (x && y) as u8,
-                R::V1(V::Lor) => (x || y) as u8,
+                V::Land => (x && y) as u8,
+                V::Lor => (x || y) as u8,
                 _ => (x != y) as u8,
             }]
         }
@@ -327,8 +328,8 @@ fn element(t: T, seed: &[u8]) -> Vec<u8> {
 fn new_pairs() -> Vec<(T, R)> {
     T::ALL
         .into_iter()
-        .filter(|t| t.v1().is_none())
-        .flat_map(|t| ExtReduction::all().map(move |r| (t, r)))
+        .filter(|t| t.needs_bit4())
+        .flat_map(|t| Reduction::ALL.into_iter().map(move |r| (t, r)))
         .filter(|(t, r)| *r != R::User && r.check(*t).is_ok())
         .collect()
 }
@@ -373,12 +374,12 @@ proptest! {
                 let parts: Vec<Vec<u8>> = (0..n)
                     .map(|rank| (0..6).flat_map(|k| element(t, &seeds[rank * 6 + k])).collect())
                     .collect();
-                let got = fold_ext(parts.iter().map(|p| &p[..]), t, r).unwrap().unwrap();
+                let got = fold(parts.iter().map(|p| &p[..]), t, r).unwrap().unwrap();
                 let want = reference_fold(t, r, &parts);
                 prop_assert!(same_bits_or_both_nan(t, &got, &want), "{} {} at {} ranks", t, r, n);
                 let at = cut * t.width();
-                let mut chunked = fold_ext(parts.iter().map(|p| &p[..at]), t, r).unwrap().unwrap();
-                chunked.extend(fold_ext(parts.iter().map(|p| &p[at..]), t, r).unwrap().unwrap());
+                let mut chunked = fold(parts.iter().map(|p| &p[..at]), t, r).unwrap().unwrap();
+                chunked.extend(fold(parts.iter().map(|p| &p[at..]), t, r).unwrap().unwrap());
                 prop_assert_eq!(&chunked, &got);
             }
         }
@@ -386,19 +387,26 @@ proptest! {
 
     #[test]
     fn v1_pairs_give_the_v1_bits(a in proptest::collection::vec(any::<u8>(), 16), b in proptest::collection::vec(any::<u8>(), 16)) {
-        for t in crate::element::ElementType::ALL {
-            for r in crate::element::Reduction::ALL {
-                let v1 = crate::reduce::combine(&a, &b, t, r).ok();
-                let ext = combine_ext(&a, &b, t.into(), R::V1(r)).ok();
-                prop_assert_eq!(v1, ext);
+        // The merged enums keep every v1 pair (protocol §8.3) and its
+        // bits: the v1 loops fold them.
+        for t in crate::element::ElementType::V1 {
+            for r in crate::element::Reduction::V1 {
+                prop_assert!(!t.needs_bit4() && !r.needs_bit4());
+                let got = combine(&a, &b, t, r).ok();
+                let mut acc = a.clone();
+                let want = check_args(a.len(), t, r).ok().map(|()| {
+                    crate::reduce::dispatch(&mut acc, &b, t, r);
+                    acc
+                });
+                prop_assert_eq!(got, want);
             }
         }
     }
 
     #[test]
     fn any_bytes_get_an_answer(a in proptest::collection::vec(any::<u8>(), 0..40), tc in 0u8..20, rc in 0u8..15) {
-        if let (Ok(t), Ok(r)) = (T::from_code(tc), ExtReduction::from_code(rc)) {
-            let _ = combine_ext(&a, &a, t, r);
+        if let (Ok(t), Ok(r)) = (T::from_code(tc), Reduction::from_code(rc)) {
+            let _ = combine(&a, &a, t, r);
         }
     }
 }
