@@ -241,9 +241,18 @@ impl LinkIo {
                     };
                     if !drain_only {
                         if let Some(c) = conn.as_mut() {
-                            fed = c
-                                .handle_bytes_pausing(chunk, now, now_ms, out)
-                                .map_err(SockFail::Frame)?;
+                            match c.handle_bytes_pausing(chunk, now, now_ms, out) {
+                                Ok(f) => fed = f,
+                                Err(e) => {
+                                    // The connection ended here (a rejected
+                                    // frame, an ABORT): its bytes are
+                                    // taken, so no later read feeds them
+                                    // again and reports the closed
+                                    // connection instead of this error.
+                                    reader.consume(k);
+                                    return Err(SockFail::Frame(e));
+                                }
+                            }
                         }
                     }
                     reader.consume(fed.taken);
