@@ -4,8 +4,10 @@
 //! - `vectors`: write `docs/sperli-vectors.txt` from the sperli-wire codecs;
 //! - `vectors --check`: fail if the file differs from what the code
 //!   generates or if any entry does not decode to what it states;
-//! - `bench [--quick] [--write-docs] [--runs N]`: SPERLI next to its limits
-//!   and OpenMPI; writes `docs/performance.md` and `docs/img/`.
+//! - `bench [--quick] [--write-docs] [--runs N] [--python] [--simnet]`:
+//!   SPERLI next to its limits and OpenMPI; writes `docs/performance.md`
+//!   and `docs/img/` (`--python` or `--simnet`: only the Python rows or
+//!   the simulated cluster's, written under `target/`).
 
 mod bench;
 mod test;
@@ -26,7 +28,7 @@ fn main() {
         Some("test") => test::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask test | vectors [--check] | bench [--quick] [--write-docs] [--runs N]");
+            eprintln!("usage: cargo xtask test | vectors [--check] | bench [--quick] [--write-docs] [--runs N] [--python] [--simnet]");
             2
         }
     };

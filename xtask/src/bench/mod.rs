@@ -1,4 +1,4 @@
-//! `cargo xtask bench [--quick] [--write-docs] [--runs N] [--python]`.
+//! `cargo xtask bench [--quick] [--write-docs] [--runs N] [--python] [--simnet]`.
 //!
 //! Builds `sperli-bench` and the `sperli` launcher in release mode (and
 //! `bench/mpi/sperli_mpi_bench.c` with `mpicc` when OpenMPI is installed),
@@ -22,7 +22,11 @@
 //! latency rows. Each run ends with the Python rows (python.rs: the
 //! `sperli` package next to the Rust call and mpi4py, and its 8 B
 //! ping-pong next to mpi4py's); `--python` runs only those and writes
-//! `target/bench-python/performance.md`.
+//! `target/bench-python/performance.md`. Run as root, each run then
+//! measures the simulated cluster (simnet.rs: `scripts/simnet.sh`'s
+//! namespaces, 4 and 8 nodes at 1 Gbit/s, next to OpenMPI on the same
+//! nodes); elsewhere its section says why it was skipped. `--simnet` runs
+//! only those and writes `target/bench-simnet/performance.md`.
 
 mod ckpt;
 mod jacobi;
@@ -35,6 +39,7 @@ mod plot;
 mod programs;
 pub mod python;
 mod report;
+mod simnet;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -152,6 +157,9 @@ pub struct Options {
     /// `--python`: only the Python rows (python.rs), reported in
     /// `target/bench-python/performance.md`.
     pub python_only: bool,
+    /// `--simnet`: only the simulated cluster's rows (simnet.rs), reported
+    /// in `target/bench-simnet/performance.md`.
+    pub simnet_only: bool,
     /// The command line as typed, for the report.
     pub command: String,
 }
@@ -391,6 +399,10 @@ fn measure(p: &Programs, opts: &Options, python: &Path) -> Result<Samples, Strin
             python::pingpong_job(p, opts, python, run, &mut samples)?;
             continue;
         }
+        if opts.simnet_only {
+            simnet::jobs(p, opts, run, &mut samples)?;
+            continue;
+        }
         let mut args = vec![p.bench.display().to_string(), "limits".to_string()];
         if opts.quick {
             args.push("--quick".into());
@@ -423,6 +435,7 @@ fn measure(p: &Programs, opts: &Options, python: &Path) -> Result<Samples, Strin
         jacobi::job(p, opts, run, &mut samples)?;
         python::job(p, opts, python, run, &mut samples)?;
         python::pingpong_job(p, opts, python, run, &mut samples)?;
+        simnet::jobs(p, opts, run, &mut samples)?;
     }
     Ok(samples)
 }
@@ -441,7 +454,9 @@ fn loadavg() -> String {
 pub fn run(args: &[String]) -> i32 {
     let quick = args.iter().any(|a| a == "--quick");
     let python_only = args.iter().any(|a| a == "--python");
-    let write_docs = (args.iter().any(|a| a == "--write-docs") || !quick) && !python_only;
+    let simnet_only = args.iter().any(|a| a == "--simnet");
+    let write_docs =
+        (args.iter().any(|a| a == "--write-docs") || !quick) && !python_only && !simnet_only;
     let runs = args
         .iter()
         .position(|a| a == "--runs")
@@ -453,11 +468,11 @@ pub fn run(args: &[String]) -> i32 {
         !after_runs
             && !matches!(
                 a.as_str(),
-                "--quick" | "--write-docs" | "--runs" | "--python"
+                "--quick" | "--write-docs" | "--runs" | "--python" | "--simnet"
             )
     }) {
         eprintln!(
-            "xtask bench: unknown argument {:?}\nusage: cargo xtask bench [--quick] [--write-docs] [--runs N] [--python]",
+            "xtask bench: unknown argument {:?}\nusage: cargo xtask bench [--quick] [--write-docs] [--runs N] [--python] [--simnet]",
             bad.1
         );
         return 2;
@@ -472,6 +487,7 @@ pub fn run(args: &[String]) -> i32 {
         runs: runs.max(1),
         write_docs,
         python_only,
+        simnet_only,
         command,
     };
     let root = crate::workspace_root();
@@ -483,11 +499,15 @@ pub fn run(args: &[String]) -> i32 {
             return 1;
         }
     };
-    let python = match python::setup(&root, programs.mpi.is_ok()) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("xtask bench: the Python environment: {e}");
-            return 1;
+    let python = if opts.simnet_only {
+        PathBuf::new() // no Python rows
+    } else {
+        match python::setup(&root, programs.mpi.is_ok()) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("xtask bench: the Python environment: {e}");
+                return 1;
+            }
         }
     };
     let load_before = loadavg();
@@ -502,11 +522,19 @@ pub fn run(args: &[String]) -> i32 {
             return 1;
         }
     };
-    if opts.python_only {
-        let doc = root.join("target/bench-python/performance.md");
-        let text = python::document(&samples, &opts, started.elapsed().as_secs_f64());
-        if let Err(e) = std::fs::create_dir_all(root.join("target/bench-python"))
-            .and_then(|_| std::fs::write(&doc, &text))
+    if opts.python_only || opts.simnet_only {
+        let (dir, text) = if opts.python_only {
+            let secs = started.elapsed().as_secs_f64();
+            (
+                "target/bench-python",
+                python::document(&samples, &opts, secs),
+            )
+        } else {
+            ("target/bench-simnet", simnet::section(&samples, &opts))
+        };
+        let doc = root.join(dir).join("performance.md");
+        if let Err(e) =
+            std::fs::create_dir_all(root.join(dir)).and_then(|_| std::fs::write(&doc, &text))
         {
             eprintln!("xtask bench: cannot write {}: {e}", doc.display());
             return 1;

@@ -371,6 +371,7 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
     super::overlap::section(&mut o, s);
     super::jacobi::section(&mut o, s, opts);
     super::python::section(&mut o, s);
+    o.push_str(&super::simnet::section(s, opts));
 
     let _ = writeln!(o, "## Plots\n");
     let _ = writeln!(
