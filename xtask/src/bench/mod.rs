@@ -31,6 +31,7 @@
 mod ckpt;
 mod jacobi;
 mod latency;
+mod link_bound;
 mod mailbox;
 mod overlap;
 mod p2p;

@@ -15,8 +15,8 @@ use plotters::style::RGBColor;
 use super::plot::{draw, Series};
 use super::report::size_name;
 use super::{
-    group, mpi_argv, record, run_retrying, sperli_argv, spread_hosts, Options, Programs, Samples,
-    Stat, MPI_ENV,
+    group, link_bound, mpi_argv, record, run_retrying, sperli_argv, spread_hosts, Options,
+    Programs, Samples, Stat, MPI_ENV,
 };
 
 const MIB: u64 = 1 << 20;
@@ -248,30 +248,44 @@ pub(super) fn section(s: &Samples, opts: &Options) -> String {
     );
     o.push_str(&goals(s));
     o.push('\n');
+    let mut missed = Vec::new();
     for n in PIPE_RANKS {
         let _ = writeln!(o, "### {n} ranks\n");
         let _ = writeln!(
             o,
-            "| operation | size per rank | pipelined | v1 star | OpenMPI (TCP) | pipelined / star | pipelined / OpenMPI |"
+            "| operation | size per rank | pipelined | v1 star | OpenMPI (TCP) | pipelined / star | pipelined / OpenMPI | link bound | pipelined / bound | goal |"
         );
-        let _ = writeln!(o, "|---|---|---|---|---|---|---|");
+        let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|---|");
         for op in ["allreduce", "bcast"] {
             for bytes in PIPE_SIZES {
                 let [p, st, m] = row(s, n, op, bytes);
+                let bound = link_bound::loopback_us(s, op, n, bytes);
+                let goal = link_bound::loopback_goal(p, m, bound);
+                if goal == Some(false) {
+                    missed.push(format!("{op} {} at {n} ranks", size_name(bytes)));
+                }
                 let _ = writeln!(
                     o,
-                    "| {op} | {} | {} | {} | {} | {} | {} |",
+                    "| {op} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     size_name(bytes),
                     time(p),
                     time(st),
                     time(m),
                     ratio_cell(ratio(p, st)),
-                    ratio_cell(ratio(p, m))
+                    ratio_cell(ratio(p, m)),
+                    link_bound::bound_cell(bound),
+                    ratio_cell(p.zip(bound).map(|(p, b)| p.median / b)),
+                    link_bound::goal_cell(goal)
                 );
             }
         }
         o.push('\n');
     }
+    let _ = writeln!(
+        o,
+        "Rows not met (goal and link bound as in \"Collectives\"): {}.\n",
+        link_bound::missed_list(&missed)
+    );
     let _ = writeln!(
         o,
         "![allreduce time against size per rank, pipelined, v1 star and OpenMPI](img/allreduce-pipelined.svg)\n"

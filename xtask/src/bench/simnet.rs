@@ -21,6 +21,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 
+use super::link_bound::{bound_bytes, bound_cell, goal_cell, nearest};
 use super::pipelined::PIPE_SIZES;
 use super::programs::{is_root, on_path};
 use super::report::{ratio_cell, size_name, time_cell, COLL_SIZES};
@@ -273,34 +274,13 @@ fn run_simnet_job(
     }
 }
 
-/// The bytes the busiest rank must send (or receive: the links are full
-/// duplex, each direction limited on its own) in `op` of `s` bytes per
-/// rank at `n` ranks, whatever the algorithm: bcast, the root sends s;
-/// reduce, the root receives s; allreduce, 2(n-1)/n s (each rank ends
-/// with the whole result and can fold only its share of it locally: the
-/// reduce-scatter and allgather bound); gather and scatter, the root
-/// receives or sends the n-1 other blocks.
-pub fn bound_bytes(op: &str, n: u32, s: u64) -> f64 {
-    let (n, s) = (f64::from(n), s as f64);
-    match op {
-        "bcast" | "reduce" => s,
-        "allreduce" => 2.0 * (n - 1.0) / n * s,
-        "gather" | "scatter" => (n - 1.0) * s,
-        _ => 0.0,
-    }
-}
-
 /// The stream rate (bytes/µs) of the measured ping-pong size nearest to
 /// `bytes` (on a log scale).
 fn rate_near(s: &Samples, bytes: f64) -> Option<(u64, f64)> {
     let grp = group("simnet_sperli", "pingpong", 2);
-    BW_SIZES
-        .iter()
-        .filter_map(|&b| Some((b, s.get(&grp, "sperli_bw", b)?.median * 1e3)))
-        .min_by(|a, b| {
-            let d = |x: u64| ((x as f64).ln() - bytes.max(1.0).ln()).abs();
-            d(a.0).total_cmp(&d(b.0))
-        })
+    nearest(&BW_SIZES, bytes, |b| {
+        Some(s.get(&grp, "sperli_bw", b)?.median * 1e3)
+    })
 }
 
 /// The link bound of a row in µs, if the rate was measured.
@@ -318,15 +298,6 @@ fn verdict(bytes: u64, sp: Option<Stat>, mpi: Option<Stat>, bound: Option<f64>) 
         return Some(vs_mpi);
     }
     Some(vs_mpi && sp <= BOUND_GOAL * bound?)
-}
-
-fn bound_cell(b: Option<f64>) -> String {
-    match b {
-        Some(b) if b >= 10_000.0 => format!("{:.1} ms", b / 1e3),
-        Some(b) if b >= 10.0 => format!("{b:.0} µs"),
-        Some(b) => format!("{b:.2} µs"),
-        None => "n/a".into(),
-    }
 }
 
 /// One table: `rows` of (operation, size, SPERLI figure name, OpenMPI
@@ -367,11 +338,7 @@ fn table(
             } else {
                 ratio_cell(a.zip(b).map(|(a, b)| a.median / b))
             },
-            match v {
-                Some(true) => "**met**",
-                Some(false) => "**not met**",
-                None => "n/a",
-            }
+            goal_cell(v)
         );
     }
     o.push('\n');
@@ -471,16 +438,6 @@ pub fn section(s: &Samples, opts: &Options) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bounds_follow_the_bytes_through_the_busiest_rank() {
-        assert_eq!(bound_bytes("bcast", 8, 100), 100.0);
-        assert_eq!(bound_bytes("reduce", 4, 100), 100.0);
-        assert_eq!(bound_bytes("allreduce", 4, 100), 150.0);
-        assert_eq!(bound_bytes("allreduce", 2, 100), 100.0);
-        assert_eq!(bound_bytes("gather", 4, 100), 300.0);
-        assert_eq!(bound_bytes("scatter", 8, 100), 700.0);
-    }
 
     #[test]
     fn a_large_row_needs_both_the_bound_and_openmpi() {

@@ -13,7 +13,7 @@ use scale::scale_section;
 use std::fmt::Write;
 use std::process::Command;
 
-use super::{group, Options, Samples, Stat, COLL_RANKS, STARTUP_RANKS};
+use super::{group, link_bound, Options, Samples, Stat, COLL_RANKS, STARTUP_RANKS};
 
 const MIB: u64 = 1 << 20;
 /// Ping-pong sizes: latency (half round trip) and streaming bandwidth.
@@ -23,6 +23,15 @@ pub const BW_SIZES: [u64; 3] = [MIB, 16 * MIB, 64 * MIB];
 /// Bytes per rank of the collectives.
 pub const COLL_SIZES: [u64; 4] = [8, 64 * 1024, MIB, 16 * MIB];
 const OPS: [&str; 5] = ["bcast", "reduce", "allreduce", "gather", "scatter"];
+
+/// How the collectives and pipelined tables judge a row.
+pub const LINK_BOUND_TEXT: &str = "Link bound: the bytes the busiest rank must send or \
+     receive whatever the algorithm (bcast and reduce: s; allreduce: 2(n-1)/n s; gather \
+     and scatter: (n-1) s, for s bytes per rank at n ranks; a barrier: none) at the \
+     SPERLI ping-pong stream rate of the same run at the nearest size, and at least \
+     the one-way latency of one message of the row's size (a barrier: 8 B). Goal: a \
+     row is met at most 2.0 x OpenMPI (TCP), or at most 1.25 x its link bound where \
+     the TLS link itself is what is slower.";
 
 /// `8 B`, `64 KiB`, `16 MiB`.
 pub fn size_name(b: u64) -> String {
@@ -283,16 +292,18 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
          bcast, reduce and allreduce calls of 256 KiB and more run pipelined \
          (docs/sperli-protocol.md §14; the v1 star next to them in \"Pipelined \
          collectives\" below). Ratio: SPERLI time over OpenMPI time (above 1 is \
-         slower).\n"
+         slower). {}\n",
+        LINK_BOUND_TEXT
     );
     let mut worst: Option<(f64, String)> = None;
+    let mut missed = Vec::new();
     for n in COLL_RANKS {
         let _ = writeln!(o, "### {n} ranks\n");
         let _ = writeln!(
             o,
-            "| operation | size per rank | SPERLI | OpenMPI (TCP) | SPERLI / OpenMPI |"
+            "| operation | size per rank | SPERLI | OpenMPI (TCP) | SPERLI / OpenMPI | link bound | SPERLI / bound | goal |"
         );
-        let _ = writeln!(o, "|---|---|---|---|---|");
+        let _ = writeln!(o, "|---|---|---|---|---|---|---|---|");
         let mut rows: Vec<(&str, u64)> = vec![("barrier", 0)];
         for size in COLL_SIZES {
             rows.extend(OPS.iter().map(|op| (*op, size)));
@@ -311,9 +322,14 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
                     worst = Some((r, format!("{what} at {n} ranks")));
                 }
             }
+            let bound = link_bound::loopback_us(s, op, n, size);
+            let goal = link_bound::loopback_goal(a, m, bound);
+            if goal == Some(false) {
+                missed.push(format!("{op} {} at {n} ranks", size_name(size)));
+            }
             let _ = writeln!(
                 o,
-                "| {op} | {} | {} | {} | {} |",
+                "| {op} | {} | {} | {} | {} | {} | {} | {} |",
                 if size == 0 {
                     "-".into()
                 } else {
@@ -321,11 +337,15 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
                 },
                 time_cell(a),
                 time_cell(m),
-                ratio_cell(r)
+                ratio_cell(r),
+                link_bound::bound_cell(bound),
+                ratio_cell(a.zip(bound).map(|(a, b)| a.median / b)),
+                link_bound::goal_cell(goal)
             );
         }
         o.push('\n');
     }
+    let _ = writeln!(o, "Rows not met: {}.\n", link_bound::missed_list(&missed));
     if let Some((r, what)) = worst {
         let _ = writeln!(o, "Largest gap to OpenMPI in this run: {what}, {r:.1} x.\n");
     }
@@ -392,4 +412,54 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
     );
     o.push_str(include_str!("../crate_sections.md"));
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_collective_row_shows_its_link_bound_and_goal() {
+        let mut s = Samples::default();
+        let pp = group("sperli", "pingpong", 2);
+        for size in BW_SIZES {
+            s.add(&pp, "sperli_bw", size, 1.0); // 1000 bytes/µs
+        }
+        for size in LAT_SIZES {
+            s.add(&pp, "sperli_lat", size, 10.0);
+        }
+        // reduce 1 MiB at 2 ranks: bound 1048.6 µs; 3000 µs is 2.86 x the
+        // bound and 3 x OpenMPI: not met. gather 1 MiB: 1100 µs, met by
+        // the bound although 11 x OpenMPI.
+        s.add(&group("sperli", "coll", 2), "reduce", MIB, 3000.0);
+        s.add(&group("mpi", "coll", 2), "reduce", MIB, 1000.0);
+        s.add(&group("sperli", "coll", 2), "gather", MIB, 1100.0);
+        s.add(&group("mpi", "coll", 2), "gather", MIB, 100.0);
+        let opts = Options {
+            quick: true,
+            runs: 1,
+            write_docs: false,
+            python_only: false,
+            simnet_only: false,
+            command: "test".into(),
+        };
+        let doc = markdown(&s, &opts, None, 1.0);
+        let line = |what: &str| {
+            doc.lines()
+                .find(|l| l.starts_with(what))
+                .unwrap_or_else(|| panic!("no row {what}"))
+                .to_string()
+        };
+        let reduce = line("| reduce | 1 MiB | 3000 µs");
+        assert!(
+            reduce.ends_with("| 1049 µs | 2.86 | **not met** |"),
+            "{reduce}"
+        );
+        let gather = line("| gather | 1 MiB | 1100 µs");
+        assert!(gather.ends_with("| 1049 µs | 1.05 | **met** |"), "{gather}");
+        assert!(
+            doc.contains("Rows not met: 1 (reduce 1 MiB at 2 ranks)."),
+            "{doc}"
+        );
+    }
 }
