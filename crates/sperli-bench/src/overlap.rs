@@ -1,6 +1,6 @@
 //! `sperli-bench rank overlap`: a non-blocking `iallreduce` of 16 MiB
 //! (f64, sum) overlapped with 20 ms of computation, against the blocking
-//! `allreduce_large` followed by the same computation (protocol §8.9: the
+//! `allreduce` followed by the same computation (protocol §8.9: the
 //! same frames; the non-blocking call runs on the communicator's progress
 //! thread while the program computes).
 //!
@@ -53,7 +53,7 @@ pub fn run(comm: &Comm<Endpoint>, quick: bool) -> Result<(), Error> {
     let mut work: Vec<f64> = (0..64 * 1024).map(|i| i as f64).collect();
     let mut sink = 0.0;
     // Warm-up: one of each, so the progress thread and buffers exist.
-    comm.allreduce_large(&data, Reduction::Sum)?;
+    comm.allreduce(&data, Reduction::Sum)?;
     comm.iallreduce(&data, Reduction::Sum)?.wait()?;
 
     comm.barrier()?;
@@ -71,7 +71,7 @@ pub fn run(comm: &Comm<Endpoint>, quick: bool) -> Result<(), Error> {
     comm.barrier()?;
     let t = Instant::now();
     for _ in 0..steps {
-        let r = comm.allreduce_large(&data, Reduction::Sum)?;
+        let r = comm.allreduce(&data, Reduction::Sum)?;
         sink += r[1];
         sink += compute(&mut work);
     }

@@ -78,12 +78,12 @@ pub fn run(comm: &mut Comm<Endpoint>, quick: bool) -> Result<(), Error> {
         let mut out = vec![0f64; n];
         if op_wanted("allreduce") {
             timed(comm, &format!("{side}_allreduce"), bytes, c, |cm| {
-                cm.allreduce_large_into(&data, &mut out, Reduction::Sum)
+                cm.allreduce_into(&data, &mut out, Reduction::Sum)
             })?;
         }
         if op_wanted("bcast") {
             timed(comm, &format!("{side}_bcast"), bytes, c, |cm| {
-                cm.bcast_large_into(0, &mut out)
+                cm.bcast_into(0, &mut out)
             })?;
         }
     }

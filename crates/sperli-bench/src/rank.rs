@@ -194,10 +194,12 @@ pub(crate) fn timed(
 }
 
 /// barrier, then bcast, reduce, allreduce, gather, scatter (root 0, f64,
-/// sum) for each size per rank. Arrays longer than one v1 call (16 MiB >
-/// 16777200 bytes) are cut into v1 calls of `max_chunk_elems::<f64>()`
-/// elements, as `allreduce_large` and friends do; the `_into` variants are
-/// used so no result vector is allocated per call (gather has none).
+/// sum) for each size per rank, one call per row as an MPI program makes
+/// it: bcast, reduce and allreduce take any length (one pipelined call
+/// with feature bit 1). gather and scatter blocks longer than one v1 call
+/// (16 MiB > 16777200 bytes) are still cut into calls of
+/// `max_chunk_elems::<f64>()` elements. The `_into` variants are used so
+/// no result vector is allocated per call (gather has none).
 fn coll(comm: &mut Comm<Endpoint>, quick: bool) -> Result<(), Error> {
     let size = comm.size() as usize;
     let root = comm.rank() == 0;
@@ -214,24 +216,13 @@ fn coll(comm: &mut Comm<Endpoint>, quick: bool) -> Result<(), Error> {
             .collect();
         let data: Vec<f64> = (0..n).map(|i| (i % 1000) as f64).collect();
         let mut out = vec![0f64; n];
-        timed(comm, "bcast", bytes, count, |c| {
-            for &(s, e) in &ranges {
-                c.bcast_into(0, &mut out[s..e])?;
-            }
-            Ok(())
-        })?;
+        timed(comm, "bcast", bytes, count, |c| c.bcast_into(0, &mut out))?;
         timed(comm, "reduce", bytes, count, |c| {
-            for &(s, e) in &ranges {
-                let o: &mut [f64] = if root { &mut out[s..e] } else { &mut [] };
-                c.reduce_into(0, &data[s..e], o, Reduction::Sum)?;
-            }
-            Ok(())
+            let o: &mut [f64] = if root { &mut out } else { &mut [] };
+            c.reduce_into(0, &data, o, Reduction::Sum).map(drop)
         })?;
         timed(comm, "allreduce", bytes, count, |c| {
-            for &(s, e) in &ranges {
-                c.allreduce_into(&data[s..e], &mut out[s..e], Reduction::Sum)?;
-            }
-            Ok(())
+            c.allreduce_into(&data, &mut out, Reduction::Sum)
         })?;
         timed(comm, "gather", bytes, count, |c| {
             for &(s, e) in &ranges {

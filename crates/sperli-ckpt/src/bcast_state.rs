@@ -6,7 +6,7 @@
 //! (the crates' arrows go one way): an extension trait on
 //! [`Comm`] that any `use sperli_ckpt::BcastState;` brings in.
 //!
-//! On the wire it is a [`Comm::bcast_large`] of the state bytes of
+//! On the wire it is a [`Comm::bcast_counted`] of the state bytes of
 //! protocol §9.2 (`u32` format version, then the encoding): with feature
 //! bit 1 one bcast call, in a v1 job one bcast carrying the length, then
 //! one per 16777200 bytes (protocol §8.9). No new frame.
@@ -26,7 +26,7 @@ pub trait BcastState {
     /// it is, at every other rank it is replaced by the root's value.
     /// Every rank must call it with the same `root` and type `T`.
     ///
-    /// Errors: those of [`Comm::bcast_large`] (H1618 on every rank for
+    /// Errors: those of [`Comm::bcast_counted`] (H1618 on every rank for
     /// `root >= size`; H1612, H1613 when the job ends). A receiver that
     /// cannot decode what came (another [`Checkpointable::FORMAT_VERSION`],
     /// another type at the root: truncated, invalid or left-over bytes)
@@ -67,7 +67,7 @@ impl<L: Peers> BcastState for Comm<L> {
         } else {
             Vec::new()
         };
-        self.bcast_large(root, &mut bytes)?;
+        self.bcast_counted(root, &mut bytes)?;
         if self.rank() == root {
             return Ok(());
         }

@@ -77,14 +77,19 @@ impl<L: Peers> Comm<L> {
         self.barrier_core()
     }
 
-    /// bcast (protocol §8.2, operation 2; §8.5 "Lengths the receiver does not know": receivers of bcast
-    /// and scatter"): at the root `buf` is sent and left as it is; at every
-    /// other rank `buf` is replaced by the root's data, whatever its length
-    /// (up to 16777200 bytes; H1617 if it is not a whole number of `T`).
+    /// bcast (protocol §8.2, operation 2; §8.5 "Lengths the receiver does
+    /// not know": receivers of bcast and scatter): at the root `buf` is sent
+    /// and left as it is; at every other rank `buf` is replaced by the
+    /// root's data, whatever its length (H1617 if it is not a whole number
+    /// of `T`). With feature bit 1 (protocol §14.3) any length is one call,
+    /// pipelined where protocol §14.5 says so. In a v1 job it is one v1
+    /// call, so at most 16777200 bytes: receivers that do not know the
+    /// length cannot tell a split from a call (use [`Comm::bcast_into`],
+    /// whose receivers know it, for more).
     ///
-    /// Errors: H1618 for `root >= size` on every rank; root data longer than
-    /// 16777200 bytes ends the job (root H1618, others H1612). For longer
-    /// arrays see [`Comm::bcast_large`].
+    /// Errors: H1618 for `root >= size` on every rank; in a v1 job root
+    /// data longer than 16777200 bytes ends the job (root H1618, others
+    /// H1612).
     ///
     /// ```
     /// use sperli_collective::fake;
@@ -97,7 +102,7 @@ impl<L: Peers> Comm<L> {
     /// ```
     pub fn bcast<T: Element>(&self, root: u32, buf: &mut Vec<T>) -> Result<(), Error> {
         if self.bit1() {
-            return self.bcast_grow(root, buf, false);
+            return self.bcast_grow(root, buf, true);
         }
         let src = Elems(if self.rank == root { &buf[..] } else { &[] });
         if let Some(p) = self.bcast_core(root, &src, T::WIDTH, None)? {
@@ -108,21 +113,9 @@ impl<L: Peers> Comm<L> {
         Ok(())
     }
 
-    /// bcast into a buffer of known length (protocol §8.2): every rank
-    /// passes a buffer of the root's length; the root's is sent, the others
-    /// are overwritten. Data of another length at a receiver is H1617
-    /// (ABORT reason 3). Allocates no result vector.
-    ///
-    /// ```
-    /// use sperli_collective::fake;
-    /// let got = fake::run(2, |c| {
-    ///     let mut v = [c.rank() as u64 + 7; 3];
-    ///     c.bcast_into(0, &mut v).unwrap();
-    ///     v
-    /// });
-    /// assert_eq!(got, vec![[7, 7, 7]; 2]);
-    /// ```
-    pub fn bcast_into<T: Element>(&self, root: u32, buf: &mut [T]) -> Result<(), Error> {
+    /// One bcast into a buffer of known length, at most one frame in a v1
+    /// job: [`Comm::bcast_into`] of one chunk.
+    pub(crate) fn bcast_one_into<T: Element>(&self, root: u32, buf: &mut [T]) -> Result<(), Error> {
         let want = buf.len() * T::WIDTH;
         if self.bit1() {
             if self.rank == root {
@@ -152,61 +145,9 @@ impl<L: Peers> Comm<L> {
         Ok(())
     }
 
-    /// reduce (protocol §8.2, operation 3): the fold of every rank's `data`
-    /// in ascending rank order (left operand = lower ranks), `Some` at the
-    /// root, `None` elsewhere. Bit-identical run after run.
-    ///
-    /// Errors (protocol §8.4): H1618 on every rank before anything is sent
-    /// for `root >= size`, a refused type/reduction pair (the table of protocol §8.3)
-    /// or data longer than 16777200 bytes; contributions of different
-    /// lengths end the job (root H1618 with ABORT reason 3, others H1612).
-    ///
-    /// ```
-    /// use sperli_collective::fake;
-    /// use sperli_wire::element::Reduction;
-    /// let got = fake::run(3, |c| c.reduce(2, &[c.rank() as i32 - 1], Reduction::Min).unwrap());
-    /// assert_eq!(got, vec![None, None, Some(vec![-1])]);
-    /// ```
-    pub fn reduce<T: Element>(
-        &self,
-        root: u32,
-        data: &[T],
-        op: Reduction,
-    ) -> Result<Option<Vec<T>>, Error> {
-        if self.runs_pipelined(Operation::Reduce, data.len() * T::WIDTH) {
-            let mut out = vec![T::default(); if self.rank == root { data.len() } else { 0 }];
-            let kind = ChainOp::Reduce { root };
-            let (et, red) = (T::ELEMENT_TYPE.code(), op.code());
-            let at_root =
-                self.chain_call(kind, &Elems(data), et, red, false, &mut ElemsMut(&mut out))?;
-            return Ok(at_root.then_some(out));
-        }
-        let r = self.reduce_core(false, root, &Elems(data), T::ELEMENT_TYPE.code(), op.code())?;
-        Ok(r.map(|p| {
-            let v = T::vec_from_le(&p[H..]);
-            self.recycle(p);
-            v
-        }))
-    }
-
-    /// reduce into the root's `out` (protocol §8.2): `out` must have
-    /// `data.len()` elements at the root; other ranks may pass an empty
-    /// slice. A wrong `out` at the root is a check only the root can make,
-    /// so it ends the job before anything is sent (root H1618 with ABORT
-    /// reason 3, others H1612). Returns `true` at the
-    /// root. Allocates no result vector.
-    ///
-    /// ```
-    /// use sperli_collective::fake;
-    /// use sperli_wire::element::Reduction;
-    /// let got = fake::run(2, |c| {
-    ///     let mut out = [0u32; 1];
-    ///     let at_root = c.reduce_into(0, &[5u32], &mut out, Reduction::Prod).unwrap();
-    ///     (at_root, out)
-    /// });
-    /// assert_eq!(got, vec![(true, [25]), (false, [0])]);
-    /// ```
-    pub fn reduce_into<T: Element>(
+    /// One reduce into the root's `out` ([`Comm::reduce_into`] of one chunk:
+    /// one v1 call, or one pipelined call where protocol §14.5 says so).
+    pub(crate) fn reduce_one_into<T: Element>(
         &self,
         root: u32,
         data: &[T],
@@ -241,44 +182,8 @@ impl<L: Peers> Comm<L> {
         }
     }
 
-    /// allreduce (protocol §8.2, operation 4): reduce to rank 0, then phase
-    /// 1 with the result to every rank. Errors as [`Comm::reduce`]; a result
-    /// whose length differs from this rank's contribution is H1617.
-    ///
-    /// ```
-    /// use sperli_collective::fake;
-    /// use sperli_wire::element::Reduction;
-    /// let got = fake::run(4, |c| c.allreduce(&[1.0f64, c.rank() as f64], Reduction::Max).unwrap());
-    /// assert_eq!(got, vec![vec![1.0, 3.0]; 4]);
-    /// ```
-    pub fn allreduce<T: Element>(&self, data: &[T], op: Reduction) -> Result<Vec<T>, Error> {
-        if self.runs_pipelined(Operation::Allreduce, data.len() * T::WIDTH) {
-            let mut out = vec![T::default(); data.len()];
-            self.allreduce_pipelined(data, op, false, &mut out)?;
-            return Ok(out);
-        }
-        let p = self
-            .reduce_core(true, 0, &Elems(data), T::ELEMENT_TYPE.code(), op.code())?
-            .expect("allreduce has a result on every rank");
-        let v = T::vec_from_le(&p[H..]);
-        self.recycle(p);
-        Ok(v)
-    }
-
-    /// allreduce into `out`, which must have `data.len()` elements (else
-    /// H1618 before anything is sent). Allocates no result vector.
-    ///
-    /// ```
-    /// use sperli_collective::fake;
-    /// use sperli_wire::element::Reduction;
-    /// let got = fake::run(3, |c| {
-    ///     let mut out = [0i64; 2];
-    ///     c.allreduce_into(&[1, -1], &mut out, Reduction::Sum).unwrap();
-    ///     out
-    /// });
-    /// assert_eq!(got, vec![[3, -3]; 3]);
-    /// ```
-    pub fn allreduce_into<T: Element>(
+    /// One allreduce into `out` ([`Comm::allreduce_into`] of one chunk).
+    pub(crate) fn allreduce_one_into<T: Element>(
         &self,
         data: &[T],
         out: &mut [T],
@@ -304,7 +209,8 @@ impl<L: Peers> Comm<L> {
     }
 
     /// reduce on raw little-endian bytes with wire codes (protocol §8.3,
-    /// §8.4): `element_type` 0..=6, `reduction` 1..=10. Codes out of range,
+    /// §8.4), one call (for tests of the codes' checks; programs call the
+    /// typed [`Comm::reduce`]): `element_type` 0..=6, `reduction` 1..=10. Codes out of range,
     /// a refused pair, data that is not a whole number of elements or
     /// longer than 16777200 bytes, or `root >= size`: H1618 on every rank
     /// before anything is sent.
@@ -320,6 +226,7 @@ impl<L: Peers> Comm<L> {
     /// assert_eq!(got[0], (Some(3u32.to_le_bytes().to_vec()), 1618));
     /// assert_eq!(got[1], (None, 1618));
     /// ```
+    #[doc(hidden)]
     pub fn reduce_bytes(
         &self,
         root: u32,
@@ -357,6 +264,7 @@ impl<L: Peers> Comm<L> {
     /// let got = fake::run(2, |c| c.allreduce_bytes(&[0b01 << c.rank()], 0, 10).unwrap());
     /// assert_eq!(got, vec![vec![0b11]; 2]);
     /// ```
+    #[doc(hidden)]
     pub fn allreduce_bytes(
         &self,
         data: &[u8],

@@ -40,7 +40,7 @@ impl<L: Peers> Comm<L> {
     /// the length is `size` times their own block, else H1617). Every rank
     /// refuses with H1618 (counting both calls) if `size` blocks of its
     /// length exceed 16777200 bytes; for more, use [`Comm::gather`] and
-    /// [`Comm::bcast_large`].
+    /// [`Comm::bcast_counted`].
     ///
     /// ```
     /// use sperli_collective::fake;

@@ -117,9 +117,9 @@ impl<L: HasEndpoint> Comm<L> {
             }
             let mine = leader_record(highest, &local);
             let (_, got) = peer.sendrecv::<u64, u64>(
-                &mine,
                 remote_leader,
                 tag,
+                &mine,
                 Some(remote_leader),
                 Some(tag),
             )?;
@@ -257,7 +257,7 @@ impl<L: HasEndpoint> Intercomm<L> {
         if self.rank() == 0 {
             let (_, got) =
                 self.remote
-                    .sendrecv::<u64, u64>(mine, 0, MERGE_TAG, Some(0), Some(MERGE_TAG))?;
+                    .sendrecv::<u64, u64>(0, MERGE_TAG, mine, Some(0), Some(MERGE_TAG))?;
             theirs = got;
         }
         self.local.bcast(0, &mut theirs)?;

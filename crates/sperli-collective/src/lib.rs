@@ -8,8 +8,9 @@
 //!
 //! - [`prelude`]: one `use` for a program.
 //! - [`Comm`]: the v1 calls, one COLLECTIVE exchange each, plus
-//!   - chunked calls for arrays larger than one frame
-//!     ([`Comm::allreduce_large`], [`Comm::bcast_large`], ...), and
+//!   - any length in one call where the wire allows it ([`Comm::allreduce`],
+//!     [`Comm::reduce`], [`Comm::bcast_into`]; [`Comm::bcast`] with feature
+//!     bit 1, [`Comm::bcast_counted`] in v1 jobs), and
 //!   - the calls users of MPI bindings expect, built from v1 calls without
 //!     changing the wire (protocol §8.9: [`Comm::allgather`],
 //!     [`Comm::reduce_scatter`], [`Comm::alltoall`],
@@ -57,7 +58,7 @@
 //! let left = (rank + size - 1) % size;
 //! // A ring shift without deadlock: the receive is posted first.
 //! let (_st, from_left): (Status, Vec<f64>) =
-//!     comm.sendrecv(&[f64::from(rank)], right, 7, Some(left), Some(7))?;
+//!     comm.sendrecv(right, 7, &[f64::from(rank)], Some(left), Some(7))?;
 //! // A receive stays open across a collective (every call takes &self).
 //! let pending = comm.irecv::<u64>(None, Some(8))?; // any source
 //! comm.send(left, 8, &[u64::from(rank)])?;

@@ -257,7 +257,7 @@ impl<L: Peers + Send + Sync + 'static> Comm<L> {
         self.issue(|c| c.barrier())
     }
 
-    /// Non-blocking bcast of any length ([`Comm::bcast_large`]): the root's
+    /// Non-blocking bcast of any length ([`Comm::bcast_counted`]): the root's
     /// `buf` is sent; the request gives every rank the root's data (the
     /// root its own `buf` back).
     ///
@@ -272,11 +272,11 @@ impl<L: Peers + Send + Sync + 'static> Comm<L> {
     pub fn ibcast<T: Element>(&self, root: u32, buf: Vec<T>) -> Result<Request<Vec<T>>, Error> {
         self.issue(move |c| {
             let mut buf = buf;
-            c.bcast_large(root, &mut buf).map(|()| buf)
+            c.bcast_counted(root, &mut buf).map(|()| buf)
         })
     }
 
-    /// Non-blocking reduce of any length ([`Comm::reduce_large`]); `data`
+    /// Non-blocking reduce of any length ([`Comm::reduce`]); `data`
     /// is copied at the call. The root's request gives `Some(result)`.
     pub fn ireduce<T: Element>(
         &self,
@@ -285,10 +285,10 @@ impl<L: Peers + Send + Sync + 'static> Comm<L> {
         op: Reduction,
     ) -> Result<Request<Option<Vec<T>>>, Error> {
         let data = data.to_vec();
-        self.issue(move |c| c.reduce_large(root, &data, op))
+        self.issue(move |c| c.reduce(root, &data, op))
     }
 
-    /// Non-blocking allreduce of any length ([`Comm::allreduce_large`]);
+    /// Non-blocking allreduce of any length ([`Comm::allreduce`]);
     /// `data` is copied at the call.
     ///
     /// ```
@@ -307,7 +307,7 @@ impl<L: Peers + Send + Sync + 'static> Comm<L> {
         op: Reduction,
     ) -> Result<Request<Vec<T>>, Error> {
         let data = data.to_vec();
-        self.issue(move |c| c.allreduce_large(&data, op))
+        self.issue(move |c| c.allreduce(&data, op))
     }
 
     /// Non-blocking [`Comm::gather`]; `data` is copied at the call.

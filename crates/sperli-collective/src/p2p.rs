@@ -539,12 +539,26 @@ impl<L: HasEndpoint> Comm<L> {
     /// Sends `data` to `to` with `send_tag` and receives a message from
     /// `source` with `recv_tag` (`None`: any), without deadlock between
     /// two ranks that exchange with each other (the receive is posted
-    /// before the send).
+    /// before the send). The arguments come in the order of every
+    /// point-to-point call: the send's (`to, tag, data`, as [`Comm::send`])
+    /// then the receive's (`source, tag`, as [`Comm::irecv`]).
+    ///
+    /// ```
+    /// use sperli_collective::Comm;
+    /// use sperli_transport::Endpoint;
+    /// /// Passes this rank's number to the right; returns the left's.
+    /// fn ring(c: &Comm<Endpoint>) -> Result<Vec<u32>, sperli_wire::Error> {
+    ///     let (me, n) = (c.rank(), c.size());
+    ///     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
+    ///     let (_status, got) = c.sendrecv(right, 7, &[me], Some(left), Some(7))?;
+    ///     Ok(got)
+    /// }
+    /// ```
     pub fn sendrecv<T: Element, U: Element>(
         &self,
-        data: &[T],
         to: u32,
         send_tag: u32,
+        data: &[T],
         source: Option<u32>,
         recv_tag: Option<u32>,
     ) -> Result<(Status, Vec<U>), Error> {
@@ -553,15 +567,16 @@ impl<L: HasEndpoint> Comm<L> {
         r.wait()
     }
 
-    /// [`Comm::sendrecv`] receiving into `buf` (see [`Comm::recv_into`]).
+    /// [`Comm::sendrecv`] receiving into `buf` (see [`Comm::recv_into`]),
+    /// which comes last as in [`Comm::recv_into`].
     pub fn sendrecv_into<T: Element, U: Element>(
         &self,
-        data: &[T],
         to: u32,
         send_tag: u32,
-        buf: &mut [U],
+        data: &[T],
         source: Option<u32>,
         recv_tag: Option<u32>,
+        buf: &mut [U],
     ) -> Result<Status, Error> {
         let r = self.irecv::<u8>(source, recv_tag)?;
         self.send(to, send_tag, data)?;

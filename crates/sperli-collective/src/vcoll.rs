@@ -12,7 +12,7 @@
 //! |---|---|
 //! | `gatherv(root)` | allgather of the lengths (gather to 0, bcast from 0), then one gather to the root |
 //! | `scatterv(root)` | scatter of the lengths from the root, then one scatter from the root |
-//! | `allgatherv` | allgather of the lengths, one gather to 0, then a bcast from 0 of the concatenation ([`Comm::bcast_large_into`]: with feature bit 1 one call, in a v1 job one per 16777200 bytes, at least one) |
+//! | `allgatherv` | allgather of the lengths, one gather to 0, then a bcast from 0 of the concatenation ([`Comm::bcast_into`]: with feature bit 1 one call, in a v1 job one per 16777200 bytes, at least one) |
 //! | `alltoallv` | `size` scatters of the lengths (the k-th rooted at rank k), then `size` scatters of the data |
 //!
 //! A root of `size` or more is refused on every rank before anything is
@@ -426,7 +426,7 @@ impl<L: Peers> Comm<L> {
             Some(all) => all,
             None => vec![T::default(); total],
         };
-        self.bcast_large_into(0, &mut all)?;
+        self.bcast_into(0, &mut all)?;
         Ok(Blocks { data: all, counts })
     }
 

@@ -32,7 +32,7 @@
 //!   (`VmHWM`), resident memory and open file descriptors (docs/reliability.md,
 //!   "Scale"); needs `--checkpoint-dir`;
 //! - `pipe-kill VICTIM [FRAMES]` (protocol §14.7): every rank
-//!   makes one allreduce of 64 MiB of f64 per rank (`allreduce_large_into`:
+//!   makes one allreduce of 64 MiB of f64 per rank (`allreduce_into`:
 //!   one pipelined call when the job negotiated HELLO feature bit 1); in
 //!   incarnation 1 rank VICTIM SIGKILLs itself once it has taken FRAMES
 //!   (default 6) COLLECTIVE frames, in the middle of the pipeline; rank 0
@@ -402,7 +402,7 @@ fn run_pipe_kill(args: &[String]) -> ExitCode {
     let mut out = vec![0f64; n];
     let result = comm.barrier().and_then(|()| {
         let before = comm.sequence();
-        comm.allreduce_large_into(&mine, &mut out, Reduction::Sum)?;
+        comm.allreduce_into(&mine, &mut out, Reduction::Sum)?;
         let calls = comm.sequence() - before;
         let k = f64::from(size * (size - 1) / 2);
         let ok = out

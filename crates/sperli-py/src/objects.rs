@@ -432,7 +432,7 @@ impl Comm {
             Vec::new()
         };
         let data = self.call(py, move |r| {
-            r.comm().bcast_large(root, &mut data)?;
+            r.comm().bcast_counted(root, &mut data)?;
             Ok(data)
         })?;
         if at_root {

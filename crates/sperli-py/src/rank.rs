@@ -349,8 +349,8 @@ coll! {
     fn bcast<T>(&mut self, root: u32, buf: &mut Vec<T>) -> Result<(), Error>;
     /// `Comm::bcast_into`.
     fn bcast_into<T>(&mut self, root: u32, buf: &mut [T]) -> Result<(), Error>;
-    /// `Comm::bcast_large`.
-    fn bcast_large<T>(&mut self, root: u32, buf: &mut Vec<T>) -> Result<(), Error>;
+    /// `Comm::bcast_counted`.
+    fn bcast_counted<T>(&mut self, root: u32, buf: &mut Vec<T>) -> Result<(), Error>;
     /// `Comm::reduce_into`.
     fn reduce_into<T>(&mut self, root: u32, data: &[T], out: &mut [T], op: Reduction) -> Result<bool, Error>;
     /// `Comm::reduce_scalar`.

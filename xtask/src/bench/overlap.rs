@@ -1,6 +1,6 @@
 //! The iallreduce overlap row of `cargo xtask bench` (protocol §8.9):
 //! `sperli-bench rank overlap` at 4 ranks. Each step is a 16 MiB f64
-//! allreduce and 20 ms of computation: blocking (`allreduce_large`, then
+//! allreduce and 20 ms of computation: blocking (`allreduce`, then
 //! the computation) against non-blocking (`iallreduce`, the computation
 //! while it runs on the communicator's progress thread, then `wait`). The
 //! ratio blocking / non-blocking says what the overlap won (above 1: the
@@ -49,7 +49,7 @@ pub(super) fn section(o: &mut String, s: &Samples) {
         o,
         "`sperli-bench rank overlap` at {RANKS} ranks (127.0.0.1-{RANKS}): one step is an \
          allreduce of 16 MiB per rank (f64, sum) and 20 ms of computation. Blocking: \
-         `allreduce_large`, then the computation. Non-blocking: `iallreduce`, the \
+         `allreduce`, then the computation. Non-blocking: `iallreduce`, the \
          computation while the call runs on the communicator's progress thread, then \
          `wait`. Times are the slowest rank's mean per step; the table shows the median \
          (min..max) of the runs. The ratio is blocking / non-blocking: what the overlap won.\n"

@@ -237,7 +237,7 @@ pub(super) fn section(s: &Samples, opts: &Options) -> String {
     let _ = writeln!(
         o,
         "`sperli-bench rank pipe` (crates/sperli-bench/src/pipelined.rs): allreduce (f64 \
-         sum) and bcast (root 0) per call, `allreduce_large_into` and `bcast_large_into`, \
+         sum) and bcast (root 0) per call, `allreduce_into` and `bcast_into`, \
          so the pipelined job makes one call per row (docs/sperli-protocol.md §14) and \
          the v1 star job the v1 split (two calls at 16 MiB, five at 64 MiB). The star \
          job is the same job with `SPERLI_FEATURES=1` (every rank announces bit 0 only). \

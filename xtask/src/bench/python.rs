@@ -294,8 +294,8 @@ pub(super) fn section(o: &mut String, s: &Samples) {
          (`crates/sperli-py/bench/allreduce.py`) on the `sperli` package under \
          `sperli run` and on mpi4py over OpenMPI TCP (`mpirun --mca btl tcp,self`, \
          mpi4py built against the system's OpenMPI in `target/python-env`), next to \
-         the Rust call it makes (`sperli-bench rank coll`: `allreduce_into` on the \
-         same chunks; 16 MiB is two v1 calls). Ranks on 127.0.0.1-N. Each figure \
+         the Rust call it makes (`sperli-bench rank coll`: one `allreduce_into` \
+         per row). Ranks on 127.0.0.1-N. Each figure \
          is the slowest rank's mean per call after a warm-up; the table shows the \
          median (min..max) of the runs. The binding's cost is Python / Rust per \
          run (1.00: none), then the median of the runs; the extra time is \

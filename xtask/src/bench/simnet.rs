@@ -390,8 +390,8 @@ pub fn section(s: &Samples, opts: &Options) -> String {
          ping-pong between two nodes in the same run at the nearest size ({}). \
          **Goal**: a row from 1 MiB up is met when it is within {BOUND_GOAL} x its \
          link bound and no slower than OpenMPI; a smaller row when it is no slower \
-         than OpenMPI. The collectives rows cut 16 MiB into two v1 calls as on \
-         loopback; the pipelined rows make one call (bit 1 negotiated). {} run(s).\n",
+         than OpenMPI. One call per row as on loopback (SPERLI's gather and \
+         scatter of 16 MiB: two v1 calls); bit 1 is negotiated. {} run(s).\n",
         if rates.is_empty() {
             "not measured".to_string()
         } else {

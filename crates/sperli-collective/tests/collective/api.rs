@@ -37,7 +37,7 @@ fn point_to_point(c: &Comm<Endpoint>) {
     assert_eq!(got[0], f64::from(left) * 1000.0);
     // usize is u64 on the wire.
     let (st, got) = c
-        .sendrecv::<usize, usize>(&[me as usize; 3], right, 2, Some(left), Some(2))
+        .sendrecv::<usize, usize>(right, 2, &[me as usize; 3], Some(left), Some(2))
         .unwrap();
     assert_eq!((st.source, got), (left, vec![left as usize; 3]));
     // recv_into a larger buffer: the status says how much came.
@@ -48,7 +48,7 @@ fn point_to_point(c: &Comm<Endpoint>) {
     // sendrecv_into.
     let mut one = [0i32; 1];
     let st = c
-        .sendrecv_into(&[-(me as i32)], right, 4, &mut one, Some(left), Some(4))
+        .sendrecv_into(right, 4, &[-(me as i32)], Some(left), Some(4), &mut one)
         .unwrap();
     assert_eq!((st.source, one[0]), (left, -(left as i32)));
     // probe, then a receive of exactly what it reported.

@@ -264,9 +264,9 @@ fn nonblocking_scalar_large_and_split_forms_take_the_new_types() {
                 "iallreduce maxloc",
             );
             same4(
-                &c.allreduce_large(&data, r).unwrap(),
+                &c.allreduce(&data, r).unwrap(),
                 &prefix[n as usize - 1],
-                "allreduce_large",
+                "allreduce",
             );
             let x = ValueIndex {
                 value: (me % 2) as i16,

@@ -8,7 +8,7 @@ use sperli_collective::{Comm, Peers};
 use sperli_wire::abort::AbortReason;
 use sperli_wire::element::{ElementType, Reduction};
 use sperli_wire::error::MismatchError;
-use sperli_wire::limits::MAX_COLLECTIVE_DATA;
+use sperli_wire::limits::{FEATURE_V1_CORE, MAX_COLLECTIVE_DATA};
 use sperli_wire::Error;
 
 const SIZES: [u32; 4] = [1, 2, 3, 8];
@@ -532,8 +532,25 @@ fn invalid_scatter_at_root_is_h1618_there_and_h1612_elsewhere() {
 }
 
 #[test]
-fn bcast_longer_than_a_frame_at_root_ends_the_job() {
+fn bcast_longer_than_a_frame_is_one_call_with_bit_1() {
     let out = fake::run(3, |c| {
+        let mut v = if c.rank() == 1 {
+            vec![7u8; MAX_COLLECTIVE_DATA + 1]
+        } else {
+            vec![]
+        };
+        c.bcast(1, &mut v).unwrap();
+        (v.len(), v.iter().all(|&x| x == 7), c.sequence())
+    });
+    assert_eq!(out, vec![(MAX_COLLECTIVE_DATA + 1, true, 1); 3]);
+}
+
+#[test]
+fn bcast_longer_than_a_frame_at_root_ends_a_v1_job() {
+    // In a v1 job the receivers of a bcast do not know the length, so it
+    // is one v1 call (protocol §8.5).
+    let v1 = FakePeers::job_with_features(&[FEATURE_V1_CORE; 3]);
+    let out = fake::run_links(v1, |c| {
         let mut v = if c.rank() == 1 {
             vec![0u8; MAX_COLLECTIVE_DATA + 1]
         } else {
@@ -605,11 +622,11 @@ fn size_one_completes_without_link_traffic() {
     );
     assert_eq!(c.alltoall(&[5u32, 6]).unwrap(), [5, 6]);
     assert_eq!(
-        c.allreduce_large(&[1.0f64; 10], Reduction::Sum).unwrap(),
+        c.allreduce(&[1.0f64; 10], Reduction::Sum).unwrap(),
         [1.0; 10]
     );
     let mut big = vec![3u8; 20];
-    c.bcast_large(0, &mut big).unwrap();
+    c.bcast_counted(0, &mut big).unwrap();
     assert_eq!(big, [3; 20]);
     // The checks still apply (protocol §8.7).
     assert_eq!(
@@ -633,7 +650,7 @@ fn allreduce_of_64_mib() {
         let mine: Vec<f64> = (0..n)
             .map(|i| (i % 1000) as f64 + f64::from(c.rank()))
             .collect();
-        let r = c.allreduce_large(&mine, Reduction::Sum).unwrap();
+        let r = c.allreduce(&mine, Reduction::Sum).unwrap();
         let ok = r
             .iter()
             .enumerate()

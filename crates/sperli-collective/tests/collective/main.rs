@@ -18,6 +18,7 @@
 //!   HELLO feature bit 4 (protocol §17) against [`bit4_ref`]'s serial
 //!   fold, and jobs where a rank lacks the bit.
 
+mod any_length;
 mod api;
 mod bit4_fake;
 mod bit4_ref;

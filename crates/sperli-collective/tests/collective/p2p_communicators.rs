@@ -223,12 +223,12 @@ fn a_job_without_bit_3_on_one_rank_runs_as_before() {
                 let right = (me + 1) % 3;
                 let left = (me + 2) % 3;
                 let (st, v) = d
-                    .sendrecv::<u32, u32>(&[me], right, 3, Some(left), Some(3))
+                    .sendrecv::<u32, u32>(right, 3, &[me], Some(left), Some(3))
                     .unwrap();
                 assert_eq!((st.source, v), (left, vec![left]));
                 let big = vec![me as u8; MAX_PAYLOAD as usize + 5];
                 let (_, b) = c
-                    .sendrecv::<u8, u8>(&big, right, 4, Some(left), Some(4))
+                    .sendrecv::<u8, u8>(right, 4, &big, Some(left), Some(4))
                     .unwrap();
                 assert_eq!(b, vec![left as u8; MAX_PAYLOAD as usize + 5]);
                 c.barrier().unwrap();

@@ -46,13 +46,13 @@ fn proc_null(c: &Comm<Endpoint>) {
         (null, vec![])
     );
     assert_eq!(
-        c.sendrecv::<u8, i32>(b"x", PROC_NULL, 4, Some(PROC_NULL), Some(4))
+        c.sendrecv::<u8, i32>(PROC_NULL, 4, b"x", Some(PROC_NULL), Some(4))
             .unwrap(),
         (null, vec![])
     );
     let mut one = [9i64];
     assert_eq!(
-        c.sendrecv_into(&[1u8], PROC_NULL, 4, &mut one, Some(PROC_NULL), None)
+        c.sendrecv_into(PROC_NULL, 4, &[1u8], Some(PROC_NULL), None, &mut one)
             .unwrap(),
         null
     );
@@ -98,10 +98,10 @@ fn chain(c: &Comm<Endpoint>) {
     let mine = [f64::from(me) + 0.25, -f64::from(me)];
     // Send right, receive from the left; then the other way.
     let (st, from_left) = grid
-        .sendrecv::<f64, f64>(&mine, right, 1, Some(left), Some(1))
+        .sendrecv::<f64, f64>(right, 1, &mine, Some(left), Some(1))
         .unwrap();
     let (st2, from_right) = grid
-        .sendrecv::<f64, f64>(&mine, left, 2, Some(right), Some(2))
+        .sendrecv::<f64, f64>(left, 2, &mine, Some(right), Some(2))
         .unwrap();
     let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     let of = |r: u32| [f64::from(r) + 0.25, -f64::from(r)];
@@ -193,7 +193,7 @@ fn comm_self(c: &Comm<Endpoint>) {
     me.isend(0, 12, &[5u32, 6]).unwrap().wait().unwrap();
     assert_eq!(r.wait().unwrap().1, vec![5, 6]);
     let (st, v) = me
-        .sendrecv::<i64, i64>(&[-3], 0, 13, Some(0), Some(13))
+        .sendrecv::<i64, i64>(0, 13, &[-3], Some(0), Some(13))
         .unwrap();
     assert_eq!((st.source, v), (0, vec![-3]));
     let mut p = me.send_init(0, 14, vec![9u8]).unwrap();
@@ -263,7 +263,7 @@ fn create_group_is_made_by_the_members_alone_at_5_tls_ranks() {
                     );
                     let other = if me == 0 { 2 } else { 0 };
                     let (_, v) = c
-                        .sendrecv::<u32, u32>(&[me], other, 60, Some(other), Some(60))
+                        .sendrecv::<u32, u32>(other, 60, &[me], Some(other), Some(60))
                         .unwrap();
                     assert_eq!(v, vec![other]);
                     let pair = c.create_group(&world.incl(&[0, 2]).unwrap(), 61).unwrap();

@@ -211,12 +211,12 @@ fn movement<T: Ref>(n: u32, salt: u64, len: usize, chunk: Option<usize>) {
             } else {
                 Vec::new()
             };
-            c.bcast_large(root, &mut v).unwrap();
+            c.bcast_counted(root, &mut v).unwrap();
             let mut w = vec![T::default(); len];
             if me == root {
                 w.copy_from_slice(&v);
             }
-            c.bcast_large_into(root, &mut w).unwrap();
+            c.bcast_into(root, &mut w).unwrap();
             let g = c
                 .allgather(&data_of::<T>(me, salt + 1, len / n as usize))
                 .unwrap();
@@ -235,9 +235,9 @@ fn movement<T: Ref>(n: u32, salt: u64, len: usize, chunk: Option<usize>) {
             assert_eq!(
                 bits(v),
                 bits(&sent),
-                "bcast_large n={n} len={len} rank {rank}"
+                "bcast_counted n={n} len={len} rank {rank}"
             );
-            assert_eq!(bits(w), bits(&sent), "bcast_large_into n={n} len={len}");
+            assert_eq!(bits(w), bits(&sent), "bcast_into n={n} len={len}");
             assert_eq!(bits(g), bits(&gathered), "allgather n={n} len={len}");
         }
     }
@@ -285,7 +285,7 @@ pub(crate) fn big_value(rank: u32, i: usize) -> f64 {
     ((i * 7919 + rank as usize * 104_729) % 1_000_003) as f64 * scale / 7.0
 }
 
-/// allreduce_large, reduce_large to the last rank and bcast_large of
+/// allreduce, reduce to the last rank and bcast_counted of
 /// `len` f64 in a bit-1 and a v1 job: the same bits; the bit-1 job makes
 /// one call each.
 fn large_calls(n: u32, len: usize) {
@@ -296,10 +296,10 @@ fn large_calls(n: u32, len: usize) {
             let me = c.rank();
             let mine: Vec<f64> = (0..len).map(|i| big_value(me, i)).collect();
             let seq0 = c.sequence();
-            let a = c.allreduce_large(&mine, Reduction::Sum).unwrap();
-            let b = c.reduce_large(n - 1, &mine, Reduction::Sum).unwrap();
+            let a = c.allreduce(&mine, Reduction::Sum).unwrap();
+            let b = c.reduce(n - 1, &mine, Reduction::Sum).unwrap();
             let mut v = if me == 0 { mine.clone() } else { Vec::new() };
-            c.bcast_large(0, &mut v).unwrap();
+            c.bcast_counted(0, &mut v).unwrap();
             let calls = c.sequence() - seq0;
             let bits = |x: &[f64]| x.iter().map(|e| e.to_bits()).collect::<Vec<_>>();
             (bits(&a), b.map(|x| bits(&x)), bits(&v), calls)
@@ -316,7 +316,7 @@ fn large_calls(n: u32, len: usize) {
         })
         .collect();
     let sent: Vec<u64> = (0..len).map(|i| big_value(0, i).to_bits()).collect();
-    // The v1 split: k calls each, and bcast_large's 16-byte head.
+    // The v1 split: k calls each, and bcast_counted's 16-byte head.
     let k = len.div_ceil(sperli_collective::max_chunk_elems::<f64>()) as u64;
     let v1_calls = 3 * k + 1;
     for (rank, (pipe, star)) in runs[0].iter().zip(&runs[1]).enumerate() {
@@ -330,7 +330,7 @@ fn large_calls(n: u32, len: usize) {
         }
         assert!(pipe.2 == sent && star.2 == sent, "bcast n={n} len={len}");
         // One call each with bit 1 (n >= 2); at size 1 the reductions stay
-        // the v1 split (protocol §14.5) and bcast_large is one local call.
+        // the v1 split (protocol §14.5) and bcast_counted is one local call.
         let pipe_calls = if n >= 2 { 3 } else { 2 * k + 1 };
         assert_eq!((pipe.3, star.3), (pipe_calls, v1_calls), "n={n} len={len}");
     }
@@ -428,9 +428,9 @@ fn a_job_with_a_rank_that_clears_bit_1_uses_the_star() {
         let len = (T / 8 + 1) * n as usize;
         let out = fake::run_links(links, |c| {
             let mine = data_of::<f64>(c.rank(), 9, len);
-            let a = c.allreduce_large(&mine, Reduction::Sum).unwrap();
+            let a = c.allreduce(&mine, Reduction::Sum).unwrap();
             let mut v = if c.rank() == 0 { mine } else { Vec::new() };
-            c.bcast_large(0, &mut v).unwrap();
+            c.bcast_counted(0, &mut v).unwrap();
             (a, v, c.sequence())
         });
         assert_eq!(pipelined_frames(&trace), 0, "n={n}: the star only");
@@ -443,7 +443,7 @@ fn a_job_with_a_rank_that_clears_bit_1_uses_the_star() {
                 Reduction::Sum,
                 "mixed-job bcast",
             );
-            // v1 calls: one allreduce, and bcast_large's head and one chunk.
+            // v1 calls: one allreduce, and bcast_counted's head and one chunk.
             assert_eq!(*seq, 3);
         }
     }
@@ -746,7 +746,7 @@ fn a_relay_lost_mid_pipeline_ends_every_rank() {
             return None;
         }
         let mine = vec![1.0f64; len];
-        Some(c.allreduce_large(&mine, Reduction::Sum).map(drop))
+        Some(c.allreduce(&mine, Reduction::Sum).map(drop))
     });
     assert!(
         started.elapsed() < Duration::from_secs(20),

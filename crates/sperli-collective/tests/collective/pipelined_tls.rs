@@ -221,7 +221,7 @@ fn every_type_and_reduction_over_tls_at_8_ranks() {
     every_pair_over_tls(8);
 }
 
-/// allreduce_large, reduce_large (to the last rank) and bcast_large of
+/// allreduce, reduce (to the last rank) and bcast_counted of
 /// `len` f64 at `n` ranks, pipelined and star: the same bits.
 fn large_over_tls(n: u32, len: usize) {
     let job = |features: u64| {
@@ -233,11 +233,10 @@ fn large_over_tls(n: u32, len: usize) {
                 let me = c.rank();
                 let mine: Vec<f64> = (0..len).map(|i| big_value(me, i)).collect();
                 let mut out = vec![0f64; len];
-                c.allreduce_large_into(&mine, &mut out, Reduction::Sum)
-                    .unwrap();
-                let b = c.reduce_large(n - 1, &mine, Reduction::Sum).unwrap();
+                c.allreduce_into(&mine, &mut out, Reduction::Sum).unwrap();
+                let b = c.reduce(n - 1, &mine, Reduction::Sum).unwrap();
                 let mut v = if me == 0 { mine } else { vec![0.0; len] };
-                c.bcast_large_into(0, &mut v).unwrap();
+                c.bcast_into(0, &mut v).unwrap();
                 let bits = |x: &[f64]| x.iter().map(|e| e.to_bits()).collect::<Vec<_>>();
                 let r = (bits(&out), b.map(|x| bits(&x)), bits(&v), c.sequence());
                 finish(c);
@@ -366,9 +365,9 @@ fn a_tls_job_with_a_rank_that_clears_bit_1_uses_the_star() {
                 move |c| {
                     assert_eq!(c.features() & FEATURE_PIPELINED, 0);
                     let mine = data_of::<f64>(c.rank(), 21, len);
-                    let a = c.allreduce_large(&mine, Reduction::Sum).unwrap();
+                    let a = c.allreduce(&mine, Reduction::Sum).unwrap();
                     let mut v = if c.rank() == 0 { mine } else { Vec::new() };
-                    c.bcast_large(0, &mut v).unwrap();
+                    c.bcast_counted(0, &mut v).unwrap();
                     let g = c.allgather(&v[..len / n as usize]).unwrap();
                     let p = c.link().pipelined.get();
                     c.into_link().finish();

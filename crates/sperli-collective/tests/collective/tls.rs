@@ -576,7 +576,7 @@ fn float_folds_are_bit_identical_across_two_jobs() {
 }
 
 #[test]
-fn allreduce_large_of_64_mib_at_2_ranks() {
+fn allreduce_of_64_mib_at_2_ranks() {
     tls_test(|| {
         let n = (64 << 20) / 8;
         let value = |rank: u32, i: usize| ((i * 7919) % 1_000_003) as f64 / 7.0 + f64::from(rank);
@@ -586,7 +586,7 @@ fn allreduce_large_of_64_mib_at_2_ranks() {
             move |c| {
                 let me = c.rank();
                 let mine: Vec<f64> = (0..n).map(|i| value(me, i)).collect();
-                let first = c.allreduce_large(&mine, Reduction::Sum).unwrap();
+                let first = c.allreduce(&mine, Reduction::Sum).unwrap();
                 let ok = first.len() == n
                     && first
                         .iter()
@@ -686,7 +686,7 @@ fn refusals(c: &mut Comm<Rogue>) -> u64 {
         c.allreduce_into(&[1u8], &mut [0], Reduction::Prod)
     });
     refuse(c, &mut refused, 1, "u8 max large", |c| {
-        c.allreduce_large(&[1u8; 3], Reduction::Max).map(drop)
+        c.allreduce(&[1u8; 3], Reduction::Max).map(drop)
     });
     // Codes out of range.
     for (t, r, what) in [
@@ -833,7 +833,10 @@ fn everything_fails_promptly(c: &mut Comm<Rogue>) {
         ("bcast", c.bcast(0, &mut vec![1u8]).map(drop)),
         ("bcast_into", c.bcast_into(0, &mut [1u8]).map(drop)),
         ("bcast_scalar", c.bcast_scalar(0, 1u8).map(drop)),
-        ("bcast_large", c.bcast_large(0, &mut vec![1u8; 3]).map(drop)),
+        (
+            "bcast_counted",
+            c.bcast_counted(0, &mut vec![1u8; 3]).map(drop),
+        ),
         ("reduce", c.reduce(0, &[1i32], Reduction::Sum).map(drop)),
         (
             "reduce_into",
@@ -848,10 +851,7 @@ fn everything_fails_promptly(c: &mut Comm<Rogue>) {
             "reduce_bytes",
             c.reduce_bytes(0, &[1, 0, 0, 0], 1, 1).map(drop),
         ),
-        (
-            "reduce_large",
-            c.reduce_large(0, &[1i32], Reduction::Sum).map(drop),
-        ),
+        ("reduce", c.reduce(0, &[1i32], Reduction::Sum).map(drop)),
         ("allreduce", c.allreduce(&[1i32], Reduction::Sum).map(drop)),
         (
             "allreduce_into",
@@ -866,8 +866,8 @@ fn everything_fails_promptly(c: &mut Comm<Rogue>) {
             c.allreduce_bytes(&[1, 0, 0, 0], 1, 1).map(drop),
         ),
         (
-            "allreduce_large",
-            c.allreduce_large(&[1.0f64; 3], Reduction::Sum).map(drop),
+            "allreduce",
+            c.allreduce(&[1.0f64; 3], Reduction::Sum).map(drop),
         ),
         ("gather", c.gather(0, &[1u32]).map(drop)),
         ("scatter", c.scatter(0, Some(&all_n[..])).map(drop)),

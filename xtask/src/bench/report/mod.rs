@@ -286,9 +286,10 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
         "f64 elements, sum, root 0; size = bytes per rank (gather: each rank's block; \
          scatter: each rank's block of the root's array). Time per call: the slowest \
          rank's mean over the timed calls, which run back to back (calls that do not \
-         synchronise, such as bcast and gather of 8 B, may overlap). SPERLI cuts 16 MiB \
-         into two calls (16777200 bytes + 16 bytes, the v1 split) and uses the `_into` \
-         variants; OpenMPI makes one call. The job negotiates HELLO feature bit 1, so \
+         synchronise, such as bcast and gather of 8 B, may overlap). Each side makes \
+         one call per row with the `_into` variants, except SPERLI's gather and \
+         scatter of 16 MiB blocks: two calls (16777200 bytes + 16 bytes, the v1 \
+         split). The job negotiates HELLO feature bit 1, so \
          bcast, reduce and allreduce calls of 256 KiB and more run pipelined \
          (docs/sperli-protocol.md §14; the v1 star next to them in \"Pipelined \
          collectives\" below). Ratio: SPERLI time over OpenMPI time (above 1 is \
