@@ -199,7 +199,7 @@ pub(crate) fn timed(
 /// with feature bit 1). gather and scatter blocks longer than one v1 call
 /// (16 MiB > 16777200 bytes) are still cut into calls of
 /// `max_chunk_elems::<f64>()` elements. The `_into` variants are used so
-/// no result vector is allocated per call (gather has none).
+/// no result vector is allocated per call.
 fn coll(comm: &mut Comm<Endpoint>, quick: bool) -> Result<(), Error> {
     let size = comm.size() as usize;
     let root = comm.rank() == 0;
@@ -224,9 +224,18 @@ fn coll(comm: &mut Comm<Endpoint>, quick: bool) -> Result<(), Error> {
         timed(comm, "allreduce", bytes, count, |c| {
             c.allreduce_into(&data, &mut out, Reduction::Sum)
         })?;
+        // The root's receive buffers, reused as an MPI program's recvbuf.
+        let mut gathered: Vec<Vec<f64>> = if root {
+            ranges
+                .iter()
+                .map(|&(s, e)| vec![0.0; (e - s) * size])
+                .collect()
+        } else {
+            ranges.iter().map(|_| Vec::new()).collect()
+        };
         timed(comm, "gather", bytes, count, |c| {
-            for &(s, e) in &ranges {
-                std::hint::black_box(c.gather(0, &data[s..e])?);
+            for (&(s, e), out) in ranges.iter().zip(gathered.iter_mut()) {
+                c.gather_into(0, &data[s..e], out)?;
             }
             Ok(())
         })?;

@@ -312,6 +312,54 @@ impl<L: Peers> Comm<L> {
         Ok(at_root.then_some(out))
     }
 
+    /// gather into the root's `out`, which must hold `size` blocks of
+    /// `data.len()` elements there (other ranks may pass an empty slice):
+    /// each block is read from its payload straight to its place in `out`.
+    /// A wrong `out` at the root is a check only the root can make, so it
+    /// ends the job before anything is sent (root H1618 with ABORT reason
+    /// 3, others H1612); other errors as [`Comm::gather`]. Returns `true`
+    /// at the root. Allocates no result vector.
+    ///
+    /// ```
+    /// use sperli_collective::fake;
+    /// let got = fake::run(3, |c| {
+    ///     let mut out = [0u16; 6];
+    ///     let at_root = c.gather_into(2, &[c.rank() as u16; 2], &mut out).unwrap();
+    ///     (at_root, out)
+    /// });
+    /// assert_eq!(got[2], (true, [0, 0, 1, 1, 2, 2]));
+    /// assert_eq!(got[0], (false, [0; 6]));
+    /// ```
+    pub fn gather_into<T: Element>(
+        &self,
+        root: u32,
+        data: &[T],
+        out: &mut [T],
+    ) -> Result<bool, Error> {
+        let whole = data.len() * self.size as usize;
+        if self.rank == root && out.len() != whole {
+            // Only the root can see this: it ends the job (protocol §8.4).
+            self.begin()?;
+            return self.fail_job(
+                AbortReason::CollectiveMismatch,
+                ArgumentError::LengthMismatch {
+                    left: whole * T::WIDTH,
+                    right: out.len() * T::WIDTH,
+                }
+                .into(),
+            );
+        }
+        let mut at = 0;
+        self.gather_core(root, &Elems(data), |b| {
+            // gather_core checked every block's length (protocol §8.4).
+            let k = b.len() / T::WIDTH;
+            if let Some(dst) = out.get_mut(at..at + k) {
+                T::read_le(b, dst);
+            }
+            at += k;
+        })
+    }
+
     /// scatter (protocol §8.2, operation 6; §8.5): the root's data is
     /// `size` equal blocks; rank i gets block i. Non-roots pass `None` (a
     /// `Some` there is ignored); `None` at the root is an empty array.

@@ -108,10 +108,14 @@ macro_rules! element {
             }
 
             fn extend_from_le(bytes: &[u8], out: &mut Vec<Self>) {
-                assert!(bytes.chunks_exact(Self::WIDTH).remainder().is_empty(), "whole elements");
-                let start = out.len();
-                out.resize(start + bytes.len() / Self::WIDTH, <$t>::default());
-                Self::read_le(bytes, &mut out[start..]);
+                let elems = bytes.chunks_exact(Self::WIDTH);
+                assert!(elems.remainder().is_empty(), "whole elements");
+                // One pass, each element written once (no zero fill first).
+                out.extend(elems.map(|c| {
+                    let mut a = [0u8; std::mem::size_of::<$t>()];
+                    a.copy_from_slice(c);
+                    <$t>::from_le_bytes(a)
+                }));
             }
         }
     )*};

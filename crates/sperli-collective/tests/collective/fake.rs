@@ -761,3 +761,50 @@ fn reduce_into_with_a_wrong_root_buffer_ends_the_job() {
         );
     }
 }
+
+#[test]
+fn gather_into_gives_the_root_what_gather_gives() {
+    for n in 1..=5u32 {
+        let out = fake::run(n, |c| {
+            let mine: Vec<f64> = (0..7)
+                .map(|i| f64::from(c.rank()) * 10.0 + f64::from(i))
+                .collect();
+            let whole = c.gather(n - 1, &mine).unwrap();
+            let mut into = if c.rank() == n - 1 {
+                vec![f64::NAN; 7 * n as usize]
+            } else {
+                Vec::new()
+            };
+            let at_root = c.gather_into(n - 1, &mine, &mut into).unwrap();
+            (whole, at_root, into)
+        });
+        for (r, (whole, at_root, into)) in out.into_iter().enumerate() {
+            let root = r as u32 == n - 1;
+            assert_eq!(at_root, root, "n={n} rank {r}");
+            if root {
+                assert_eq!(whole.as_deref(), Some(&into[..]), "n={n}");
+            } else {
+                assert!(whole.is_none() && into.is_empty(), "n={n} rank {r}");
+            }
+        }
+    }
+}
+
+#[test]
+fn gather_into_with_a_wrong_root_buffer_ends_the_job() {
+    let out = fake::run(3, |c| {
+        let mut out = [0u8; 5]; // 3 blocks of 2 need 6
+        let r = c.gather_into(0, &[1u8, 2], &mut out).map(drop);
+        (r, c.barrier())
+    });
+    assert_eq!(code(out[0].0.as_ref().unwrap_err()), 1618);
+    for r in [1, 2] {
+        assert_job_ended(
+            &out[r].0,
+            &out[r].1,
+            0,
+            AbortReason::CollectiveMismatch,
+            1618,
+        );
+    }
+}
