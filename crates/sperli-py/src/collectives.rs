@@ -7,10 +7,11 @@
 //! call runs with [`with_dtype!`] straight on the numpy memory where the
 //! Rust API has an `_into` form (`Bcast`, `Reduce`, `Allreduce`,
 //! `Scatter`), else the result is copied into the receive buffer once.
-//! Arrays longer than one v1 call (16777200 bytes per rank) become a fixed
-//! series of v1 calls on consecutive chunks of at most
-//! `max_chunk_elems::<T>()` elements, as the Rust API's `_large` calls cut
-//! them.
+//! `Bcast`, `Reduce` and `Allreduce` take any length in one call of the
+//! Rust API (one pipelined call with HELLO feature bit 1, the v1 split in a
+//! v1 job). The blocks of `Gather`, `Scatter` and `Allgather` longer than
+//! one v1 call (16777200 bytes per rank) become a fixed series of v1 calls
+//! on consecutive chunks of at most `max_chunk_elems::<T>()` elements.
 //!
 //! Errors follow protocol §8.4, as the Rust API does:
 //! - a check every rank makes on its own arguments (dtype, layout, a
@@ -27,7 +28,6 @@
 use pyo3::prelude::*;
 use sperli_collective::{max_chunk_elems, Element, Reduction};
 use sperli_wire::abort::AbortReason;
-use sperli_wire::Error;
 
 use crate::buffer::{chunks, with_dtype, Buf};
 use crate::comm::{rank_arg, Comm};
@@ -86,44 +86,6 @@ fn place_blocks<T: Element>(out: &mut [T], v: &[T], n: usize, (s, e): (usize, us
     }
 }
 
-fn allreduce_chunks<T: Element>(
-    c: &mut impl Coll,
-    a: &[T],
-    b: &mut [T],
-    op: Reduction,
-) -> Result<(), Error> {
-    let max = max_chunk_elems::<T>();
-    if a.len() != b.len() || a.len() <= max {
-        // One call; the Rust API refuses unequal lengths with H1618.
-        return c.allreduce_into(a, b, op);
-    }
-    for (s, e) in chunks(a.len(), max) {
-        c.allreduce_into(&a[s..e], &mut b[s..e], op)?;
-    }
-    Ok(())
-}
-
-fn reduce_chunks<T: Element>(
-    c: &mut impl Coll,
-    root: u32,
-    a: &[T],
-    b: &mut [T],
-    at_root: bool,
-    op: Reduction,
-) -> Result<(), Error> {
-    let max = max_chunk_elems::<T>();
-    if at_root && a.len() != b.len() {
-        // The Rust API's root check ends the job (protocol §8.4).
-        c.reduce_into(root, a, b, op)?;
-        return Ok(());
-    }
-    for (s, e) in chunks(a.len(), max) {
-        let out: &mut [T] = if at_root { &mut b[s..e] } else { &mut [] };
-        c.reduce_into(root, &a[s..e], out, op)?;
-    }
-    Ok(())
-}
-
 impl Comm {
     /// The root argument, and whether this rank is the root.
     pub(crate) fn root(&self, root: i64) -> Result<(u32, bool), BindingError> {
@@ -175,7 +137,6 @@ impl Comm {
         let writable = !b.region.readonly();
         self.call(py, |r| {
             with_dtype!(b.dtype, T => {
-                let max = max_chunk_elems::<T>();
                 let mut copy;
                 let data: &mut [T] = if writable {
                     b.elems_mut::<T>()
@@ -183,9 +144,7 @@ impl Comm {
                     copy = b.elems::<T>().to_vec();
                     &mut copy
                 };
-                for (s, e) in chunks(data.len(), max) {
-                    r.comm().bcast_into(root, &mut data[s..e])?;
-                }
+                r.comm().bcast_into(root, data)?;
             });
             Ok(())
         })
@@ -229,12 +188,12 @@ impl Comm {
                     Some(d) => {
                         let all = 0..d.len();
                         send_recv::<T, _>(send.as_ref(), d, all, |a, b| {
-                            reduce_chunks(&mut r.comm(), root, a, b, true, op)
+                            r.comm().reduce_into(root, a, b, op)
                         })?;
                     }
                     None => {
                         let a = send.as_ref().expect("not IN_PLACE off the root").elems::<T>();
-                        reduce_chunks(&mut r.comm(), root, a, &mut [], false, op)?;
+                        r.comm().reduce_into(root, a, &mut [], op)?;
                     }
                 }
             });
@@ -267,7 +226,7 @@ impl Comm {
             let all = 0..recv.len();
             with_dtype!(recv.dtype, T => {
                 send_recv::<T, _>(send.as_ref(), &mut recv, all, |a, b| {
-                    allreduce_chunks(&mut r.comm(), a, b, op)
+                    r.comm().allreduce_into(a, b, op)
                 })?;
             });
             Ok(())
