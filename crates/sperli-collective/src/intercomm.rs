@@ -211,6 +211,17 @@ impl<L: HasEndpoint> Intercomm<L> {
         &self.local
     }
 
+    /// [`Intercomm::remote`], mutable (for callers that hold their
+    /// communicators as `&mut`).
+    pub fn remote_mut(&mut self) -> &mut Comm<L> {
+        &mut self.remote
+    }
+
+    /// [`Intercomm::local`], mutable.
+    pub fn local_mut(&mut self) -> &mut Comm<L> {
+        &mut self.local
+    }
+
     /// MPI's `MPI_Intercomm_merge`: one communicator of both groups; the
     /// group whose ranks all pass `high = false` comes first, and when
     /// both pass the same, the group whose first member has the lower job
