@@ -104,6 +104,7 @@ class Intercomm(Comm):
     def Split_type(self, split_type, key=0, info=None):
         """UNDEFINED: COMM_NULL; the other types are not offered on an
         intercommunicator."""
+        self._handle()
         if split_type == UNDEFINED:
             return self.Split(UNDEFINED, key)
         raise NotImplementedError("Split_type on an intercommunicator is not offered by sperli")
@@ -115,6 +116,7 @@ class Intercomm(Comm):
 
     def Create(self, group):
         """Not offered on an intercommunicator."""
+        self._handle()  # ERR_COMM on COMM_NULL
         raise NotImplementedError("Create on an intercommunicator is not offered by sperli")
 
     Create_group = Create
