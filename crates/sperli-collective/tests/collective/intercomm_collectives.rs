@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sperli_collective::prelude::*;
 
-use crate::common::code;
+use crate::common::{assert_job_ended, code};
 use crate::tls::{run_job, tls_test_within};
 
 /// The data job rank `j` contributes to the reductions: values whose
@@ -233,6 +233,38 @@ fn across(n: u32) {
             c.barrier().unwrap();
         },
     );
+}
+
+/// A root's data that is not remote size blocks: only the root sees it,
+/// so the job ends (H1618, ABORT reason 4) and the other group's waiting
+/// rank fails with H1612 from the root.
+fn root_blocks_end_the_job(n: u32) {
+    run_job(
+        n,
+        |ep| ep,
+        move |c: Comm<Endpoint>| {
+            let me = c.rank();
+            let color = u32::from(me >= 1);
+            let group = c.split(Some(color), 0).unwrap().unwrap();
+            let ic = group.create_intercomm(0, &c, 1 - color, 4).unwrap();
+            let rs = ic.remote_size();
+            if color == 0 {
+                let data = vec![1u32; rs as usize + 1];
+                let e = ic.scatter(InterRoot::Here, Some(&data)).unwrap_err();
+                assert_eq!(code(&e), 1618, "{e}");
+                assert!(c.barrier().is_err(), "the job ended");
+            } else {
+                let first = ic.scatter::<u32>(InterRoot::Remote(0), None);
+                let later = c.barrier();
+                assert_job_ended(&first, &later, 0, AbortReason::InvalidScatter, 1618);
+            }
+        },
+    );
+}
+
+#[test]
+fn root_blocks_end_the_job_at_3_ranks() {
+    tls_test_within(Duration::from_secs(60), || root_blocks_end_the_job(3));
 }
 
 #[test]
