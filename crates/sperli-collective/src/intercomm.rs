@@ -32,7 +32,8 @@ pub const MERGE_TAG: u32 = MAX_USER_TAG;
 /// remote group's ranks: [`Intercomm::remote`] is a [`Comm`] whose ranks
 /// and size are the remote group's (a receive from any source takes a
 /// message of any remote member; a status names the sender's remote
-/// rank). Its collectives are not offered (merge first).
+/// rank). Its collectives (MPI's intercommunicator collectives) are in
+/// [`crate::intercomm_collectives`].
 #[derive(Debug)]
 pub struct Intercomm<L: HasEndpoint> {
     /// The point-to-point view: id, remote members.
@@ -210,6 +211,17 @@ impl<L: HasEndpoint> Intercomm<L> {
         &self.local
     }
 
+    /// [`Intercomm::remote`], mutable (for callers that hold their
+    /// communicators as `&mut`).
+    pub fn remote_mut(&mut self) -> &mut Comm<L> {
+        &mut self.remote
+    }
+
+    /// [`Intercomm::local`], mutable.
+    pub fn local_mut(&mut self) -> &mut Comm<L> {
+        &mut self.local
+    }
+
     /// MPI's `MPI_Intercomm_merge`: one communicator of both groups; the
     /// group whose ranks all pass `high = false` comes first, and when
     /// both pass the same, the group whose first member has the lower job
@@ -250,9 +262,97 @@ impl<L: HasEndpoint> Intercomm<L> {
         Ok(self.local.make_from(members, rank, |_| Ok(most))?)
     }
 
+    /// MPI's `MPI_Comm_dup` of an intercommunicator: the same two groups
+    /// under a new id (every rank of both groups calls it). On each side:
+    /// a dup of the local communicator, then the exchange of merge (an
+    /// allreduce of the highest, the leaders' swap on tag [`MERGE_TAG`], a
+    /// bcast) with one element, the group's highest; the new id is 1 +
+    /// the larger (protocol §15.6).
+    pub fn dup(&self) -> Result<Intercomm<L>, MpiError> {
+        let local = self.local.dup()?;
+        let most = self.both_highest()?;
+        let remote: Arc<[u32]> = self.remote_job_ranks().into();
+        let view = self.local.make_from(remote, self.rank(), |_| Ok(most))?;
+        Ok(Intercomm {
+            remote: view,
+            local,
+        })
+    }
+
+    /// MPI's `MPI_Comm_split` of an intercommunicator: the ranks of each
+    /// group with one `color` form the local group of a new
+    /// intercommunicator (ordered by `key`, then by rank), whose remote
+    /// group is the other group's ranks with that color (in their order);
+    /// `None` where the color is `None` or the other group has no rank of
+    /// it. Every rank of both groups calls it. On each side: a split of
+    /// the local communicator, an allgather over it of every rank's
+    /// [color, key] (u64, no color as 2^64-1, key as a two's-complement
+    /// i64), then the exchange of merge with the group's highest followed
+    /// by that allgather's result (protocol §15.6).
+    pub fn split(&self, color: Option<u32>, key: i32) -> Result<Option<Intercomm<L>>, MpiError> {
+        let local = self.local.split(color, key)?;
+        let mine = [color.map_or(u64::MAX, u64::from), i64::from(key) as u64];
+        let all = self.local.allgather(&mine)?;
+        let highest = self
+            .local
+            .allreduce_scalar(u64::from(self.local.highest_id()), Reduction::Max)?;
+        let mut rec = vec![highest];
+        rec.extend_from_slice(&all);
+        let theirs = self.leaders_swap(&rec)?;
+        let remote = self.remote_job_ranks();
+        if theirs.len() != 1 + 2 * remote.len() {
+            return Err(self
+                .local
+                .broken_exchange("length", theirs.len() as u64)
+                .into());
+        }
+        let their_highest = theirs[0];
+        if their_highest > u64::from(MAX_COMMUNICATOR_ID) {
+            return Err(self.local.broken_exchange("highest", their_highest).into());
+        }
+        let most = highest.max(their_highest);
+        let mut members: Vec<(i64, usize)> = Vec::new();
+        for (r, pair) in theirs[1..].chunks_exact(2).enumerate() {
+            if color.is_some_and(|c| pair[0] == u64::from(c)) {
+                members.push((pair[1] as i64, r));
+            }
+        }
+        members.sort_unstable();
+        let members: Arc<[u32]> = members.iter().map(|&(_, r)| remote[r]).collect();
+        // Every rank takes part in making the id (protocol §15.3: it sets
+        // its highest), also one that gets no intercommunicator.
+        let rank = local.as_ref().map_or(0, Comm::rank);
+        let view = self.local.make_from(members.clone(), rank, |_| Ok(most))?;
+        match local {
+            Some(local) if !members.is_empty() => Ok(Some(Intercomm {
+                remote: view,
+                local,
+            })),
+            _ => Ok(None),
+        }
+    }
+
+    /// The larger of both groups' highest (protocol §15.3): an allreduce
+    /// over the local communicator, the leaders' swap, a bcast.
+    fn both_highest(&self) -> Result<u64, MpiError> {
+        let highest = self
+            .local
+            .allreduce_scalar(u64::from(self.local.highest_id()), Reduction::Max)?;
+        let theirs = self.leaders_swap(&[highest])?;
+        match theirs.first() {
+            Some(&h) if theirs.len() == 1 && h <= u64::from(MAX_COMMUNICATOR_ID) => {
+                Ok(highest.max(h))
+            }
+            _ => Err(self
+                .local
+                .broken_exchange("highest", theirs.first().copied().unwrap_or(0))
+                .into()),
+        }
+    }
+
     /// The leaders (rank 0 of each group) swap `mine` on this
     /// intercommunicator; the local leader bcasts what came to its group.
-    fn leaders_swap(&self, mine: &[u64]) -> Result<Vec<u64>, Error> {
+    pub(crate) fn leaders_swap(&self, mine: &[u64]) -> Result<Vec<u64>, Error> {
         let mut theirs = Vec::new();
         if self.rank() == 0 {
             let (_, got) =

@@ -96,6 +96,15 @@ pub(crate) enum BindingError {
     CommFreed,
     /// A checkpointer on a communicator made by `Split`/`Dup`.
     SubCheckpointer,
+    /// An intercommunicator call on a communicator that is not one, or an
+    /// intercommunicator asked of a mailbox task's communicator.
+    NotIntercomm,
+    /// `Create_intercomm` on or with a communicator it cannot use (a
+    /// mailbox task's, or the world once a checkpointer holds it).
+    IntercommComm,
+    /// A misuse the Rust API's MPI calls refuse (`MpiError`, H1618): a
+    /// leader or tag out of range of `Create_intercomm`.
+    Mpi(sperli_collective::MpiError),
     /// A mailbox server on a communicator made by `Split`/`Dup`.
     SubServer,
     /// A tag that is negative (other than `ANY_TAG` where allowed) or too large.
@@ -224,6 +233,19 @@ impl fmt::Display for BindingError {
             AnySource { arg } => write!(f, "{arg} cannot be ANY_SOURCE (only a receive's source can): name the rank"),
             Color { got } => write!(f, "color {got} is not 0..=4294967295 or UNDEFINED"),
             CommFreed => write!(f, "the communicator was freed (Free)"),
+            Mpi(e) => {
+                let text = e.to_string();
+                let prefix = format!("{} ", self.h_code());
+                write!(f, "{}", text.strip_prefix(&prefix).unwrap_or(&text))
+            }
+            IntercommComm => write!(
+                f,
+                "Create_intercomm needs communicators of COMM_WORLD's ranks (not a mailbox task's, nor COMM_WORLD once a Checkpointer holds it)"
+            ),
+            NotIntercomm => write!(
+                f,
+                "an intercommunicator call needs an intercommunicator (made by Create_intercomm on COMM_WORLD's ranks)"
+            ),
             SubCheckpointer => write!(
                 f,
                 "a checkpointer is made on COMM_WORLD, not on a communicator made by Split or Dup"
@@ -329,6 +351,15 @@ impl From<Error> for Fail {
         Fail {
             cause: Cause::Wire(e),
             job_over: false,
+        }
+    }
+}
+
+impl From<sperli_collective::MpiError> for Fail {
+    fn from(e: sperli_collective::MpiError) -> Self {
+        match e {
+            sperli_collective::MpiError::Comm(e) => e.into(),
+            e => BindingError::Mpi(e).into(),
         }
     }
 }

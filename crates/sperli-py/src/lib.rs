@@ -23,6 +23,7 @@
 //! | [`scan`] | `Scan`, `Exscan`, `scan`, `exscan` |
 //! | [`icoll`] | `Ibarrier`, `Ibcast`, `Ireduce`, `Iallreduce`, `Igather`, `Iscatter`, `Iallgather` |
 //! | [`objects`] | lowercase calls on picklable objects |
+//! | [`inter`], [`inter_buf`] | intercommunicators: `Create_intercomm`, `Merge`, the collectives across the groups |
 //! | [`ckpt`], [`state`] | `Checkpointer` and its state encoding |
 //! | [`mailbox`] | `Mailbox`, `MailboxServer`, `Task`, `Reply` |
 //! | [`buffer`] | the one check of buffers and dtypes (`Buf`, `with_dtype!`) |
@@ -49,6 +50,8 @@ pub mod collectives;
 pub mod comm;
 pub mod errors;
 pub mod icoll;
+pub mod inter;
+pub mod inter_buf;
 pub mod mailbox;
 pub mod matched;
 pub mod messages;

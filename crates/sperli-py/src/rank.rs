@@ -139,9 +139,15 @@ pub(crate) enum SubComm {
     Shared(Comm<Shared>),
     /// Made from a mailbox task's communicator.
     Task(Comm<Endpoint>),
+    /// An intercommunicator (`Create_intercomm`, protocol §15.6): its
+    /// point-to-point calls and ranks are the remote group's.
+    Inter(Box<sperli_collective::Intercomm<Shared>>),
+    /// The local communicator of the intercommunicator of this id: its
+    /// calls are the local group's.
+    InterLocal(u32),
 }
 
-enum Kind {
+pub(crate) enum Kind {
     /// A communicator that owns its endpoint (the world).
     Owned { shared: Shared, coll: Collectives },
     /// A mailbox task's: the server's communicator, moved in for the
@@ -151,15 +157,15 @@ enum Kind {
 
 /// One rank's state behind a Python communicator (see the module docs).
 pub(crate) struct Rank {
-    kind: Kind,
+    pub(crate) kind: Kind,
     /// Open requests by id.
     pub(crate) open: HashMap<u64, Open>,
     next_id: u64,
     /// The communicators made by `Split`/`Dup`, by id.
-    subs: HashMap<u32, SubComm>,
+    pub(crate) subs: HashMap<u32, SubComm>,
     /// The communicator of the running call: `None` for the rank's own,
     /// else a key of `subs` ([`Rank::select`]).
-    selected: Option<u32>,
+    pub(crate) selected: Option<u32>,
     /// The job keys from the job description (rank 0: with the secret
     /// key), or why there are none; only a checkpointer takes them.
     pub(crate) keys: Result<JobKeys, Cause>,
@@ -457,18 +463,35 @@ impl Rank {
         self.selected.is_some()
     }
 
-    /// Files `sub` (made by `Split`/`Dup`); returns its id, rank and size.
+    /// Files `sub` (made by `Split`/`Dup`, or an intercommunicator, whose
+    /// local communicator is filed beside it under its own id); returns
+    /// its id, rank and size (an intercommunicator's: its local rank and
+    /// the remote size, the ranks of its point-to-point calls).
     pub(crate) fn add_sub(&mut self, sub: SubComm) -> (u32, u32, u32) {
         let (id, rank, size) = match &sub {
             SubComm::Shared(c) => (c.id(), c.rank(), c.size()),
             SubComm::Task(c) => (c.id(), c.rank(), c.size()),
+            SubComm::Inter(ic) => {
+                let local = ic.local().id();
+                self.subs.insert(local, SubComm::InterLocal(ic.id()));
+                (ic.id(), ic.rank(), ic.remote_size())
+            }
+            SubComm::InterLocal(_) => unreachable!("filed with its intercommunicator"),
         };
         self.subs.insert(id, sub);
         (id, rank, size)
     }
 
-    /// Drops sub-communicator `id` (`Free`).
+    /// Drops sub-communicator `id` (`Free`); an intercommunicator's local
+    /// communicator goes with it.
     pub(crate) fn free_sub(&mut self, id: u32) {
+        if let Some(SubComm::Inter(ic)) = self.subs.get(&id) {
+            let local = ic.local().id();
+            self.subs.remove(&local);
+            if self.selected == Some(local) {
+                self.selected = None;
+            }
+        }
         if self.selected == Some(id) {
             self.selected = None;
         }
@@ -517,11 +540,23 @@ impl Rank {
     /// The collectives of the running call's communicator.
     pub(crate) fn comm(&mut self) -> CommMut<'_> {
         if let Some(id) = self.selected {
+            let id = match self.subs.get(&id) {
+                Some(SubComm::InterLocal(i)) => *i,
+                _ => id,
+            };
+            let local = id != self.selected.unwrap_or(id);
             match self.subs.get_mut(&id) {
                 Some(SubComm::Shared(c)) => return CommMut::Ref(c),
                 Some(SubComm::Task(c)) => return CommMut::Task(c),
+                Some(SubComm::Inter(ic)) => {
+                    return CommMut::Ref(if local {
+                        ic.local_mut()
+                    } else {
+                        ic.remote_mut()
+                    })
+                }
                 // `select` checked it; `free_sub` unselects.
-                None => {}
+                Some(SubComm::InterLocal(_)) | None => {}
             }
         }
         match &mut self.kind {

@@ -38,16 +38,19 @@ use crate::ops::is_in_place;
 use crate::rank::{Coll, Rank};
 
 /// A v-buffer: the buffer and one block per rank, in elements.
-struct VBuf {
-    buf: Buf,
-    counts: Vec<usize>,
-    displs: Vec<usize>,
+pub(crate) struct VBuf {
+    /// The buffer.
+    pub(crate) buf: Buf,
+    /// Block i's length.
+    pub(crate) counts: Vec<usize>,
+    /// Where block i starts.
+    pub(crate) displs: Vec<usize>,
 }
 
 impl VBuf {
     /// Parses `obj` (the forms in the module docs) for `size` ranks; a
     /// receive buffer (`recv`) must be writable.
-    fn parse(
+    pub(crate) fn parse(
         obj: &Bound<'_, PyAny>,
         arg: &'static str,
         size: usize,
@@ -128,7 +131,7 @@ impl VBuf {
     }
 
     /// The blocks one after the other (no copy when they already are).
-    fn packed<T: Element>(&self) -> std::borrow::Cow<'_, [T]> {
+    pub(crate) fn packed<T: Element>(&self) -> std::borrow::Cow<'_, [T]> {
         let all = self.buf.elems::<T>();
         if self.displs == packed(&self.counts) {
             let total: usize = self.counts.iter().sum();
@@ -149,7 +152,11 @@ impl VBuf {
     /// Puts `blocks` (each rank's block, with its length) in place; a
     /// length other than this spec's count for that rank is the rank's
     /// error ([`BindingError::Received`]), and nothing is written.
-    fn place<T: Element>(&mut self, data: &[T], counts: &[usize]) -> Result<(), BindingError> {
+    pub(crate) fn place<T: Element>(
+        &mut self,
+        data: &[T],
+        counts: &[usize],
+    ) -> Result<(), BindingError> {
         for (rank, (&got, &want)) in counts.iter().zip(&self.counts).enumerate() {
             if got != want {
                 return Err(BindingError::Received {
@@ -173,7 +180,11 @@ impl VBuf {
 /// Puts a v-call's result into `v`; counts that differ from what the
 /// ranks sent are a check only this rank makes: it ends the job (H1618,
 /// ABORT reason 3).
-fn place_or_end<T: Element>(r: &mut Rank, v: &mut VBuf, b: &Blocks<T>) -> Result<(), Fail> {
+pub(crate) fn place_or_end<T: Element>(
+    r: &mut Rank,
+    v: &mut VBuf,
+    b: &Blocks<T>,
+) -> Result<(), Fail> {
     v.place(&b.data, &b.counts)
         .map_err(|e| r.end_job(AbortReason::CollectiveMismatch, e))
 }

@@ -11,3 +11,10 @@ def test_mpi_module(n):
     p = run_job(n, "mpi_calls.py")
     assert p.returncode == 0, describe(p)
     assert len(lines_of(p, "mpi ok")) == n, describe(p)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_mpi_intercomm(n):
+    p = run_job(n, "mpi_intercomm.py")
+    assert p.returncode == 0, describe(p)
+    assert len(lines_of(p, "inter ok")) == n, describe(p)

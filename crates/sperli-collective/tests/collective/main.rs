@@ -14,6 +14,8 @@
 //! - [`p2p_communicators`]: messages matched by communicator, synchronous
 //!   sends and matched probes (HELLO feature bit 3) between TLS ranks;
 //! - [`intercomm`]: intercommunicators and merge between TLS ranks;
+//! - [`intercomm_collectives`]: the collectives across the two groups of
+//!   an intercommunicator, its dup and split, between TLS ranks;
 //! - [`bit4_fake`], [`bit4_tls`]: the element types and reductions of
 //!   HELLO feature bit 4 (protocol §17) against [`bit4_ref`]'s serial
 //!   fold, and jobs where a rank lacks the bit.
@@ -28,6 +30,7 @@ mod communicators;
 mod fake;
 mod groups_topologies;
 mod intercomm;
+mod intercomm_collectives;
 mod p2p_communicators;
 mod p2p_semantics;
 mod pipelined_fake;

@@ -42,7 +42,8 @@ names as ``sperli.MPI``'s own, and importing it joins the job.
 from ._mpi import (
     attributes as _attributes, buffers as _buffers, collectives as _collectives, comm as _comm,
     constants as _constants, datatypes as _datatypes, environment as _environment,
-    errors as _errors, groups as _groups, info as _info, message as _message,
+    errors as _errors, groups as _groups, info as _info, intercomm as _intercomm,
+    message as _message,
     msgspec as _msgspec, ops as _ops, p2p as _p2p, requests as _requests, status as _status,
 )
 from ._mpi.handles import _BY_SPEC, _PREDEFINED, _PREDEFINED_KEYS
@@ -52,7 +53,7 @@ from ._mpi.handles import _addressof, _handleof, _sizeof  # noqa: F401 (mpi4py's
 # Every public name of the parts is this module's: classes and functions
 # say so (mpi4py's say `mpi4py.MPI`; pickle finds them here).
 for _m in (_constants, _errors, _datatypes, _buffers, _status, _requests, _groups, _attributes,
-           _comm, _info, _message, _ops, _environment):
+           _comm, _intercomm, _info, _message, _ops, _environment):
     for _n, _v in vars(_m).items():
         if _n.startswith("_") or isinstance(_v, type(_m)):
             continue
@@ -61,7 +62,7 @@ for _m in (_constants, _errors, _datatypes, _buffers, _status, _requests, _group
         globals()[_n] = _v
 
 # A SperliError out of any method is an MPI.Exception of its class.
-for _cls in (Comm, Intracomm, Datatype, Status, Request, Group, Errhandler, Info, Op, Message,
+for _cls in (Comm, Intracomm, Intercomm, Datatype, Status, Request, Group, Errhandler, Info, Op, Message,
              _p2p._PointToPoint, _collectives._Collectives):
     _errors._wrap_class(_cls)
 

@@ -1,7 +1,7 @@
 """Type stubs of the extension module sperli._sperli (re-exported by sperli)."""
 
 from os import PathLike
-from typing import Any, Callable, Final, Optional, Sequence, Union
+from typing import Any, Callable, Final, List, Optional, Sequence, Tuple, Union
 
 from typing_extensions import Buffer
 
@@ -157,6 +157,57 @@ class Comm:
         """A new communicator of the same ranks."""
     def Free(self) -> None:
         """Frees a communicator made by Split/Dup."""
+    def Create_intercomm(self, local_leader: int, peer: Comm, remote_leader: int, tag: int = 0) -> Comm:
+        """MPI's Intercomm_create (protocol §15.6): this communicator's ranks
+        and the disjoint group led by remote_leader of peer."""
+    def Merge(self, high: bool = False) -> Comm:
+        """An intercommunicator's two groups as one communicator."""
+    def Inter_dup(self) -> Comm:
+        """An intercommunicator of the same groups, a new id."""
+    def Inter_split(self, color: int = 0, key: int = 0) -> Optional[Comm]:
+        """An intercommunicator's split: each group's ranks of one color."""
+    def Inter_groups(self) -> Tuple[List[int], List[int]]:
+        """An intercommunicator's local and remote job ranks."""
+    def Inter_local(self) -> Comm:
+        """An intercommunicator's local communicator."""
+    def Inter_Barrier(self) -> None:
+        """Barrier of both groups of an intercommunicator."""
+    def Inter_Bcast(self, buf: Optional[_Buf], root: int) -> None:
+        """Bcast across (root: -3 ROOT, -2 PROC_NULL, or a remote rank)."""
+    def Inter_Gather(self, sendbuf: Optional[_Buf], recvbuf: Optional[_RecvBuf], root: int) -> None:
+        """Gather of the remote group's blocks at the root."""
+    def Inter_Gatherv(self, sendbuf: Optional[_Buf], recvbuf: Optional[_VBuf], root: int) -> None:
+        """Gatherv of the remote group's blocks at the root."""
+    def Inter_Scatter(self, sendbuf: Optional[_Buf], recvbuf: Optional[_RecvBuf], root: int) -> None:
+        """Scatter of the root's blocks over the remote group."""
+    def Inter_Scatterv(self, sendbuf: Optional[_VBuf], recvbuf: Optional[_RecvBuf], root: int) -> None:
+        """Scatterv of the root's blocks over the remote group."""
+    def Inter_Allgather(self, sendbuf: _Buf, recvbuf: _RecvBuf) -> None:
+        """The remote group's blocks on every rank."""
+    def Inter_Allgatherv(self, sendbuf: _Buf, recvbuf: _VBuf) -> None:
+        """The remote group's blocks of any length on every rank."""
+    def Inter_Alltoall(self, sendbuf: _Buf, recvbuf: _RecvBuf) -> None:
+        """Block j to remote rank j, one block from each."""
+    def Inter_Alltoallv(self, sendbuf: _VBuf, recvbuf: _VBuf) -> None:
+        """Alltoall of blocks of any length."""
+    def Inter_Reduce(self, sendbuf: Optional[_Buf], recvbuf: Optional[_RecvBuf], op: Any, root: int) -> None:
+        """The remote group's reduction (its rank order) at the root."""
+    def Inter_Allreduce(self, sendbuf: _Buf, recvbuf: _RecvBuf, op: Any = None) -> None:
+        """The remote group's reduction on every rank."""
+    def Inter_Reduce_scatter_block(self, sendbuf: _Buf, recvbuf: _RecvBuf, op: Any = None) -> None:
+        """The remote group's reduction scattered in equal blocks."""
+    def Inter_Reduce_scatter(self, sendbuf: _Buf, recvbuf: _RecvBuf, recvcounts: List[int], op: Any = None) -> None:
+        """The remote group's reduction scattered in blocks of recvcounts."""
+    def Inter_bcast(self, obj: Any, root: int) -> Any:
+        """An object from the root to every remote rank (None in its group)."""
+    def Inter_gather(self, obj: Any, root: int) -> Optional[List[Any]]:
+        """The remote group's objects at the root."""
+    def Inter_scatter(self, obj: Optional[Sequence[Any]], root: int) -> Any:
+        """Item i of the root's sequence on remote rank i."""
+    def Inter_allgather(self, obj: Any) -> List[Any]:
+        """The remote group's objects on every rank."""
+    def Inter_alltoall(self, obj: Sequence[Any]) -> List[Any]:
+        """Item j to remote rank j; one object from each."""
     # point-to-point on buffers
     def Send(self, buf: _Buf, dest: int, tag: int = 0) -> None: ...
     def Recv(self, buf: _Buf, source: int = ..., tag: int = ..., status: Optional[Status] = None) -> None: ...

@@ -93,15 +93,30 @@ class Comm(_Handled, _AttrMixin, _PointToPoint, _Collectives):
 
     group = property(Get_group)
 
+    @classmethod
+    def fromhandle(cls, handle):
+        """A new object for the handle `handle` (an Intercomm for an
+        intercommunicator's, asked of Comm)."""
+        from .handles import _HANDLES
+        from .intercomm import Intercomm
+        if cls is Comm and isinstance(_HANDLES.get(handle), Intercomm):
+            cls = Intercomm
+        return super(Comm, cls).fromhandle.__func__(cls, handle)
+
+    def _peer_size(self):
+        """The number of ranks point-to-point calls name (an
+        intercommunicator's: the remote group's)."""
+        return self.Get_size()
+
     def Is_inter(self):
-        """False: only intracommunicators exist."""
+        """False (Intercomm says True)."""
         self._handle()
         return False
 
     is_inter = property(Is_inter)
 
     def Is_intra(self):
-        """True."""
+        """True (Intercomm says False)."""
         self._handle()
         return True
 
@@ -290,8 +305,8 @@ class Comm(_Handled, _AttrMixin, _PointToPoint, _Collectives):
         self._c.Abort(errorcode)
 
     def Create_intercomm(self, *args, **kwargs):
-        """Not offered: intercommunicators."""
-        raise NotImplementedError("intercommunicators are not offered by sperli")
+        """Not offered here: Intracomm.Create_intercomm makes one."""
+        raise NotImplementedError("spawned jobs and ports are not offered by sperli")
 
     def Create_cart(self, *args, **kwargs):
         """Not offered: topologies."""
@@ -304,6 +319,7 @@ class Comm(_Handled, _AttrMixin, _PointToPoint, _Collectives):
     @classmethod
     def Get_parent(cls):
         """COMM_NULL (no spawned jobs)."""
+        from .intercomm import Intercomm
         return Intercomm()
 
 
@@ -312,6 +328,12 @@ Comm._family = Comm
 
 class Intracomm(Comm):
     """An intracommunicator."""
+
+    def __new__(cls, comm=None):
+        from .intercomm import Intercomm
+        if isinstance(comm, Intercomm) and comm._h is not None:
+            raise TypeError("expected an Intracomm, not Intercomm")
+        return Comm.__new__(cls, comm)
 
 
 class Topocomm(Intracomm):
@@ -333,23 +355,6 @@ class Graphcomm(Topocomm):
 
 class Distgraphcomm(Topocomm):
     """Distributed graph topologies: not offered."""
-
-
-class Intercomm(Comm):
-    """Intercommunicators: not offered (only COMM_NULL of this class)."""
-
-    def __new__(cls, comm=None):
-        if comm is None or comm._h is None:
-            return Comm.__new__(cls)
-        raise NotImplementedError("intercommunicators are not offered by sperli")
-
-    def _inter(self, *args, **kwargs):
-        self._handle()  # ERR_COMM on the null handle, the only one
-        raise NotImplementedError("intercommunicators are not offered by sperli")
-
-    Get_remote_group = Get_remote_size = Merge = _inter
-    remote_group = property(_inter)
-    remote_size = property(_inter)
 
 
 def _comm_lock_table(comm):

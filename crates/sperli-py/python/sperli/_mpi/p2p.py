@@ -15,7 +15,7 @@ class _PointToPoint:
     # point-to-point
 
     def _rank_arg(self, r, what="rank"):
-        n = self.Get_size()
+        n = self._peer_size()
         if r == PROC_NULL:
             return r
         if not isinstance(r, int) or not 0 <= r < n:
@@ -24,7 +24,7 @@ class _PointToPoint:
 
     def _source_arg(self, source):
         if source == ANY_SOURCE:
-            if self.Get_size() == 1:
+            if self._peer_size() == 1:
                 return 0
             h = self._handle()
             if h is not _state.world_h and not h.p2p:
