@@ -118,10 +118,10 @@ impl<L: HasEndpoint> Intercomm<L> {
         if self.rank() == 0 {
             let (_, got) =
                 self.remote()
-                    .sendrecv::<T, T>(mine, 0, COLL_TAG, Some(0), Some(COLL_TAG))?;
+                    .sendrecv::<T, T>(0, COLL_TAG, mine, Some(0), Some(COLL_TAG))?;
             theirs = got;
         }
-        self.local().bcast_large(0, &mut theirs)?;
+        self.local().bcast_counted(0, &mut theirs)?;
         Ok(theirs)
     }
 
@@ -133,12 +133,12 @@ impl<L: HasEndpoint> Intercomm<L> {
         data: &[T],
         op: Reduction,
     ) -> Result<Option<Vec<T>>, Error> {
-        let mine = self.local().reduce_large(0, data, op)?;
+        let mine = self.local().reduce(0, data, op)?;
         match mine {
             Some(v) => {
                 let (_, got) =
                     self.remote()
-                        .sendrecv::<T, T>(&v, 0, COLL_TAG, Some(0), Some(COLL_TAG))?;
+                        .sendrecv::<T, T>(0, COLL_TAG, &v, Some(0), Some(COLL_TAG))?;
                 self.block_len(0, v.len(), got.len())?;
                 Ok(Some(got))
             }
@@ -365,7 +365,7 @@ impl<L: HasEndpoint> Intercomm<L> {
             InterRoot::Here => Ok(Some(self.remote().recv(0, COLL_TAG)?)),
             InterRoot::Null => Ok(None),
             InterRoot::Remote(r) => {
-                if let Some(v) = self.local().reduce_large(0, data, op)? {
+                if let Some(v) = self.local().reduce(0, data, op)? {
                     self.remote().send(r, COLL_TAG, &v)?;
                 }
                 Ok(None)
@@ -380,7 +380,7 @@ impl<L: HasEndpoint> Intercomm<L> {
     pub fn allreduce<T: Element>(&self, data: &[T], op: Reduction) -> Result<Vec<T>, Error> {
         let theirs = self.leaders_reduce_swap(data, op)?.unwrap_or_default();
         let mut out = theirs;
-        self.local().bcast_large(0, &mut out)?;
+        self.local().bcast_counted(0, &mut out)?;
         Ok(out)
     }
 
