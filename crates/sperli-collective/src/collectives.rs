@@ -152,6 +152,19 @@ impl<L: Peers> Comm<L> {
         Ok(())
     }
 
+    /// The star reduce or allreduce of `data` with a built-in reduction
+    /// ([`Comm::reduce_core`]).
+    fn reduce_elems<T: Element>(
+        &self,
+        allreduce: bool,
+        root: u32,
+        data: &[T],
+        op: Reduction,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let (et, red) = (T::ELEMENT_TYPE.code(), op.code());
+        self.reduce_core(allreduce, root, &Elems(data), et, red, None)
+    }
+
     /// reduce (protocol §8.2, operation 3): the fold of every rank's `data`
     /// in ascending rank order (left operand = lower ranks), `Some` at the
     /// root, `None` elsewhere. Bit-identical run after run.
@@ -181,7 +194,7 @@ impl<L: Peers> Comm<L> {
                 self.chain_call(kind, &Elems(data), et, red, false, &mut ElemsMut(&mut out))?;
             return Ok(at_root.then_some(out));
         }
-        let r = self.reduce_core(false, root, &Elems(data), T::ELEMENT_TYPE.code(), op.code())?;
+        let r = self.reduce_elems(false, root, data, op)?;
         Ok(r.map(|p| {
             let v = T::vec_from_le(&p[H..]);
             self.recycle(p);
@@ -231,7 +244,7 @@ impl<L: Peers> Comm<L> {
             let (et, red) = (T::ELEMENT_TYPE.code(), op.code());
             return self.chain_call(kind, &Elems(data), et, red, false, &mut ElemsMut(out));
         }
-        match self.reduce_core(false, root, &Elems(data), T::ELEMENT_TYPE.code(), op.code())? {
+        match self.reduce_elems(false, root, data, op)? {
             Some(p) => {
                 T::read_le(&p[H..], out);
                 self.recycle(p);
@@ -258,7 +271,7 @@ impl<L: Peers> Comm<L> {
             return Ok(out);
         }
         let p = self
-            .reduce_core(true, 0, &Elems(data), T::ELEMENT_TYPE.code(), op.code())?
+            .reduce_elems(true, 0, data, op)?
             .expect("allreduce has a result on every rank");
         let v = T::vec_from_le(&p[H..]);
         self.recycle(p);
@@ -296,7 +309,7 @@ impl<L: Peers> Comm<L> {
             return self.allreduce_pipelined(data, op, false, out);
         }
         let p = self
-            .reduce_core(true, 0, &Elems(data), T::ELEMENT_TYPE.code(), op.code())?
+            .reduce_elems(true, 0, data, op)?
             .expect("allreduce has a result on every rank");
         T::read_le(&p[H..], out);
         self.recycle(p);
@@ -341,7 +354,7 @@ impl<L: Peers> Comm<L> {
             return Ok(at_root.then_some(out));
         }
         Ok(self
-            .reduce_core(false, root, data, element_type, reduction)?
+            .reduce_core(false, root, data, element_type, reduction, None)?
             .map(|p| {
                 let v = p[H..].to_vec();
                 self.recycle(p);
@@ -377,7 +390,7 @@ impl<L: Peers> Comm<L> {
             return Ok(out);
         }
         let p = self
-            .reduce_core(true, 0, data, element_type, reduction)?
+            .reduce_core(true, 0, data, element_type, reduction, None)?
             .expect("allreduce has a result on every rank");
         let v = p[H..].to_vec();
         self.recycle(p);
