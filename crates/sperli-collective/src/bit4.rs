@@ -46,4 +46,23 @@ impl<L: Peers> Comm<L> {
         }
         check_args(len, t, r)
     }
+
+    /// The before-send checks of a call that folds `len` bytes of `t`
+    /// with a user-defined reduction (code 13, protocol §17.4), H1618 on
+    /// every rank: without bit 4 on every rank
+    /// [`ArgumentError::WithoutBit4`] (§17.1); data that is not a whole
+    /// number of elements ([`check_args`]; every type takes code 13).
+    pub(crate) fn check_user_reduction(
+        &self,
+        len: usize,
+        t: ElementType,
+    ) -> Result<(), ArgumentError> {
+        if !self.bit4() {
+            return Err(ArgumentError::WithoutBit4 {
+                element_type: t.name(),
+                reduction: Reduction::User.name(),
+            });
+        }
+        check_args(len, t, Reduction::User)
+    }
 }

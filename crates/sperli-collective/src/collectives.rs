@@ -145,6 +145,19 @@ impl<L: Peers> Comm<L> {
         Ok(())
     }
 
+    /// The star reduce or allreduce of `data` with a built-in reduction
+    /// ([`Comm::reduce_core`]).
+    fn reduce_elems<T: Element>(
+        &self,
+        allreduce: bool,
+        root: u32,
+        data: &[T],
+        op: Reduction,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let (et, red) = (T::ELEMENT_TYPE.code(), op.code());
+        self.reduce_core(allreduce, root, &Elems(data), et, red, None)
+    }
+
     /// One reduce into the root's `out` ([`Comm::reduce_into`] of one chunk:
     /// one v1 call, or one pipelined call where protocol §14.5 says so).
     pub(crate) fn reduce_one_into<T: Element>(
@@ -172,7 +185,7 @@ impl<L: Peers> Comm<L> {
             let (et, red) = (T::ELEMENT_TYPE.code(), op.code());
             return self.chain_call(kind, &Elems(data), et, red, false, &mut ElemsMut(out));
         }
-        match self.reduce_core(false, root, &Elems(data), T::ELEMENT_TYPE.code(), op.code())? {
+        match self.reduce_elems(false, root, data, op)? {
             Some(p) => {
                 T::read_le(&p[H..], out);
                 self.recycle(p);
@@ -201,7 +214,7 @@ impl<L: Peers> Comm<L> {
             return self.allreduce_pipelined(data, op, false, out);
         }
         let p = self
-            .reduce_core(true, 0, &Elems(data), T::ELEMENT_TYPE.code(), op.code())?
+            .reduce_elems(true, 0, data, op)?
             .expect("allreduce has a result on every rank");
         T::read_le(&p[H..], out);
         self.recycle(p);
@@ -248,7 +261,7 @@ impl<L: Peers> Comm<L> {
             return Ok(at_root.then_some(out));
         }
         Ok(self
-            .reduce_core(false, root, data, element_type, reduction)?
+            .reduce_core(false, root, data, element_type, reduction, None)?
             .map(|p| {
                 let v = p[H..].to_vec();
                 self.recycle(p);
@@ -285,7 +298,7 @@ impl<L: Peers> Comm<L> {
             return Ok(out);
         }
         let p = self
-            .reduce_core(true, 0, data, element_type, reduction)?
+            .reduce_core(true, 0, data, element_type, reduction, None)?
             .expect("allreduce has a result on every rank");
         let v = p[H..].to_vec();
         self.recycle(p);

@@ -109,14 +109,20 @@ impl<L: Peers> Comm<L> {
             return Ok(out);
         }
         let bytes = T::to_le_vec(data);
-        let reduced =
-            match self.reduce_core(false, 0, &bytes[..], T::ELEMENT_TYPE.code(), op.code()) {
-                Ok(r) => r,
-                Err(e) => {
-                    self.skip_calls(1);
-                    return Err(e);
-                }
-            };
+        let reduced = match self.reduce_core(
+            false,
+            0,
+            &bytes[..],
+            T::ELEMENT_TYPE.code(),
+            op.code(),
+            None,
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                self.skip_calls(1);
+                return Err(e);
+            }
+        };
         let root_data = reduced.as_deref().map_or(&[][..], |p| &p[H..]);
         let (p, off) = self.scatter_core(0, root_data, T::WIDTH, Some(block))?;
         Ok(T::vec_from_le(&p[off..]))

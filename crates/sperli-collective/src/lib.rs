@@ -249,6 +249,7 @@ mod self_comm;
 mod special;
 mod star;
 mod state;
+mod user;
 pub mod vcoll;
 
 pub mod fake;
@@ -270,6 +271,7 @@ pub use sperli_transport::Endpoint;
 pub use sperli_transport::Status;
 pub use sperli_wire::abort::AbortReason;
 pub use sperli_wire::{Error, HCode, Reduction};
+pub use user::UserFold;
 
 /// Everything a program needs, in one `use sperli_collective::prelude::*;`:
 /// the communicator, reductions, element types, requests, statuses and

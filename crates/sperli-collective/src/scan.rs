@@ -4,7 +4,7 @@
 //! rank order, then a scatter of the prefixes from rank 0.
 
 use sperli_wire::abort::AbortReason;
-use sperli_wire::element::Reduction;
+use sperli_wire::element::{ElementType, Reduction};
 use sperli_wire::error::{ArgumentError, MismatchError};
 use sperli_wire::limits::MAX_COLLECTIVE_DATA;
 use sperli_wire::reduce::combine_into;
@@ -13,6 +13,7 @@ use sperli_wire::Error;
 use crate::comm::Comm;
 use crate::element::Element;
 use crate::peers::Peers;
+use crate::user::UserFold;
 
 /// The descriptor before a rank's data in the gather (protocol §8.9):
 /// element type, reduction, kind, five zero bytes.
@@ -20,7 +21,7 @@ const DESCRIPTOR_LEN: usize = 8;
 
 /// Which prefix a rank gets (the descriptor's kind byte, protocol §8.9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     /// Ranks 0 ..= i.
     Scan = 1,
     /// Ranks 0 .. i (nothing at rank 0).
@@ -74,9 +75,32 @@ impl<L: Peers> Comm<L> {
         kind: Kind,
     ) -> Result<Vec<T>, Error> {
         let len = data.len() * T::WIDTH;
+        let put = |b: &mut Vec<u8>| T::extend_le(data, b);
+        let (p, off) = self.prefix_core(len, T::ELEMENT_TYPE, op, put, kind, None)?;
+        Ok(T::vec_from_le(&p[off..]))
+    }
+
+    /// The two calls of scan and exscan on `len` bytes of `t` that `put`
+    /// appends, folded with `op`'s built-in fold or, with `user`, the
+    /// program's function (`op` then [`Reduction::User`], protocol
+    /// §17.4); returns the scatter's payload and the offset of this rank's
+    /// prefix in it.
+    pub(crate) fn prefix_core(
+        &self,
+        len: usize,
+        t: ElementType,
+        op: Reduction,
+        put: impl FnOnce(&mut Vec<u8>),
+        kind: Kind,
+        user: Option<UserFold<'_>>,
+    ) -> Result<(Vec<u8>, usize), Error> {
         // Protocol §8.4 and §8.9, with §17.1-§17.2 for the codes of bit 4
         // (the descriptor carries them as any other code).
-        if let Err(e) = self.check_reduction(len, T::ELEMENT_TYPE, op) {
+        let checked = match user {
+            None => self.check_reduction(len, t, op),
+            Some(_) => self.check_user_reduction(len, t),
+        };
+        if let Err(e) = checked {
             return self.refuse(2, e);
         }
         if len + DESCRIPTOR_LEN > MAX_COLLECTIVE_DATA {
@@ -89,20 +113,19 @@ impl<L: Peers> Comm<L> {
             );
         }
         let mut block = Vec::with_capacity(DESCRIPTOR_LEN + len);
-        block.extend_from_slice(&descriptor(T::ELEMENT_TYPE.code(), op.code(), kind));
-        T::extend_le(data, &mut block);
+        block.extend_from_slice(&descriptor(t.code(), op.code(), kind));
+        put(&mut block);
         let mut all = Vec::new();
         if self.rank() == 0 {
             all.reserve(self.size() as usize * block.len());
         }
         let at_root = self.gather_core(0, &block[..], |b| all.extend_from_slice(b))?;
         let prefixes = if at_root {
-            self.fold_prefixes::<T>(&all, block.len(), kind, op)?
+            self.fold_prefixes(&all, block.len(), kind, t, op, user)?
         } else {
             Vec::new()
         };
-        let (p, off) = self.scatter_core(0, &prefixes[..], T::WIDTH, Some(len))?;
-        Ok(T::vec_from_le(&p[off..]))
+        self.scatter_core(0, &prefixes[..], t.width(), Some(len))
     }
 
     /// At rank 0: checks every rank's descriptor against its own (H1617,
@@ -111,12 +134,14 @@ impl<L: Peers> Comm<L> {
     /// data: block i is `p_i` (scan) or `p_{i-1}` (exscan; block 0 is
     /// `c_0`, which rank 0 does not return). `all` holds the gathered
     /// blocks of `block` bytes each, in rank order.
-    fn fold_prefixes<T: Element>(
+    fn fold_prefixes(
         &self,
         all: &[u8],
         block: usize,
         kind: Kind,
+        t: ElementType,
         op: Reduction,
+        mut user: Option<UserFold<'_>>,
     ) -> Result<Vec<u8>, Error> {
         let own = &all[..DESCRIPTOR_LEN];
         for (r, b) in all.chunks(block).enumerate() {
@@ -134,8 +159,13 @@ impl<L: Peers> Comm<L> {
             if kind == Kind::Exscan {
                 out.extend_from_slice(&acc);
             }
-            if let Err(e) = combine_into(&mut acc, &b[DESCRIPTOR_LEN..], T::ELEMENT_TYPE, op) {
-                return self.fail_job(AbortReason::CollectiveMismatch, e.into());
+            match user.as_mut() {
+                Some(f) => f(&mut acc, &b[DESCRIPTOR_LEN..]),
+                None => {
+                    if let Err(e) = combine_into(&mut acc, &b[DESCRIPTOR_LEN..], t, op) {
+                        return self.fail_job(AbortReason::CollectiveMismatch, e.into());
+                    }
+                }
             }
             if kind == Kind::Scan {
                 out.extend_from_slice(&acc);

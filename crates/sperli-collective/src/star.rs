@@ -19,6 +19,7 @@ use sperli_wire::Error;
 
 use crate::comm::{Call, Comm, Src};
 use crate::peers::Peers;
+use crate::user::UserFold;
 
 const H: usize = sperli_wire::limits::COLLECTIVE_HEADER_LEN;
 
@@ -96,19 +97,28 @@ impl<L: Peers> Comm<L> {
         }
     }
 
-    /// Argument checks of reduce/allreduce (protocol §8.4), H1618.
+    /// Argument checks of reduce/allreduce (protocol §8.4), H1618; with
+    /// `user` those of a user-defined reduction (code 13, protocol §17.4,
+    /// which needs feature bit 4 on every rank, §17.1).
     pub(crate) fn reduce_args(
         &self,
         root: u32,
         len: usize,
         element_type: u8,
         reduction: u8,
+        user: bool,
     ) -> Result<(ElementType, Reduction), Error> {
         self.check_root(root)?;
         let t = ElementType::from_code(element_type)?;
-        let r = Reduction::from_code(reduction)?;
         // Protocol §8.4, with §17.1-§17.2 for the codes of bit 4.
-        self.check_reduction(len, t, r)?;
+        let r = if user {
+            self.check_user_reduction(len, t)?;
+            Reduction::User
+        } else {
+            let r = Reduction::from_code(reduction)?;
+            self.check_reduction(len, t, r)?;
+            r
+        };
         if len > MAX_COLLECTIVE_DATA {
             return Err(ArgumentError::TooLong {
                 len,
@@ -123,7 +133,9 @@ impl<L: Peers> Comm<L> {
     /// buffer holding the result at `[16..]` where the rank has a result
     /// (the root; every rank for allreduce), else `None`. The root folds in
     /// place into the first operand's buffer (rank 0's payload, or its own
-    /// data), then recycles every other received buffer.
+    /// data), then recycles every other received buffer. `user` folds a
+    /// user-defined reduction (code 13, protocol §17.4) as
+    /// `user(acc, c_i)`; `None` is the built-in fold of `reduction`.
     pub(crate) fn reduce_core<D: Src + ?Sized>(
         &self,
         allreduce: bool,
@@ -131,11 +143,12 @@ impl<L: Peers> Comm<L> {
         data: &D,
         element_type: u8,
         reduction: u8,
+        mut user: Option<UserFold<'_>>,
     ) -> Result<Option<Vec<u8>>, Error> {
         let seq = self.begin()?;
         let root = if allreduce { 0 } else { root };
         let len = data.byte_len();
-        let (t, red) = self.reduce_args(root, len, element_type, reduction)?;
+        let (t, red) = self.reduce_args(root, len, element_type, reduction, user.is_some())?;
         let call = Call {
             op: if allreduce {
                 Operation::Allreduce
@@ -188,8 +201,13 @@ impl<L: Peers> Comm<L> {
             };
             let off = if r == root { 0 } else { H };
             let a = acc.as_mut().expect("set above");
-            if let Err(e) = combine_into(&mut a[H..], &contribution[off..], t, red) {
-                return self.fail_job(AbortReason::CollectiveMismatch, e.into());
+            match user.as_mut() {
+                Some(f) => f(&mut a[H..], &contribution[off..]),
+                None => {
+                    if let Err(e) = combine_into(&mut a[H..], &contribution[off..], t, red) {
+                        return self.fail_job(AbortReason::CollectiveMismatch, e.into());
+                    }
+                }
             }
             self.recycle(contribution);
         }

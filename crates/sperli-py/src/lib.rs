@@ -28,6 +28,7 @@
 //! | [`mailbox`] | `Mailbox`, `MailboxServer`, `Task`, `Reply` |
 //! | [`buffer`] | the one check of buffers and dtypes (`Buf`, `with_dtype!`) |
 //! | [`ops`] | `SUM` ... `BXOR`, `IN_PLACE` |
+//! | [`userops`] | user-defined reductions (`Op.Create`), `Reduce_local`, reductions of objects with a Python `op` |
 //! | [`errors`] | `SperliError`, `JobError`, `ArgumentError`, `TaskFailedError` |
 //! | [`rank`], `raw` | what a call runs on; the crate's only `unsafe` |
 //!
@@ -63,6 +64,7 @@ pub mod rank;
 mod raw;
 pub mod scan;
 pub mod state;
+pub mod userops;
 pub mod vcoll;
 
 use pyo3::prelude::*;
@@ -81,6 +83,7 @@ fn _sperli(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<mailbox::Task>()?;
     m.add_class::<mailbox::Reply>()?;
     ops::register(m)?;
+    userops::register(m)?;
     m.add("ANY_SOURCE", p2p::ANY_SOURCE)?;
     m.add("ANY_TAG", p2p::ANY_TAG)?;
     m.add("UNDEFINED", comm::UNDEFINED)?;

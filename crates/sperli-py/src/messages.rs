@@ -9,16 +9,19 @@
 //! buffer message is one DATA frame, an object is the length-prefixed
 //! frame series of `send_large`.
 //!
-//! An object message is the pickle behind its length as 8 little-endian
-//! bytes in both cases (with bit 3 one message, which
-//! [`crate::objects::assemble`] finds whole).
+//! An object message with bit 3 is the pickle alone, one message, as
+//! mpi4py sends it: a buffer message of pickled bytes is read by an object
+//! receive and the other way round, and an empty message is `None`.
+//! Without the bit it is v1's `send_large` series, the pickle behind its
+//! length as 8 little-endian bytes ([`assemble`] reads
+//! both).
 
 use std::sync::Arc;
 
 use sperli_collective::Endpoint;
 use sperli_transport::{Message, SendMode, Status as WireStatus};
-use sperli_wire::error::UsageError;
-use sperli_wire::Error;
+use sperli_wire::error::{DecodeError, FrameError, UsageError};
+use sperli_wire::{Error, FrameType};
 
 use crate::errors::Fail;
 use crate::rank::{Open, Rank};
@@ -60,10 +63,7 @@ impl Rank {
         mode: SendMode,
     ) -> Result<(), Fail> {
         match self.wire() {
-            Some(c) => {
-                let framed = prefixed(pickle);
-                Ok(self.ep().send_on(c, dest, tag, &framed, mode)?)
-            }
+            Some(c) => Ok(self.ep().send_on(c, dest, tag, pickle, mode)?),
             None if mode == SendMode::Synchronous => Err(no_bit_3()),
             None => Ok(self.ep().send_large(dest, tag, pickle)?),
         }
@@ -135,7 +135,8 @@ pub(crate) fn start_recv(
     }))
 }
 
-/// The pickle behind its length (8 bytes, little-endian).
+/// The pickle behind its length (8 bytes, little-endian): the first frame
+/// of v1's `send_large` series, which an object that fits one frame is.
 pub(crate) fn prefixed(pickle: &[u8]) -> Vec<u8> {
     let mut framed = Vec::with_capacity(8 + pickle.len());
     framed.extend_from_slice(&(pickle.len() as u64).to_le_bytes());
@@ -148,4 +149,45 @@ fn no_bit_3() -> Fail {
         what: "a synchronous send",
     })
     .into()
+}
+
+fn bad_prefix(left: usize) -> Error {
+    Error::FrameRejected(FrameError::Payload {
+        frame_type: FrameType::Data,
+        error: DecodeError::Truncated {
+            field: "send_large length prefix",
+            needed: 8,
+            left,
+        },
+    })
+}
+
+/// The whole object message whose first frame is `first` (from
+/// `st.source` with `st.tag`): with feature bit 3 the message itself (the
+/// pickle, as mpi4py sends it); without, v1's `send_large` framing, the
+/// rest of the frames received with the same tag.
+pub(crate) fn assemble(ep: &Endpoint, st: WireStatus, first: Vec<u8>) -> Result<Vec<u8>, Fail> {
+    if ep.has_p2p_communicators() {
+        return Ok(first);
+    }
+    let Some((len, rest)) = first.split_first_chunk::<8>() else {
+        return Err(bad_prefix(first.len()).into());
+    };
+    let total = usize::try_from(u64::from_le_bytes(*len)).unwrap_or(usize::MAX);
+    if rest.len() > total {
+        return Err(bad_prefix(first.len()).into());
+    }
+    // Grows as frames arrive: a length prefix alone allocates nothing.
+    let mut out = Vec::with_capacity(rest.len());
+    out.extend_from_slice(rest);
+    ep.recycle(first);
+    while out.len() < total {
+        let m = ep.recv(st.source, st.tag)?;
+        if m.is_empty() || out.len() + m.len() > total {
+            return Err(bad_prefix(m.len()).into());
+        }
+        out.extend_from_slice(&m);
+        ep.recycle(m);
+    }
+    Ok(out)
 }

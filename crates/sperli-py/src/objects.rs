@@ -4,9 +4,11 @@
 //!
 //! Objects travel pickled (highest protocol), as in mpi4py; only ranks of
 //! the same job, authenticated by TLS, send them.
-//! - Point-to-point: one message in `Endpoint::send_large`'s framing (a
-//!   `u64` length, then the bytes, in as many DATA frames as needed), so
-//!   an object of any size goes through one `send`/`recv`.
+//! - Point-to-point: one message, the pickle alone, with HELLO feature
+//!   bit 3 (protocol §16: a message of any length is one message), as
+//!   mpi4py sends it; without the bit `Endpoint::send_large`'s framing (a
+//!   `u64` length, then the bytes, in as many DATA frames as needed). An
+//!   object of any size goes through one `send`/`recv` either way.
 //! - Collectives: the Rust API's collectives take blocks of one length, so
 //!   the pickles' lengths go first (an allgather, or a bcast from the
 //!   root), then blocks zero-padded to the longest, in calls of at most
@@ -19,17 +21,16 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyList};
-use sperli_collective::{Endpoint, Reduction};
+use sperli_collective::Reduction;
 use sperli_transport::{SendMode, Status as WireStatus};
 use sperli_wire::abort::AbortReason;
-use sperli_wire::error::{DecodeError, FrameError};
 use sperli_wire::limits::{MAX_COLLECTIVE_DATA, MAX_PAYLOAD};
-use sperli_wire::{Error, FrameType};
+use sperli_wire::Error;
 
 use crate::buffer::{chunks, type_name};
 use crate::comm::{rank_arg, Comm};
 use crate::errors::{BindingError, Fail};
-use crate::messages::{prefixed, start_recv, start_send};
+use crate::messages::{assemble, prefixed, start_recv, start_send};
 use crate::ops::op_arg;
 use crate::p2p::{
     recv_frame, recv_tag, send_tag, source_arg, Kind, Peer, Request, Status, ANY_SOURCE, ANY_TAG,
@@ -44,47 +45,14 @@ pub(crate) fn pickle<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyByte
         .cast_into::<PyBytes>()?)
 }
 
-/// `pickle.loads(bytes)`.
+/// `pickle.loads(bytes)`; `None` for no bytes (an empty message, as
+/// mpi4py reads one).
 pub(crate) fn unpickle(py: Python<'_>, bytes: &[u8]) -> PyResult<Py<PyAny>> {
+    if bytes.is_empty() {
+        return Ok(py.None());
+    }
     let b = PyBytes::new(py, bytes);
     Ok(py.import("pickle")?.call_method1("loads", (b,))?.unbind())
-}
-
-fn bad_prefix(left: usize) -> Error {
-    Error::FrameRejected(FrameError::Payload {
-        frame_type: FrameType::Data,
-        error: DecodeError::Truncated {
-            field: "send_large length prefix",
-            needed: 8,
-            left,
-        },
-    })
-}
-
-/// The whole object message whose first frame is `first` (from
-/// `st.source` with `st.tag`): the `send_large` framing, the rest of the
-/// frames received with the same tag.
-pub(crate) fn assemble(ep: &Endpoint, st: WireStatus, first: Vec<u8>) -> Result<Vec<u8>, Fail> {
-    let Some((len, rest)) = first.split_first_chunk::<8>() else {
-        return Err(bad_prefix(first.len()).into());
-    };
-    let total = usize::try_from(u64::from_le_bytes(*len)).unwrap_or(usize::MAX);
-    if rest.len() > total {
-        return Err(bad_prefix(first.len()).into());
-    }
-    // Grows as frames arrive: a length prefix alone allocates nothing.
-    let mut out = Vec::with_capacity(rest.len());
-    out.extend_from_slice(rest);
-    ep.recycle(first);
-    while out.len() < total {
-        let m = ep.recv(st.source, st.tag)?;
-        if m.is_empty() || out.len() + m.len() > total {
-            return Err(bad_prefix(m.len()).into());
-        }
-        out.extend_from_slice(&m);
-        ep.recycle(m);
-    }
-    Ok(out)
 }
 
 /// gather of byte strings of any lengths to `root`: every rank's, in rank
@@ -308,10 +276,15 @@ impl Comm {
         let data = pickle(obj)?;
         let bytes = data.as_bytes();
         let (dest, tag) = (rank_arg("dest", dest)?, send_tag(tag)?);
-        let framed = prefixed(bytes);
-        let whole_frame = framed.len() <= MAX_PAYLOAD as usize;
         let bit3 = self.call(py, |r| Ok(r.wire().is_some()))?;
-        if !bit3 && !whole_frame {
+        // With bit 3 the pickle alone is the message; without it v1's
+        // `send_large` framing, one frame when it fits.
+        let framed = if bit3 {
+            bytes.to_vec()
+        } else {
+            prefixed(bytes)
+        };
+        if !bit3 && framed.len() > MAX_PAYLOAD as usize {
             self.call(py, |r| {
                 let dest = r.job_rank_of("dest", dest)?;
                 r.send_object(dest, tag, bytes, mode)

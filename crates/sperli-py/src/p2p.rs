@@ -289,7 +289,7 @@ impl Request {
                     Ok(Some((Some(r.local_status(st)), Vec::new())))
                 }
                 Kind::RecvObj => {
-                    let whole = crate::objects::assemble(r.ep(), st, m)?;
+                    let whole = crate::messages::assemble(r.ep(), st, m)?;
                     let st = WireStatus {
                         len: whole.len(),
                         ..st

@@ -389,6 +389,12 @@ coll! {
     fn scan<T>(&mut self, data: &[T], op: Reduction) -> Result<Vec<T>, Error>;
     /// `Comm::exscan`.
     fn exscan<T>(&mut self, data: &[T], op: Reduction) -> Result<Option<Vec<T>>, Error>;
+    /// `Comm::reduce_bytes_with` (a user-defined reduction, protocol §17.4).
+    fn reduce_bytes_with(&mut self, root: u32, data: &[u8], element_type: u8, f: &mut dyn FnMut(&mut [u8], &[u8])) -> Result<Option<Vec<u8>>, Error>;
+    /// `Comm::allreduce_bytes_with`.
+    fn allreduce_bytes_with(&mut self, data: &[u8], element_type: u8, f: &mut dyn FnMut(&mut [u8], &[u8])) -> Result<Vec<u8>, Error>;
+    /// `Comm::scan_bytes_with`.
+    fn scan_bytes_with(&mut self, data: &[u8], element_type: u8, exclusive: bool, f: &mut dyn FnMut(&mut [u8], &[u8])) -> Result<Vec<u8>, Error>;
 }
 
 impl Rank {

@@ -18,7 +18,9 @@
 //!   an intercommunicator, its dup and split, between TLS ranks;
 //! - [`bit4_fake`], [`bit4_tls`]: the element types and reductions of
 //!   HELLO feature bit 4 (protocol §17) against [`bit4_ref`]'s serial
-//!   fold, and jobs where a rank lacks the bit.
+//!   fold, and jobs where a rank lacks the bit;
+//! - [`user_tls`]: user-defined reductions (protocol §17.4) against a
+//!   serial left fold, between TLS ranks.
 
 mod any_length;
 mod api;
@@ -37,4 +39,5 @@ mod pipelined_fake;
 mod pipelined_tls;
 mod scan;
 mod tls;
+mod user_tls;
 mod vcoll;

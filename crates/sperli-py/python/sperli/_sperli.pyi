@@ -294,6 +294,24 @@ class Comm:
     def scan(self, sendobj: Union[bool, int, float], op: Optional[Op] = None) -> Union[bool, int, float]: ...
     def exscan(self, sendobj: Union[bool, int, float], op: Optional[Op] = None) -> Optional[Union[bool, int, float]]:
         """None at rank 0."""
+    def _user_reduce(
+        self,
+        sendbuf: Optional[Buffer],
+        recvbuf: Optional[Buffer],
+        fold: Callable[[bytearray, bytes], None],
+        call: str,
+        root: int = 0,
+    ) -> None:
+        """A user-defined reduction (protocol §17.4) of buffers, `call`
+        "reduce", "allreduce", "scan" or "exscan": `fold(acc, right)`
+        leaves `acc op right` in `acc` (sperli.MPI's Op.Create)."""
+    def _fold_objects(self, sendobj: Any, op: Callable[[Any, Any], Any], call: str, root: int = 0) -> Any:
+        """Objects gathered to the root and folded with `op(x, y)` in
+        ascending rank order (sperli.MPI's lowercase reductions)."""
+
+def _reduce_local(inbuf: Buffer, inoutbuf: Buffer, op: Op) -> None:
+    """`inoutbuf = inbuf op inoutbuf`, element by element (sperli.MPI's
+    Op.Reduce_local)."""
 
 State = Any
 """bytes, numpy arrays, str, int, float, bool, None, and tuples, lists

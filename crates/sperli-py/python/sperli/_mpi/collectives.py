@@ -1,13 +1,15 @@
 """Collective calls of ``Comm`` (buffers and objects, blocking and not)."""
 
 import pickle as _pickle
+import sys as _sys
 import threading as _threading
 
 from .. import _sperli as _s
 from .constants import IN_PLACE, _TAG_MAX
 from .errors import ERR_ARG, ERR_COUNT, ERR_OP, ERR_ROOT, Exception
 from .msgspec import _copy_of, _crecv, _csend, _first, _msg, _pair, _rmsg, _rvmsg, _view, _vmsg
-from .ops import Op
+from . import ops as _ops
+from .ops import Op, _spec_datatype, _user
 from .requests import Request, _done
 
 
@@ -47,11 +49,23 @@ class _Collectives:
         root = self._root(root)
         me = self.Get_rank() == root
         sb, rb = _pair(_csend(sendbuf), _rmsg(recvbuf) if me else None, True)
+        if _user(op):
+            return self._user_call("reduce", sendbuf, recvbuf, sb, rb, op, root)
         self._c.Reduce(sb, rb, self._op(op), root)
+
+    def _user_call(self, call, sendbuf, recvbuf, sb, rb, op, root=0):
+        """A reduction with a user-defined op (the Rust API's fold,
+        protocol §17.4): the op's function sees the spec's datatype."""
+        spec, view = (recvbuf, rb) if sb is IN_PLACE else (sendbuf, sb)
+        fold = op._fold(_spec_datatype(spec, view))
+        self._c._user_reduce(None if sb is IN_PLACE else sb, rb, fold, call, root)
 
     def Allreduce(self, sendbuf, recvbuf, op=None):
         """Reduces to every rank."""
-        self._c.Allreduce(*_pair(_csend(sendbuf), _rmsg(recvbuf), True), self._op(op))
+        sb, rb = _pair(_csend(sendbuf), _rmsg(recvbuf), True)
+        if _user(op):
+            return self._user_call("allreduce", sendbuf, recvbuf, sb, rb, op)
+        self._c.Allreduce(sb, rb, self._op(op))
 
     def Gather(self, sendbuf, recvbuf, root=0):
         """Gathers to root."""
@@ -89,6 +103,15 @@ class _Collectives:
             rb = _first(full, len(_view(full)) // n if n else 0)
         else:
             sb, rb = _pair(_msg(sendbuf, n), _rmsg(recvbuf))
+        if _user(op):
+            # The whole fold on every rank, this rank's block copied out.
+            full = _copy_of(sb)
+            self._user_call("allreduce", sendbuf, full, sb, full, op)
+            k = len(_view(rb))
+            if k:
+                me = self.Get_rank()
+                _view(rb)[:k] = _view(full)[me * k:(me + 1) * k]
+            return
         self._c.Reduce_scatter_block(sb, rb, self._op(op))
 
     def Reduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=None):
@@ -116,17 +139,26 @@ class _Collectives:
             if len(_view(rb)) < counts[me]:
                 raise ValueError(f"message: recvbuf of {len(_view(rb))} for a block of {counts[me]}")
         full = _copy_of(sb)
-        self._c.Allreduce(sb, full, self._op(op))
+        if _user(op):
+            self._user_call("allreduce", sendbuf, full, sb, full, op)
+        else:
+            self._c.Allreduce(sb, full, self._op(op))
         if counts[me]:
             _view(rb)[:counts[me]] = _view(full)[start:start + counts[me]]
 
     def Scan(self, sendbuf, recvbuf, op=None):
         """Inclusive prefix reduction."""
-        self._c.Scan(*_pair(_csend(sendbuf), _rmsg(recvbuf), True), self._op(op))
+        sb, rb = _pair(_csend(sendbuf), _rmsg(recvbuf), True)
+        if _user(op):
+            return self._user_call("scan", sendbuf, recvbuf, sb, rb, op)
+        self._c.Scan(sb, rb, self._op(op))
 
     def Exscan(self, sendbuf, recvbuf, op=None):
         """Exclusive prefix reduction."""
-        self._c.Exscan(*_pair(_csend(sendbuf), _rmsg(recvbuf), True), self._op(op))
+        sb, rb = _pair(_csend(sendbuf), _rmsg(recvbuf), True)
+        if _user(op):
+            return self._user_call("exscan", sendbuf, recvbuf, sb, rb, op)
+        self._c.Exscan(sb, rb, self._op(op))
 
     def Gatherv(self, sendbuf, recvbuf, root=0):
         """Gathers blocks of any length to root."""
@@ -221,12 +253,18 @@ class _Collectives:
     def Ireduce(self, sendbuf, recvbuf, op=None, root=0):
         """A reduce request."""
         root = self._root(root)
+        if _user(op):
+            self.Reduce(sendbuf, recvbuf, op, root)  # complete at once
+            return _done()
         me = self.Get_rank() == root
         return Request._of(self._c.Ireduce(_csend(sendbuf), _rmsg(recvbuf) if me else None,
                                            self._op(op), root))
 
     def Iallreduce(self, sendbuf, recvbuf, op=None):
         """An allreduce request."""
+        if _user(op):
+            self.Allreduce(sendbuf, recvbuf, op)  # complete at once
+            return _done()
         return Request._of(self._c.Iallreduce(_csend(sendbuf), _rmsg(recvbuf), self._op(op)))
 
     def Igather(self, sendbuf, recvbuf, root=0):
@@ -306,25 +344,53 @@ class _Collectives:
                 k += 1
         return out
 
+    def _object_op(self, what, sendobj, op):
+        """The Op to fold `sendobj` with as a Python object (mpi4py's
+        op(x, y) at the root), or None where the Rust API reduces it: a
+        predefined op of the ten of protocol §8.3 on a bool, int or float
+        (and for reduce and allreduce a numpy scalar or array)."""
+        if op is None:
+            op = _ops.SUM
+        elif isinstance(op, _s.Op):
+            op = getattr(_ops, op.name)
+        if not isinstance(op, Op):
+            raise Exception(ERR_OP, f"{op!r} is not an op")
+        if op._user is not None or op._o is None or op._name in ("MAXLOC", "MINLOC"):
+            return op
+        if type(sendobj) in (bool, int, float):
+            return None
+        np = _sys.modules.get("numpy")
+        numpy_value = np is not None and isinstance(sendobj, (np.generic, np.ndarray))
+        if numpy_value and what in ("reduce", "allreduce"):
+            return None
+        return op
+
+    def _reduce_obj(self, what, sendobj, op, root=0):
+        with self._lock(what):
+            obj_op = self._object_op(what, sendobj, op)
+            if obj_op is not None:
+                return self._c._fold_objects(sendobj, obj_op, what, root)
+            if what in ("allreduce", "scan", "exscan"):
+                return getattr(self._c, what)(sendobj, self._op(op))
+            return self._c.reduce(sendobj, self._op(op), root)
+
     def allreduce(self, sendobj, op=None):
-        """Reduces an int, float, bool or numpy array to every rank."""
-        with self._lock('allreduce'):
-            return self._c.allreduce(sendobj, self._op(op))
+        """Reduces to every rank: numbers and numpy values with the Rust
+        API's reductions, any other object (and MAXLOC, MINLOC, REPLACE,
+        NO_OP, user ops) folded by op(x, y) in ascending rank order."""
+        return self._reduce_obj('allreduce', sendobj, op)
 
     def reduce(self, sendobj, op=None, root=0):
-        """Reduces to root."""
-        with self._lock('reduce'):
-            return self._c.reduce(sendobj, self._op(op), self._root(root))
+        """Reduces to root (as allreduce folds)."""
+        return self._reduce_obj('reduce', sendobj, op, self._root(root))
 
     def scan(self, sendobj, op=None):
-        """Inclusive prefix reduction of an int, float or bool."""
-        with self._lock('scan'):
-            return self._c.scan(sendobj, self._op(op))
+        """Inclusive prefix reduction (as allreduce folds)."""
+        return self._reduce_obj('scan', sendobj, op)
 
     def exscan(self, sendobj, op=None):
         """Exclusive prefix reduction (None on rank 0)."""
-        with self._lock('exscan'):
-            return self._c.exscan(sendobj, self._op(op))
+        return self._reduce_obj('exscan', sendobj, op)
 
     def ibarrier(self):
         """A barrier request."""
