@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sperli_collective::prelude::*;
 
-use crate::common::{assert_job_ended, code};
+use crate::common::{assert_aborted_by, assert_job_ended, code};
 use crate::tls::{run_job, tls_test_within};
 
 /// The data job rank `j` contributes to the reductions: values whose
@@ -246,7 +246,22 @@ fn root_blocks_end_the_job(n: u32) {
             let me = c.rank();
             let color = u32::from(me >= 1);
             let group = c.split(Some(color), 0).unwrap().unwrap();
-            let ic = group.create_intercomm(0, &c, 1 - color, 4).unwrap();
+            // Rank 0, alone in its group, may end the job before a rank of
+            // the other group has its intercommunicator (or has left the
+            // barrier behind it): that rank then sees the ABORT there.
+            let made = match group.create_intercomm(0, &c, 1 - color, 4) {
+                Ok(ic) => c.barrier().map(|()| ic),
+                Err(MpiError::Comm(e)) => Err(e),
+                Err(e) => panic!("rank {me}: {e}"),
+            };
+            let ic = match made {
+                Ok(ic) => ic,
+                Err(e) => {
+                    assert_eq!(color, 1, "rank {me}: {e}");
+                    assert_aborted_by(&e, 0, AbortReason::InvalidScatter, 1618);
+                    return;
+                }
+            };
             let rs = ic.remote_size();
             if color == 0 {
                 let data = vec![1u32; rs as usize + 1];
