@@ -193,6 +193,28 @@ check(MPI.Query_thread() == MPI.THREAD_SERIALIZED, "thread level")
 check(MPI.Get_version() >= (3, 0) and "SPERLI" in MPI.Get_library_version(), "versions")
 check(MPI.Wtime() > 0 and 0 < MPI.Wtick() < 1 and MPI.Get_processor_name(), "Wtime")
 
+# Alltoallw (byte displacements): to peer j, j+1 int32 values from byte
+# 64*j; from peer i, r+1 of them to byte 8*i*(n+1); the rest untouched.
+size = comm.Get_size()
+sw = np.zeros(16 * size, dtype=np.int32)
+for j in range(size):
+    sw[16 * j:16 * j + j + 1] = 1000 * r + j
+rw = np.full(2 * size * (size + 1), -1, dtype=np.int32)
+scounts = [j + 1 for j in range(size)]
+sdispls = [64 * j for j in range(size)]
+rcounts = [r + 1] * size
+rdispls = [8 * i * (size + 1) for i in range(size)]
+comm.Alltoallw([sw, scounts, sdispls, [MPI.INT] * size], [rw, (rcounts, rdispls), MPI.INT])
+for i in range(size):
+    at = 2 * i * (size + 1)
+    check((rw[at:at + r + 1] == 1000 * i + r).all(), f"Alltoallw block from {i}")
+    check((rw[at + r + 1:at + 2 * (size + 1)] == -1).all(), f"Alltoallw outside block {i}")
+try:
+    comm.Alltoallw([sw], [rw, MPI.INT])
+    check(False, "Alltoallw of a 1-item message")
+except ValueError:
+    pass
+
 comm.Barrier()
 print(f"mpi ok {r}", flush=True)
 MPI.Finalize()

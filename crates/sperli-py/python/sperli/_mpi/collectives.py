@@ -5,6 +5,7 @@ import sys as _sys
 import threading as _threading
 
 from .. import _sperli as _s
+from .alltoallw import alltoallw as _alltoallw
 from .constants import IN_PLACE, _TAG_MAX
 from .errors import ERR_ARG, ERR_COUNT, ERR_OP, ERR_ROOT, Exception
 from .msgspec import _copy_of, _crecv, _csend, _first, _msg, _pair, _rmsg, _rvmsg, _view, _vmsg
@@ -186,10 +187,16 @@ class _Collectives:
             sb = _vmsg(sendbuf, self.Get_size())
         self._c.Alltoallv(sb, rb)
 
-    def _no(self, *a, **k):
-        raise NotImplementedError("this collective is not offered by sperli")
+    def Alltoallw(self, sendbuf, recvbuf):
+        """Blocks of any predefined datatype, count and byte displacement
+        per peer (moved as one Alltoallv of their bytes)."""
+        peers = self.Get_remote_size() if self.Is_inter() else self.Get_size()
+        _alltoallw(self, sendbuf, recvbuf, peers)
 
-    Alltoallw = Ialltoallw = _no
+    def Ialltoallw(self, sendbuf, recvbuf):
+        """Alltoallw, complete at the call."""
+        self.Alltoallw(sendbuf, recvbuf)
+        return _done()
 
     def Ireduce_scatter(self, sendbuf, recvbuf, recvcounts=None, op=None):
         """Reduce_scatter, complete at the call."""
