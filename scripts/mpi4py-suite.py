@@ -55,7 +55,7 @@ DEFAULT_MODULES = [
     "cco_obj", "cco_nb_buf", "cco_vec", "cco_nb_vec", "comm", "request",
     "status", "op", "exceptions", "msgspec", "msgzero", "environ",
     "errhandler", "errorcode", "group", "pickle", "objmodel", "attributes",
-    "subclass",
+    "subclass", "comm_topo",
 ]
 
 # Runs inside every rank: the test module under unittest, its counts as one

@@ -128,7 +128,7 @@ impl Comm {
     }
 
     /// Sub-communicator `id` of this communicator's slot.
-    fn child(&self, id: u32, rank: u32, size: u32) -> Comm {
+    pub(crate) fn child(&self, id: u32, rank: u32, size: u32) -> Comm {
         Comm {
             slot: self.slot.clone(),
             sub: Some(id),

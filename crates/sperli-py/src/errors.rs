@@ -17,6 +17,8 @@
 
 use std::fmt;
 
+use sperli_collective::MpiError;
+
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -315,6 +317,9 @@ pub(crate) enum Cause {
     Mailbox(MailboxError),
     /// The communicator cannot run calls any more.
     Gone(Gone),
+    /// A misuse of a topology call (H1618), refused before anything is
+    /// sent.
+    Mpi(MpiError),
 }
 
 /// A failed call: its cause and whether the job step is over.
@@ -360,6 +365,16 @@ impl From<Gone> for Fail {
     }
 }
 
+impl From<MpiError> for Fail {
+    fn from(e: MpiError) -> Self {
+        match e {
+            // A failure of the communication underneath is the Rust API's.
+            MpiError::Comm(e) => Fail::from(e),
+            e => Fail::from(Cause::Mpi(e)),
+        }
+    }
+}
+
 impl From<Cause> for Fail {
     fn from(cause: Cause) -> Self {
         Fail {
@@ -396,6 +411,7 @@ impl fmt::Display for Cause {
                 None => write!(f, "{e}"),
             },
             Cause::Gone(g) => write!(f, "{}", gone_text(*g)),
+            Cause::Mpi(e) => write!(f, "{e}"),
         }
     }
 }
@@ -408,6 +424,7 @@ impl Cause {
             Cause::Mailbox(MailboxError::Collective(e)) => e.h_code().map(HCode::number),
             Cause::Mailbox(e) => e.code().map(|c| c.number()),
             Cause::Gone(_) => None,
+            Cause::Mpi(e) => e.h_code().map(HCode::number),
         }
     }
 

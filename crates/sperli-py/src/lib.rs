@@ -44,6 +44,7 @@
 #![allow(rustdoc::private_intra_doc_links)]
 
 pub mod buffer;
+pub mod cart;
 pub mod ckpt;
 pub mod collectives;
 pub mod comm;
@@ -78,6 +79,7 @@ fn _sperli(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<mailbox::Task>()?;
     m.add_class::<mailbox::Reply>()?;
     ops::register(m)?;
+    cart::register(m)?;
     m.add("ANY_SOURCE", p2p::ANY_SOURCE)?;
     m.add("ANY_TAG", p2p::ANY_TAG)?;
     m.add("UNDEFINED", comm::UNDEFINED)?;
