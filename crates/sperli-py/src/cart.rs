@@ -24,6 +24,16 @@ fn grid(py: Python<'_>, dims: &[u32], periods: &[bool]) -> PyResult<Grid> {
     Grid::new(dims, periods).map_err(|e| raise(py, e))
 }
 
+/// `f` of the grid of `dims` and `periods`; a misuse is the exception.
+fn on_grid<R>(
+    py: Python<'_>,
+    dims: &[u32],
+    periods: &[bool],
+    f: impl FnOnce(&Grid) -> Result<R, MpiError>,
+) -> PyResult<R> {
+    grid(py, dims, periods).and_then(|g| f(&g).map_err(|e| raise(py, e)))
+}
+
 #[pymethods]
 impl Comm {
     /// A Cartesian grid of extents `dims` (periodic where `periods` says)
@@ -58,9 +68,9 @@ impl Comm {
         periods: Vec<bool>,
         remain_dims: Vec<bool>,
     ) -> PyResult<Comm> {
-        let (color, _) = grid(py, &dims, &periods)?
-            .sub(self.rank_u32(), &remain_dims)
-            .map_err(|e| raise(py, e))?;
+        let (color, _) = on_grid(py, &dims, &periods, |g| {
+            g.sub(self.rank_u32(), &remain_dims)
+        })?;
         let key = self.rank_u32() as i32;
         let (id, rank, size) = self.call(py, |r| {
             let sub = r.comm().split(Some(color), key)?;
@@ -83,9 +93,7 @@ fn cart_coords(
     periods: Vec<bool>,
     rank: u32,
 ) -> PyResult<Vec<u32>> {
-    grid(py, &dims, &periods)?
-        .coords(rank)
-        .map_err(|e| raise(py, e))
+    on_grid(py, &dims, &periods, |g| g.coords(rank))
 }
 
 /// `MPI_Cart_rank`: the place at `coords` (periodic dimensions wrap).
@@ -96,9 +104,7 @@ fn cart_rank(
     periods: Vec<bool>,
     coords: Vec<i64>,
 ) -> PyResult<u32> {
-    grid(py, &dims, &periods)?
-        .cart_rank(&coords)
-        .map_err(|e| raise(py, e))
+    on_grid(py, &dims, &periods, |g| g.cart_rank(&coords))
 }
 
 /// `MPI_Cart_shift` of place `rank`: `(source, dest)`, `None` past the
@@ -112,9 +118,7 @@ fn cart_shift(
     direction: usize,
     disp: i32,
 ) -> PyResult<(Option<u32>, Option<u32>)> {
-    let (src, dst) = grid(py, &dims, &periods)?
-        .shift(rank, direction, disp)
-        .map_err(|e| raise(py, e))?;
+    let (src, dst) = on_grid(py, &dims, &periods, |g| g.shift(rank, direction, disp))?;
     let real = |r| (r != sperli_collective::PROC_NULL).then_some(r);
     Ok((real(src), real(dst)))
 }
@@ -127,9 +131,8 @@ fn cart_sub_grid(
     periods: Vec<bool>,
     remain_dims: Vec<bool>,
 ) -> PyResult<(Vec<u32>, Vec<bool>)> {
-    let g = grid(py, &dims, &periods)?;
     // Place 0 has every sub-grid's shape.
-    let (_, sub) = g.sub(0, &remain_dims).map_err(|e| raise(py, e))?;
+    let (_, sub) = on_grid(py, &dims, &periods, |g| g.sub(0, &remain_dims))?;
     Ok((sub.dims().to_vec(), sub.periods().to_vec()))
 }
 
