@@ -13,9 +13,11 @@ rank's hello line; the root's timing summary after the Bcast, Gather and
 Gatherv of the Mandelbrot image.
 
 The third demo, `demo/compute-pi/cpi-cco.py`, reads the number of
-intervals from rank 0's standard input, which `sperli run` does not
-forward (mpirun does); its siblings need Spawn and Win (out of scope).
-It is run with an empty input, on which it must end cleanly (n = 0).
+intervals from rank 0's standard input (which `sperli run` forwards to
+rank 0, as mpirun does): it gets 100, then 1000, then 0, which ends its
+loop, and must print pi as the job computes it for each (every rank's
+partial sum, folded in ascending rank order) and nothing else. Its siblings
+need Win (`cpi-rma.py`) and Spawn (`cpi-dpm.py`), out of scope.
 
 Exit status 1 when a demo fails, hangs or prints something else; the
 closing line says how many passed and failed.
@@ -26,6 +28,7 @@ Environment: PYTHON (default target/python-env/bin/python), SPERLI_BIN
 
 import argparse
 import importlib.util
+import math
 import os
 import pathlib
 import re
@@ -71,14 +74,37 @@ def expect_mandelbrot(out, n):
     return ok, f"timings of tasks {tasks}"
 
 
+CPI_INPUT = "100\n1000\n0\n"
+
+
+def cpi_expected(intervals, nprocs):
+    """The pi line cpi-cco.py prints for `intervals`: its comp_pi on every
+    rank, the partial sums folded in ascending rank order as SPERLI's
+    Reduce folds them."""
+    def comp_pi(n, myrank):
+        h = 1.0 / n
+        s = 0.0
+        for i in range(myrank + 1, n + 1, nprocs):
+            x = h * (i - 0.5)
+            s += 4.0 / (1.0 + x**2)
+        return s * h
+    pi = comp_pi(intervals, 0)
+    for r in range(1, nprocs):
+        pi = pi + comp_pi(intervals, r)
+    return "pi is approximately %.16f, error is %.16f" % (pi, abs(pi - math.pi))
+
+
 def expect_cpi(out, n):
-    return "Enter the number of intervals" in out, "the prompt on rank 0"
+    got = re.findall(r"pi is approximately \S+, error is \S+", out)
+    want = [cpi_expected(int(k), n) for k in CPI_INPUT.split() if int(k) > 0]
+    return got == want, f"pi lines {got}"
 
 
+# (name, demo file, check, rank 0's standard input)
 DEMOS = [
-    ("helloworld", "helloworld.py", expect_hello),
-    ("mandelbrot", "mandelbrot/mandelbrot.py", expect_mandelbrot),
-    ("compute-pi (no input)", "compute-pi/cpi-cco.py", expect_cpi),
+    ("helloworld", "helloworld.py", expect_hello, ""),
+    ("mandelbrot", "mandelbrot/mandelbrot.py", expect_mandelbrot, ""),
+    ("compute-pi", "compute-pi/cpi-cco.py", expect_cpi, CPI_INPUT),
 ]
 
 
@@ -96,10 +122,10 @@ def main():
         [str(shim)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["MPLBACKEND"] = "Agg"
     passed = failed = 0
-    for name, path, expect in DEMOS:
+    for name, path, expect, stdin in DEMOS:
         cmd = [sperli, "run", "-n", str(args.n), "--", python, str(demo / path)]
         try:
-            p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            p = subprocess.run(cmd, input=stdin, capture_output=True, text=True,
                                env=env, timeout=args.timeout)
             out = p.stdout + p.stderr
             ok, what = expect(out, args.n)

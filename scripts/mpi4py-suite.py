@@ -55,7 +55,7 @@ DEFAULT_MODULES = [
     "cco_obj", "cco_nb_buf", "cco_vec", "cco_nb_vec", "comm", "request",
     "status", "op", "exceptions", "msgspec", "msgzero", "environ",
     "errhandler", "errorcode", "group", "pickle", "objmodel", "attributes",
-    "subclass", "comm_inter", "cco_buf_inter", "cco_obj_inter", "cco_vec_inter",
+    "subclass", "comm_topo", "comm_inter", "cco_buf_inter", "cco_obj_inter", "cco_vec_inter",
 ]
 
 # Runs inside every rank: the test module under unittest, its counts as one

@@ -33,6 +33,15 @@ use crate::special::PROC_NULL;
 #[derive(Debug)]
 pub struct Cartcomm<L: Peers> {
     comm: Comm<L>,
+    grid: Grid,
+}
+
+/// The grid of a [`Cartcomm`] without its communicator: extents and
+/// periods, and the local calls on them (a binding keeps it beside a
+/// communicator of its own). Its places are `0..` the product of the
+/// extents, row-major.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grid {
     dims: Vec<u32>,
     periods: Vec<bool>,
 }
@@ -184,25 +193,117 @@ impl<L: Peers> Comm<L> {
         reorder: bool,
     ) -> Result<Option<Cartcomm<L>>, MpiError> {
         let _ = reorder;
+        let grid = Grid::new(dims, periods)?;
+        let n = places(dims, self.size())?;
+        let inside = u64::from(self.rank()) < n;
+        let sub = self.split(inside.then_some(0), self.rank() as i32)?;
+        Ok(sub.map(|comm| Cartcomm { comm, grid }))
+    }
+}
+
+impl<L: Peers> Cartcomm<L> {
+    /// The extents (MPI's `MPI_Cart_get` dims).
+    pub fn dims(&self) -> &[u32] {
+        &self.grid.dims
+    }
+
+    /// Which dimensions are periodic.
+    pub fn periods(&self) -> &[bool] {
+        &self.grid.periods
+    }
+
+    /// The number of dimensions (MPI's `MPI_Cartdim_get`).
+    pub fn ndims(&self) -> usize {
+        self.grid.dims.len()
+    }
+
+    /// The grid without the communicator.
+    pub fn grid(&self) -> &Grid {
+        &self.grid
+    }
+
+    /// The communicator underneath.
+    pub fn into_comm(self) -> Comm<L> {
+        self.comm
+    }
+
+    /// The coordinates of rank `rank` ([`Grid::coords`]).
+    pub fn coords(&self, rank: u32) -> Result<Vec<u32>, MpiError> {
+        self.grid.coords(rank)
+    }
+
+    /// The rank at `coords` ([`Grid::cart_rank`]).
+    ///
+    /// ```
+    /// use sperli_collective::fake;
+    /// let out = fake::run(6, |c| {
+    ///     let g = c.cart_create(&[2, 3], &[false, true], false).unwrap().unwrap();
+    ///     (g.cart_rank(&[1, -1]).unwrap(), g.cart_rank(&[0, 4]).unwrap(), g.cart_rank(&[2, 0]).is_err())
+    /// });
+    /// assert_eq!(out[0], (5, 1, true));
+    /// ```
+    pub fn cart_rank(&self, coords: &[i64]) -> Result<u32, MpiError> {
+        self.grid.cart_rank(coords)
+    }
+
+    /// The neighbours of this rank `disp` places along dimension
+    /// `direction` ([`Grid::shift`]).
+    pub fn shift(&self, direction: usize, disp: i32) -> Result<(u32, u32), MpiError> {
+        self.grid.shift(self.rank(), direction, disp)
+    }
+
+    /// The sub-grids that keep the dimensions where `remain_dims` is true
+    /// (MPI's `MPI_Cart_sub`): a collective over this communicator; each
+    /// rank gets the grid of the ranks that share its coordinates in the
+    /// dropped dimensions, ranked row-major in the kept ones (with no
+    /// dimension kept, a grid of this rank alone). A [`Comm::split`] with
+    /// its allgather and errors; a `remain_dims` of another length than the
+    /// dimensions is [`MpiError::Dimensions`] before anything is sent.
+    ///
+    /// ```
+    /// use sperli_collective::fake;
+    /// use sperli_collective::prelude::*;
+    /// let out = fake::run(6, |c| {
+    ///     let g = c.cart_create(&[2, 3], &[false, false], false).unwrap().unwrap();
+    ///     let row = g.sub(&[false, true]).unwrap(); // the 3 ranks of a row
+    ///     (row.dims().to_vec(), row.rank(), row.allreduce_scalar(c.rank(), Reduction::Sum).unwrap())
+    /// });
+    /// assert_eq!(out[4], (vec![3], 1, 3 + 4 + 5));
+    /// assert_eq!(out[0], (vec![3], 0, 0 + 1 + 2));
+    /// ```
+    pub fn sub(&self, remain_dims: &[bool]) -> Result<Cartcomm<L>, MpiError> {
+        let (color, grid) = self.grid.sub(self.rank(), remain_dims)?;
+        let comm = self
+            .comm
+            .split(Some(color), self.rank() as i32)?
+            .ok_or(MpiError::Comm(sperli_wire::Error::Local(
+                sperli_wire::error::LocalError::Internal {
+                    what: "a split with a color gives a communicator",
+                },
+            )))?;
+        Ok(Cartcomm { comm, grid })
+    }
+}
+
+impl Grid {
+    /// The grid of extents `dims`, periodic where `periods` says;
+    /// [`MpiError::Dimensions`] when their lengths differ, and
+    /// [`MpiError::GridSize`] for an extent 0.
+    pub fn new(dims: &[u32], periods: &[bool]) -> Result<Self, MpiError> {
         if dims.len() != periods.len() {
             return Err(MpiError::Dimensions {
                 expected: dims.len(),
                 got: periods.len(),
             });
         }
-        let n = places(dims, self.size())?;
-        let inside = u64::from(self.rank()) < n;
-        let sub = self.split(inside.then_some(0), self.rank() as i32)?;
-        Ok(sub.map(|comm| Cartcomm {
-            comm,
+        places(dims, u32::MAX)?;
+        Ok(Grid {
             dims: dims.to_vec(),
             periods: periods.to_vec(),
-        }))
+        })
     }
-}
 
-impl<L: Peers> Cartcomm<L> {
-    /// The extents (MPI's `MPI_Cart_get` dims).
+    /// The extents.
     pub fn dims(&self) -> &[u32] {
         &self.dims
     }
@@ -212,18 +313,13 @@ impl<L: Peers> Cartcomm<L> {
         &self.periods
     }
 
-    /// The number of dimensions (MPI's `MPI_Cartdim_get`).
-    pub fn ndims(&self) -> usize {
-        self.dims.len()
+    /// The number of places (the product of the extents).
+    pub fn size(&self) -> u32 {
+        self.dims.iter().product()
     }
 
-    /// The communicator underneath.
-    pub fn into_comm(self) -> Comm<L> {
-        self.comm
-    }
-
-    /// The coordinates of rank `rank` (MPI's `MPI_Cart_coords`), row-major.
-    /// A rank not below the size is [`MpiError::Rank`].
+    /// The coordinates of place `rank` (MPI's `MPI_Cart_coords`),
+    /// row-major. A rank not below [`Grid::size`] is [`MpiError::Rank`].
     pub fn coords(&self, rank: u32) -> Result<Vec<u32>, MpiError> {
         if rank >= self.size() {
             return Err(MpiError::Rank {
@@ -240,19 +336,10 @@ impl<L: Peers> Cartcomm<L> {
         Ok(c)
     }
 
-    /// The rank at `coords` (MPI's `MPI_Cart_rank`): a coordinate outside a
-    /// periodic dimension wraps around; outside a non-periodic one it is
+    /// The place at `coords` (MPI's `MPI_Cart_rank`): a coordinate outside
+    /// a periodic dimension wraps around; outside a non-periodic one it is
     /// [`MpiError::Coordinate`]; the wrong number of coordinates is
     /// [`MpiError::Dimensions`].
-    ///
-    /// ```
-    /// use sperli_collective::fake;
-    /// let out = fake::run(6, |c| {
-    ///     let g = c.cart_create(&[2, 3], &[false, true], false).unwrap().unwrap();
-    ///     (g.cart_rank(&[1, -1]).unwrap(), g.cart_rank(&[0, 4]).unwrap(), g.cart_rank(&[2, 0]).is_err())
-    /// });
-    /// assert_eq!(out[0], (5, 1, true));
-    /// ```
     pub fn cart_rank(&self, coords: &[i64]) -> Result<u32, MpiError> {
         if coords.len() != self.dims.len() {
             return Err(MpiError::Dimensions {
@@ -283,23 +370,19 @@ impl<L: Peers> Cartcomm<L> {
         Ok(r as u32)
     }
 
-    /// The neighbours of this rank `disp` places along dimension
-    /// `direction` (MPI's `MPI_Cart_shift`): `(source, dest)`, the ranks at
-    /// `-disp` and `+disp`; [`PROC_NULL`] for a place past the edge of a
-    /// non-periodic dimension. A direction not below the number of
+    /// The neighbours of place `rank` `disp` places along dimension
+    /// `direction` (MPI's `MPI_Cart_shift`): `(source, dest)`, the places
+    /// at `-disp` and `+disp`; [`PROC_NULL`] for a place past the edge of
+    /// a non-periodic dimension. A direction not below the number of
     /// dimensions is [`MpiError::Direction`].
-    pub fn shift(&self, direction: usize, disp: i32) -> Result<(u32, u32), MpiError> {
+    pub fn shift(&self, rank: u32, direction: usize, disp: i32) -> Result<(u32, u32), MpiError> {
         if direction >= self.dims.len() {
             return Err(MpiError::Direction {
                 direction,
                 ndims: self.dims.len(),
             });
         }
-        let me: Vec<i64> = self
-            .coords(self.rank())?
-            .into_iter()
-            .map(i64::from)
-            .collect();
+        let me: Vec<i64> = self.coords(rank)?.into_iter().map(i64::from).collect();
         let at = |step: i64| -> Result<u32, MpiError> {
             let mut c = me.clone();
             c[direction] += step;
@@ -312,34 +395,19 @@ impl<L: Peers> Cartcomm<L> {
         Ok((at(-i64::from(disp))?, at(i64::from(disp))?))
     }
 
-    /// The sub-grids that keep the dimensions where `remain_dims` is true
-    /// (MPI's `MPI_Cart_sub`): a collective over this communicator; each
-    /// rank gets the grid of the ranks that share its coordinates in the
-    /// dropped dimensions, ranked row-major in the kept ones (with no
-    /// dimension kept, a grid of this rank alone). A [`Comm::split`] with
-    /// its allgather and errors; a `remain_dims` of another length than the
-    /// dimensions is [`MpiError::Dimensions`] before anything is sent.
-    ///
-    /// ```
-    /// use sperli_collective::fake;
-    /// use sperli_collective::prelude::*;
-    /// let out = fake::run(6, |c| {
-    ///     let g = c.cart_create(&[2, 3], &[false, false], false).unwrap().unwrap();
-    ///     let row = g.sub(&[false, true]).unwrap(); // the 3 ranks of a row
-    ///     (row.dims().to_vec(), row.rank(), row.allreduce_scalar(c.rank(), Reduction::Sum).unwrap())
-    /// });
-    /// assert_eq!(out[4], (vec![3], 1, 3 + 4 + 5));
-    /// assert_eq!(out[0], (vec![3], 0, 0 + 1 + 2));
-    /// ```
-    pub fn sub(&self, remain_dims: &[bool]) -> Result<Cartcomm<L>, MpiError> {
+    /// Place `rank`'s part of MPI's `MPI_Cart_sub`: the color of its
+    /// sub-grid (its place in the grid of the dropped dimensions; the
+    /// split key is its rank) and the sub-grid of the kept dimensions. A
+    /// `remain_dims` of another length than the dimensions is
+    /// [`MpiError::Dimensions`].
+    pub fn sub(&self, rank: u32, remain_dims: &[bool]) -> Result<(u32, Grid), MpiError> {
         if remain_dims.len() != self.dims.len() {
             return Err(MpiError::Dimensions {
                 expected: self.dims.len(),
                 got: remain_dims.len(),
             });
         }
-        let me = self.coords(self.rank())?;
-        // The color: this rank's place in the grid of the dropped dimensions.
+        let me = self.coords(rank)?;
         let mut color: u32 = 0;
         for ((&c, &d), _) in me
             .iter()
@@ -349,14 +417,6 @@ impl<L: Peers> Cartcomm<L> {
         {
             color = color * d + c;
         }
-        let comm = self
-            .comm
-            .split(Some(color), self.rank() as i32)?
-            .ok_or(MpiError::Comm(sperli_wire::Error::Local(
-                sperli_wire::error::LocalError::Internal {
-                    what: "a split with a color gives a communicator",
-                },
-            )))?;
         let keep = |v: &[bool]| -> Vec<bool> {
             v.iter()
                 .zip(remain_dims)
@@ -364,17 +424,20 @@ impl<L: Peers> Cartcomm<L> {
                 .map(|(&x, _)| x)
                 .collect()
         };
-        Ok(Cartcomm {
-            comm,
-            dims: self
-                .dims
-                .iter()
-                .zip(remain_dims)
-                .filter(|(_, &k)| k)
-                .map(|(&d, _)| d)
-                .collect(),
-            periods: keep(&self.periods),
-        })
+        let dims = self
+            .dims
+            .iter()
+            .zip(remain_dims)
+            .filter(|(_, &k)| k)
+            .map(|(&d, _)| d)
+            .collect();
+        Ok((
+            color,
+            Grid {
+                dims,
+                periods: keep(&self.periods),
+            },
+        ))
     }
 }
 
@@ -430,6 +493,40 @@ mod tests {
         assert!(dims_create(0, &mut [0, 0]).is_err());
         assert!(dims_create(6, &mut [2, 2]).is_err());
         assert!(dims_create(4, &mut [2, 2]).is_ok());
+    }
+
+    #[test]
+    fn a_grid_alone_gives_what_its_communicator_would() {
+        assert_eq!(
+            Grid::new(&[2, 3], &[true]),
+            Err(MpiError::Dimensions {
+                expected: 2,
+                got: 1
+            })
+        );
+        assert!(matches!(
+            Grid::new(&[2, 0], &[true, true]),
+            Err(MpiError::GridSize { .. })
+        ));
+        let g = Grid::new(&[2, 3], &[false, true]).unwrap();
+        assert_eq!(g.size(), 6);
+        assert_eq!(g.coords(5).unwrap(), [1, 2]);
+        assert!(g.coords(6).is_err());
+        assert_eq!(g.shift(3, 0, 1).unwrap(), (0, PROC_NULL));
+        assert_eq!(g.shift(3, 1, 1).unwrap(), (5, 4));
+        assert_eq!(g.cart_rank(&[1, 3]).unwrap(), 3);
+        // Place 4 (1, 1): keeping dimension 1 leaves the row of color 1.
+        let (color, row) = g.sub(4, &[false, true]).unwrap();
+        assert_eq!(
+            (color, row.dims(), row.periods()),
+            (1, &[3][..], &[true][..])
+        );
+        let (color, col) = g.sub(4, &[true, false]).unwrap();
+        assert_eq!((color, col.dims()), (1, &[2][..]));
+        assert!(g.sub(4, &[true]).is_err());
+        // No dimension: one place.
+        let none = Grid::new(&[], &[]).unwrap();
+        assert_eq!((none.size(), none.cart_rank(&[]).unwrap()), (1, 0));
     }
 
     #[test]

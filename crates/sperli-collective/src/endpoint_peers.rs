@@ -2,11 +2,13 @@
 //! TLS 1.3 mesh of `sperli-transport`, and [`Comm::from_stdin`], how a rank started by the
 //! `sperli` launcher joins its job.
 
-use std::io::{BufRead, IsTerminal, Read};
+use std::io::{IsTerminal, Read};
+use std::os::fd::AsFd;
 use std::time::Duration;
 
 use sperli_transport::{Endpoint, Settings};
 use sperli_wire::abort::AbortReason;
+use sperli_wire::description_line::line_len_bound;
 use sperli_wire::error::{DecodeError, Error, HexError, LaunchStdin};
 use sperli_wire::job_description::JobDescription;
 use sperli_wire::payload::Payload;
@@ -93,6 +95,44 @@ impl Peers for Endpoint {
 /// 253-byte host names fit well below it).
 pub const MAX_DESCRIPTION_LINE: u64 = 8 << 20;
 
+/// Reads the job description line from `r` (at most `max` bytes) without
+/// reading a byte past its `\n`: as far as the line's length fields tell
+/// ([`line_len_bound`], protocol §4.2) in a few reads, then one byte at a
+/// time. The bytes are those `read_until(b'\n')` would give (a `\n`, the
+/// end of the input or `max` ends them), so the decoder's verdict on an
+/// invalid line is the same.
+pub fn read_description_line(r: &mut impl Read, max: u64) -> std::io::Result<Vec<u8>> {
+    let mut chunk = vec![0u8; 64 << 10];
+    let line = read_line_into(r, usize::try_from(max).unwrap_or(usize::MAX), &mut chunk);
+    // The line is secret: no copy of it is left behind here.
+    chunk.fill(0);
+    line
+}
+
+fn read_line_into(r: &mut impl Read, max: usize, chunk: &mut [u8]) -> std::io::Result<Vec<u8>> {
+    let mut line = Vec::new();
+    while line.len() < max {
+        let want = match line_len_bound(&line) {
+            Some(n) if n > line.len() => n.min(max) - line.len(),
+            _ => 1,
+        };
+        let want = want.min(chunk.len());
+        let n = match r.read(&mut chunk[..want]) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        // Only an invalid line has a `\n` before its length says.
+        if let Some(end) = chunk[..n].iter().position(|&b| b == b'\n') {
+            line.extend_from_slice(&chunk[..=end]);
+            break;
+        }
+        line.extend_from_slice(&chunk[..n]);
+    }
+    Ok(line)
+}
+
 impl Comm<Endpoint> {
     /// Joins the job whose description the launcher wrote on stdin (one
     /// hex line, protocol §4.2): checks it (H1615, refused hosts H1614 with
@@ -126,11 +166,14 @@ impl Comm<Endpoint> {
         if std::io::stdin().is_terminal() {
             return Err(not_launched(LaunchStdin::Terminal));
         }
-        let mut line = Vec::new();
-        std::io::stdin()
-            .lock()
-            .take(MAX_DESCRIPTION_LINE)
-            .read_until(b'\n', &mut line)
+        // Unbuffered, through a duplicate of fd 0: whatever follows the
+        // line on stdin (the user's input the launcher forwards to rank 0,
+        // docs/launcher.md "Standard input") stays there for the program.
+        let mut line = std::io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .map(std::fs::File::from)
+            .and_then(|mut fd0| read_description_line(&mut fd0, MAX_DESCRIPTION_LINE))
             .map_err(|e| Error::io("reading the job description from stdin", &e))?;
         if line.is_empty() {
             return Err(not_launched(LaunchStdin::Empty));
@@ -166,5 +209,81 @@ impl Comm<Endpoint> {
         desc.rank_key_pem = Vec::new();
         desc.join_token = Vec::new();
         Ok((comm, desc))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader that hands out at most `step` bytes a call.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.1).min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    fn description(rank: u32) -> String {
+        use sperli_wire::ids::JobId;
+        use sperli_wire::job_description::HostEntry;
+        JobDescription {
+            job_id: JobId([3; 16]),
+            size: 3,
+            rank,
+            incarnation: 1,
+            hosts: (1..=3)
+                .map(|i| HostEntry {
+                    host: format!("127.0.0.{i}"),
+                    port: 7000,
+                })
+                .collect(),
+            job_public_key: vec![1; sperli_wire::limits::PUBLIC_KEY_LEN],
+            join_token: vec![2; 90],
+            ca_cert_pem: b"ca".to_vec(),
+            rank_cert_pem: b"cert".to_vec(),
+            job_secret_key: if rank == 0 { vec![5; 64] } else { Vec::new() },
+            rank_key_pem: b"key".to_vec(),
+        }
+        .to_line()
+    }
+
+    #[test]
+    fn the_line_is_read_and_not_a_byte_more() {
+        for rank in [0, 2] {
+            let line = description(rank);
+            for step in [1, 7, 1 << 20] {
+                let input = format!("{line}user input\n");
+                let mut r = Trickle(input.as_bytes(), step);
+                let got = read_description_line(&mut r, MAX_DESCRIPTION_LINE).unwrap();
+                assert_eq!(got, line.as_bytes());
+                assert_eq!(r.0, b"user input\n");
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_lines_read_as_read_until_does() {
+        let line = description(1);
+        let cases: Vec<Vec<u8>> = vec![
+            b"".to_vec(),
+            b"0100\nrest".to_vec(),
+            b"01zz00".to_vec(),
+            line.as_bytes()[..line.len() - 1].to_vec(),
+            format!("{}00\nrest", &line[..line.len() - 1]).into_bytes(),
+            format!("{}X{}", &line[..40], &line[41..]).into_bytes(),
+        ];
+        for input in cases {
+            let mut expected = Vec::new();
+            std::io::BufRead::read_until(&mut &input[..], b'\n', &mut expected).unwrap();
+            let got = read_description_line(&mut Trickle(&input, 5), MAX_DESCRIPTION_LINE).unwrap();
+            assert_eq!(got, expected);
+        }
+        let got = read_description_line(&mut Trickle(b"0123456789", 3), 4).unwrap();
+        assert_eq!(got, b"0123");
     }
 }

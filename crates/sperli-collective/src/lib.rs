@@ -254,7 +254,7 @@ pub mod vcoll;
 
 pub mod fake;
 
-pub use cart::{dims_create, Cartcomm};
+pub use cart::{dims_create, Cartcomm, Grid};
 pub use comm::Comm;
 pub use element::Element;
 pub use element_bit4::{Bool8, Complex128, Complex64, ValueIndex};

@@ -45,6 +45,11 @@
 //!   checks it against [`ckpt_reference`]. Needs `sperli run
 //!   --checkpoint-dir DIR`. With KILL_STEP, rank KILL_RANK kills itself
 //!   with SIGKILL before step KILL_STEP in incarnation 1 (`sperli demo`);
+//! - `stdin [CODE]`: after a barrier every rank prints each line of its
+//!   stdin (what follows its job description: the launcher's stdin for
+//!   rank 0) as `rank R stdin: LINE`, then `rank R stdin: end of file`;
+//!   with CODE, rank 0 of the first incarnation exits with CODE after its
+//!   first line (a restart's rank 0 reads the rest of the stream);
 //! - `ckpt-reference SIZE STEPS`: no job; prints `result <hex>`, the line
 //!   rank 0 of an undisturbed `ckpt` run of SIZE ranks and STEPS steps
 //!   prints ([`ckpt_reference`]), so that a test can compare a run that
@@ -565,6 +570,33 @@ fn run(args: &[String]) -> ExitCode {
                 return ExitCode::from(1);
             }
             std::thread::sleep(std::time::Duration::from_millis(ms));
+            comm.barrier()
+        }
+        Some("stdin") => {
+            let once: Option<u8> = args.get(1).and_then(|s| s.parse().ok());
+            let first = std::env::var(sperli_wire::env::INCARNATION).map_or(true, |v| v == "1");
+            if let Err(e) = comm.barrier() {
+                eprintln!("rank {rank}: {e}");
+                return ExitCode::from(1);
+            }
+            let mut line = String::new();
+            loop {
+                line.clear();
+                match std::io::stdin().read_line(&mut line) {
+                    Ok(0) => {
+                        println!("rank {rank} stdin: end of file");
+                        break;
+                    }
+                    Ok(_) => println!("rank {rank} stdin: {}", line.trim_end_matches('\n')),
+                    Err(e) => {
+                        println!("rank {rank} stdin: {e}");
+                        break;
+                    }
+                }
+                if let (Some(code), 0, true) = (once, rank, first) {
+                    std::process::exit(i32::from(code));
+                }
+            }
             comm.barrier()
         }
         Some(other) => {

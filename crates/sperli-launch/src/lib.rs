@@ -31,6 +31,7 @@ mod record_dir;
 mod root_cause;
 mod slurm;
 mod spawn;
+mod stdin_feed;
 mod supervise;
 mod watchdog;
 
@@ -43,4 +44,5 @@ pub use outcome::{Blame, Outcome, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_TIME
 pub use rank_exit::RankExit;
 pub use root_cause::{Cause, Verdict};
 pub use spawn::{RankLaunch, SpawnFailure, StartError, Via, DEFAULT_RSH};
+pub use stdin_feed::StdinFeed;
 pub use supervise::{is_local, run_job, Options, SETUP_MARGIN};

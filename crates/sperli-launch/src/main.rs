@@ -5,7 +5,7 @@
 //! sperli run -n N [-H h1[:port],h2,... | --hostfile FILE] [--map-by slot|node]
 //!            [--restart-max K] [--deny-hosts FILE] [--silence-ms MS] [--timeout S]
 //!            [--output-dir DIR] [--raw-output] [--rsh TEMPLATE] [--rsh-local]
-//!            [--no-slurm] -- PROGRAM [ARGS...]
+//!            [--no-slurm] [--no-stdin] -- PROGRAM [ARGS...]
 //! ```
 //!
 //! mpirun's `-np N` is taken as `-n N`. Inside a Slurm allocation without
@@ -14,7 +14,8 @@
 //! hex line on stdin (never an argument, an environment variable, a file
 //! or a log), and `SPERLI_RANK`, `SPERLI_SIZE`, `SPERLI_LOCAL_RANK`,
 //! `SPERLI_LOCAL_SIZE` (and `RANK`, `WORLD_SIZE`, `LOCAL_RANK`,
-//! `LOCAL_WORLD_SIZE`) in its environment.
+//! `LOCAL_WORLD_SIZE`) in its environment. After its description line,
+//! rank 0's stdin carries the launcher's stdin (`--no-stdin`: nothing).
 
 // The argument types' doc comments are clap's `--help` text, written for a
 // terminal (`[N]`, `DIR/rank-<r>`), not rustdoc markup.
@@ -31,7 +32,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use sperli_launch::{
     at_end, hosts_of, is_local, parse_deny_file, place, run_job, CheckpointTree, HostChoice,
-    HostSpec, Hosts, JobIdentity, MapBy, Options, Outcome, RankLaunch, Via, DEFAULT_RSH,
+    HostSpec, Hosts, JobIdentity, MapBy, Options, Outcome, RankLaunch, StdinFeed, Via, DEFAULT_RSH,
     EXIT_USAGE, SETUP_MARGIN,
 };
 use sperli_wire::env;
@@ -130,6 +131,10 @@ struct RunArgs {
     /// Inside a Slurm allocation, do not use it (hosts from -H, or localhost).
     #[arg(long)]
     no_slurm: bool,
+    /// Do not forward this launcher's stdin to rank 0 (as `mpirun --stdin
+    /// none`): every rank's stdin ends after its job description.
+    #[arg(long)]
+    no_stdin: bool,
     #[command(flatten)]
     mailbox: sperli_launch::mailbox_cli::MailboxArgs,
     /// The program and its arguments.
@@ -293,6 +298,13 @@ fn run(args: RunArgs) -> ExitCode {
         grace: Duration::from_secs(3),
         timeout: args.timeout.map(Duration::from_secs),
         start_deadline: Duration::from_millis(sperli_wire::limits::SETUP_WINDOW_MS) + SETUP_MARGIN,
+        // With --exit-on-stdin-eof the launcher's stdin is the mailbox
+        // client's liveness pipe, not input for rank 0.
+        stdin: if args.no_stdin || args.mailbox.exit_on_stdin_eof {
+            StdinFeed::empty()
+        } else {
+            StdinFeed::from_launcher_stdin()
+        },
     };
     let mailbox = match sperli_launch::mailbox_cli::MailboxJob::prepare(
         &args.mailbox,
@@ -483,6 +495,7 @@ fn demo() -> ExitCode {
         rsh: DEFAULT_RSH.into(),
         rsh_local: false,
         no_slurm: true,
+        no_stdin: true,
         mailbox: Default::default(),
         program: vec![
             example.to_string_lossy().into_owned(),

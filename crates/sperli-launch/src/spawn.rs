@@ -11,13 +11,16 @@
 //! 3. reads the job description line from its stdin and hands it to the
 //!    program's stdin (in memory: a shell variable, never exported, and
 //!    the shell's built-in `printf`; never an argument or a file);
-//! 4. keeps reading its stdin, which stays open as long as the launcher
+//! 4. then hands the program the bytes of the `d` lines that follow (the
+//!    launcher's stdin, rank 0 only: [`crate::stdin_feed`]) until the
+//!    line `e`, where the program's stdin ends;
+//! 5. keeps reading its stdin, which stays open as long as the launcher
 //!    (or the remote shell's connection) lives: at end of file it kills
 //!    its whole process group, program and grandchildren included: the
 //!    end-of-stdin watchdog that ends remote ranks when the launcher dies;
-//! 5. gives the program its own failure-record file on that host and
+//! 6. gives the program its own failure-record file on that host and
 //!    sends the record back as a control line on stderr when it ends;
-//! 6. exits with the program's status (128 + n for signal n).
+//! 7. exits with the program's status (128 + n for signal n).
 //!
 //! Control lines start with the byte 0x1e and `sperli:`; the launcher
 //! takes them out of the rank's output.
@@ -122,22 +125,36 @@ IFS= read -r d || { printf '\036sperli:cannot-start - %s: no job description on 
 f=$(mktemp "${TMPDIR:-/tmp}/sperli-record.XXXXXXXX" 2>/dev/null) || f=
 if [ -n "$f" ]; then SPERLI_ERROR_FILE=$f; export SPERLI_ERROR_FILE; else unset SPERLI_ERROR_FILE; fi
 exec 3<&0
-printf '%s\n' "$d" | "$@" 3<&- &
-p=$!
+{
+  trap '' PIPE
+  printf '%s\n' "$d"
+  d=
+  while IFS= read -r l; do
+    case $l in
+    d*) printf "${l#d}" 2>/dev/null ;;
+    *) break ;;
+    esac
+  done
+  exec >/dev/null
+  while IFS= read -r _; do :; done
+  kill -9 0
+} <&3 | {
+  d=
+  exec 3<&-
+  "$@"
+  s=$?
+  if [ -n "$f" ]; then
+    if [ -s "$f" ]; then printf '\036sperli:record %s\n' "$(head -n 1 "$f")" >&2; fi
+    rm -f "$f"
+  fi
+  trap '' TERM
+  kill -TERM 0 2>/dev/null
+  exit $s
+} &
 d=
-{ while IFS= read -r _; do :; done; kill -9 0; } <&3 &
-w=$!
 exec 3<&-
-wait $p
-s=$?
-kill $w 2>/dev/null
-if [ -n "$f" ]; then
-  if [ -s "$f" ]; then printf '\036sperli:record %s\n' "$(head -n 1 "$f")" >&2; fi
-  rm -f "$f"
-fi
 trap '' TERM
-kill -TERM 0 2>/dev/null
-exit $s
+wait $!
 "#;
 
 /// The remote shell template used when `--rsh` is not given: no password
@@ -418,12 +435,19 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn the_wrapper_passes_the_line_reports_the_record_and_the_status() {
+    fn the_wrapper_passes_the_line_and_the_stream_reports_the_record_and_the_status() {
         let (mut child, rx) = wrapper(
-            r#"read l; [ "$l" = 00ff ] || exit 9; printf 'H1613 blame=2\n' > "$SPERLI_ERROR_FILE"; echo out; exit 3"#,
+            r#"read l; [ "$l" = 00ff ] || exit 9; IFS= read -r m; [ "$m" = "in %s put" ] || exit 10; read x && exit 11; printf 'H1613 blame=2\n' > "$SPERLI_ERROR_FILE"; echo out; exit 3"#,
         );
         let mut stdin = child.stdin.take().unwrap();
         stdin.write_all(b"00ff\n").unwrap();
+        // The launcher's stdin (rank 0), in two pieces, then its end; the
+        // wrapper's stdin stays open.
+        stdin.write_all(&crate::stdin_feed::frame(b"in %")).unwrap();
+        stdin
+            .write_all(&crate::stdin_feed::frame(b"s put\n"))
+            .unwrap();
+        stdin.write_all(crate::stdin_feed::END_LINE).unwrap();
         let mut out = String::new();
         std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
         let status = child.wait().unwrap();

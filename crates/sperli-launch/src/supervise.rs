@@ -39,6 +39,7 @@ use crate::root_cause::{root_cause, Cause, Failure, Liveness, Verdict};
 use crate::spawn::{
     command_for, os_error_text, Control, RankLaunch, SpawnFailure, StartError, Via,
 };
+use crate::stdin_feed::{StdinFeed, END_LINE};
 use crate::watchdog::Watchdog;
 
 /// How long after its spawn a rank must have started (for a wrapped rank:
@@ -70,6 +71,10 @@ pub struct Options {
     /// A rank that has not started this long after its spawn fails the
     /// job (the set-up window plus [`SETUP_MARGIN`]).
     pub start_deadline: Duration,
+    /// What rank 0 reads on its stdin after its job description: the
+    /// launcher's stdin, or an empty stream (docs/launcher.md, "Standard
+    /// input").
+    pub stdin: StdinFeed,
 }
 
 impl Default for Options {
@@ -84,6 +89,7 @@ impl Default for Options {
             timeout: None,
             start_deadline: Duration::from_millis(sperli_wire::limits::SETUP_WINDOW_MS)
                 + SETUP_MARGIN,
+            stdin: StdinFeed::empty(),
         }
     }
 }
@@ -116,7 +122,8 @@ struct Slot {
     record: Option<FailureRecord>,
     open_streams: u8,
     group_empty: bool,
-    /// Dropping it closes a wrapped rank's stdin (its watchdog ends it).
+    /// Dropping it closes a wrapped rank's stdin (its watchdog ends it)
+    /// and stops the forwarding of the launcher's stdin to rank 0.
     _stdin_hold: Option<Sender<()>>,
 }
 
@@ -248,15 +255,28 @@ fn attach_rank(idx: usize, s: Spawned, opts: &Options, lock: &Sink, tx: &Sender<
     let mut hold = None;
     if let Some(mut stdin) = child.stdin.take() {
         let line = r.stdin_line;
+        let wrapped = r.via.wrapped();
+        // Rank 0's stdin goes on with the launcher's (crate::stdin_feed).
+        let feed = (r.rank == 0).then(|| opts.stdin.clone());
         // A thread of its own: a description larger than the pipe buffer
         // must not block the launcher. A wrapped rank's stdin stays open
-        // until the job ends: its end is what ends the remote rank.
+        // until the job ends: its end is what ends the remote rank. Rank
+        // 0's forwarding stops when this run of the job ends.
         let (keep_tx, keep_rx) = crossbeam_channel::bounded::<()>(0);
-        if r.via.wrapped() {
+        if wrapped || feed.is_some() {
             hold = Some(keep_tx);
         }
         thread::spawn(move || {
-            let _ = stdin.write_all(line.as_bytes());
+            if stdin.write_all(line.as_bytes()).is_ok() {
+                match feed {
+                    Some(feed) => feed.forward(&mut stdin, wrapped, &keep_rx),
+                    None if wrapped => drop(stdin.write_all(END_LINE)),
+                    None => {}
+                }
+            }
+            if !wrapped {
+                drop(stdin);
+            }
             let _ = keep_rx.recv();
         });
     }

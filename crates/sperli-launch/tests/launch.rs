@@ -20,6 +20,7 @@ mod procs;
 mod reliability;
 mod requeue;
 mod slurm;
+mod stdin;
 
 /// The scale runs (64 ranks on 2 cores) need the machine for themselves:
 /// they hold this lock exclusively, every other test of this binary holds

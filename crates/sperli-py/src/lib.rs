@@ -46,6 +46,7 @@
 #![allow(rustdoc::private_intra_doc_links)]
 
 pub mod buffer;
+pub mod cart;
 pub mod ckpt;
 pub mod collectives;
 pub mod comm;
@@ -84,6 +85,7 @@ fn _sperli(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<mailbox::Reply>()?;
     ops::register(m)?;
     userops::register(m)?;
+    cart::register(m)?;
     m.add("ANY_SOURCE", p2p::ANY_SOURCE)?;
     m.add("ANY_TAG", p2p::ANY_TAG)?;
     m.add("UNDEFINED", comm::UNDEFINED)?;

@@ -223,6 +223,24 @@ impl CommMut<'_> {
         })
     }
 
+    /// `Comm::cart_create`: the grid's communicator (`None` beyond its
+    /// places).
+    pub(crate) fn cart_create(
+        &self,
+        dims: &[u32],
+        periods: &[bool],
+        reorder: bool,
+    ) -> Result<Option<SubComm>, sperli_collective::MpiError> {
+        Ok(match self {
+            CommMut::Ref(c) => c
+                .cart_create(dims, periods, reorder)?
+                .map(|g| SubComm::Shared(g.into_comm())),
+            CommMut::Task(c) => c
+                .cart_create(dims, periods, reorder)?
+                .map(|g| SubComm::Task(g.into_comm())),
+        })
+    }
+
     /// `Comm::dup`.
     pub(crate) fn dup(&self) -> Result<SubComm, Error> {
         Ok(match self {

@@ -28,6 +28,7 @@ pub mod commit_file;
 pub mod communicator;
 pub mod data;
 pub mod data_header;
+pub mod description_line;
 pub mod element;
 pub mod env;
 pub mod error;

@@ -168,6 +168,24 @@ impl Launched {
     /// Starts `program ARGS` (`EXAMPLE` replaced, and the word `SPERLI`
     /// by the launcher) with the marker and `env`.
     pub fn command(program: &str, args: &[&str], mark: &str, env: &[(&str, &str)]) -> Self {
+        Self::start(program, args, mark, env, Stdio::null())
+    }
+
+    /// Starts `sperli ARGS` (`EXAMPLE` replaced) with the marker `mark`
+    /// and a pipe as its stdin, whose writing end it returns.
+    pub fn sperli_fed(args: &[&str], mark: &str) -> (Self, std::process::ChildStdin) {
+        let mut l = Self::start(
+            env!("CARGO_BIN_EXE_sperli"),
+            args,
+            mark,
+            &[],
+            Stdio::piped(),
+        );
+        let stdin = l.child.stdin.take().expect("the launcher's stdin is piped");
+        (l, stdin)
+    }
+
+    fn start(program: &str, args: &[&str], mark: &str, env: &[(&str, &str)], stdin: Stdio) -> Self {
         let args: Vec<String> = with_example(args)
             .into_iter()
             .map(|a| {
@@ -182,7 +200,7 @@ impl Launched {
         c.args(&args)
             .env(MARK, mark)
             .env_remove("SPERLI_REFUSED_HOSTS")
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         for (k, v) in env {
@@ -247,6 +265,24 @@ impl Launched {
             missing.retain(|w| **w != l);
         }
         true
+    }
+
+    /// Waits for a line (stdout or stderr: the flag) that `pred` accepts,
+    /// at most `limit`.
+    pub fn wait_until(&mut self, limit: Duration, pred: impl Fn(bool, &str) -> bool) -> bool {
+        let t = Instant::now();
+        loop {
+            let Some(left) = limit.checked_sub(t.elapsed()) else {
+                return false;
+            };
+            let Ok((is_err, l)) = self.lines.recv_timeout(left) else {
+                return false;
+            };
+            let l = self.take((is_err, l));
+            if pred(is_err, &l) {
+                return true;
+            }
+        }
     }
 
     /// Waits (at most `limit`, else kills the job and fails the test) for

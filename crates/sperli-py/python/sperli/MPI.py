@@ -45,6 +45,7 @@ from ._mpi import (
     errors as _errors, groups as _groups, info as _info, intercomm as _intercomm,
     message as _message,
     msgspec as _msgspec, ops as _ops, p2p as _p2p, requests as _requests, status as _status,
+    topo as _topo,
 )
 from ._mpi.handles import _BY_SPEC, _PREDEFINED, _PREDEFINED_KEYS
 from ._mpi.comm import _comm_lock_table  # noqa: F401 (mpi4py's MPI._comm_lock_table)
@@ -53,7 +54,7 @@ from ._mpi.handles import _addressof, _handleof, _sizeof  # noqa: F401 (mpi4py's
 # Every public name of the parts is this module's: classes and functions
 # say so (mpi4py's say `mpi4py.MPI`; pickle finds them here).
 for _m in (_constants, _errors, _datatypes, _buffers, _status, _requests, _groups, _attributes,
-           _comm, _intercomm, _info, _message, _ops, _environment):
+           _comm, _intercomm, _info, _message, _ops, _environment, _topo):
     for _n, _v in vars(_m).items():
         if _n.startswith("_") or isinstance(_v, type(_m)):
             continue
@@ -63,7 +64,7 @@ for _m in (_constants, _errors, _datatypes, _buffers, _status, _requests, _group
 
 # A SperliError out of any method is an MPI.Exception of its class.
 for _cls in (Comm, Intracomm, Intercomm, Datatype, Status, Request, Group, Errhandler, Info, Op, Message,
-             _p2p._PointToPoint, _collectives._Collectives):
+             _p2p._PointToPoint, _collectives._Collectives, _topo._Cart):
     _errors._wrap_class(_cls)
 
 _environment._start()  # joins the job, as mpi4py's import runs MPI_Init

@@ -153,6 +153,11 @@ class Comm:
     def Split(self, color: int = 0, key: int = 0) -> Optional[Comm]:
         """The ranks of one color as a new communicator, ranked by key;
         None for color=UNDEFINED."""
+    def Create_cart(self, dims: Sequence[int], periods: Sequence[bool], reorder: bool = False) -> Optional[Comm]:
+        """The communicator of a Cartesian grid on the first ranks, in
+        their order; None beyond its places (a Split)."""
+    def Cart_sub(self, dims: Sequence[int], periods: Sequence[bool], remain_dims: Sequence[bool]) -> Comm:
+        """This rank's sub-grid of the grid this communicator is (a Split)."""
     def Dup(self) -> Comm:
         """A new communicator of the same ranks."""
     def Free(self) -> None:
@@ -312,6 +317,19 @@ class Comm:
 def _reduce_local(inbuf: Buffer, inoutbuf: Buffer, op: Op) -> None:
     """`inoutbuf = inbuf op inoutbuf`, element by element (sperli.MPI's
     Op.Reduce_local)."""
+
+# Cartesian grids (sperli-collective's cart module), for sperli.MPI's Cartcomm.
+cart_coords: Callable[[Sequence[int], Sequence[bool], int], list[int]]
+"""MPI_Cart_coords of a grid: (dims, periods, rank)."""
+cart_rank: Callable[[Sequence[int], Sequence[bool], Sequence[int]], int]
+"""MPI_Cart_rank of a grid (periodic dimensions wrap): (dims, periods, coords)."""
+cart_shift: Callable[[Sequence[int], Sequence[bool], int, int, int], tuple[Optional[int], Optional[int]]]
+"""MPI_Cart_shift of place rank: (dims, periods, rank, direction, disp) to
+(source, dest), None past an edge."""
+cart_sub_grid: Callable[[Sequence[int], Sequence[bool], Sequence[bool]], tuple[list[int], list[bool]]]
+"""The extents and periods of MPI_Cart_sub's grid: (dims, periods, remain_dims)."""
+dims_create: Callable[[int, Sequence[int]], list[int]]
+"""MPI_Dims_create: (nnodes, dims) with the zero entries of dims filled."""
 
 State = Any
 """bytes, numpy arrays, str, int, float, bool, None, and tuples, lists

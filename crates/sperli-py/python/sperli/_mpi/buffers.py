@@ -4,7 +4,10 @@ host memory an exporter names by ``__cuda_array_interface__``,
 them), ``MPI.buffer`` and ``MPI.Get_address``. Nothing here copies."""
 
 import ctypes as _ctypes
+import errno as _errno
+import mmap as _mmap
 import operator as _operator
+import os as _os
 import sys as _sys
 import warnings as _warnings
 import weakref as _weakref
@@ -34,6 +37,88 @@ def _raw_view(addr, nbytes, readonly, char, owner, release=None):
         if char != "B":
             mv = mv.cast(char)
     return mv.toreadonly() if readonly else mv
+
+
+class _IOVec(_ctypes.Structure):
+    _fields_ = [("base", _ctypes.c_void_p), ("len", _ctypes.c_size_t)]
+
+
+_libc = _ctypes.CDLL(None, use_errno=True)
+_PAGE = _mmap.PAGESIZE
+_IOV_MAX = 1024
+
+
+def _readable(addr, nbytes):
+    """Whether the CPU may read every page of the `nbytes` at `addr`: one
+    byte of each page read by ``process_vm_readv`` on this process (which
+    fails where the pages are not mapped readable, as device memory is:
+    CUDA reserves its unified addresses without access rights). None when
+    the call is not allowed here."""
+    first, last = addr // _PAGE, (addr + nbytes - 1) // _PAGE
+    pages = [max(addr, p * _PAGE) for p in range(first, last + 1)]
+    pid = _os.getpid()
+    for i in range(0, len(pages), _IOV_MAX):
+        chunk = pages[i:i + _IOV_MAX]
+        scratch = (_ctypes.c_char * len(chunk))()
+        local = _IOVec(_ctypes.cast(scratch, _ctypes.c_void_p), len(chunk))
+        remote = (_IOVec * len(chunk))(*[_IOVec(p, 1) for p in chunk])
+        got = _libc.process_vm_readv(pid, _ctypes.byref(local), 1, remote, len(chunk), 0)
+        if got < 0 and _ctypes.get_errno() in (_errno.ENOSYS, _errno.EPERM):
+            return None
+        if got != len(chunk):
+            return False
+    return True
+
+
+def _mapped_readable(addr, nbytes):
+    """_readable from /proc/self/maps (slower: where process_vm_readv is
+    not allowed)."""
+    end = addr + nbytes
+    try:
+        with open("/proc/self/maps") as f:
+            maps = f.read().splitlines()
+    except OSError:
+        return False
+    spans = []
+    for line in maps:
+        fields = line.split()
+        if fields[1][0] == "r":
+            spans.append(tuple(int(x, 16) for x in fields[0].split("-")))
+    at = addr
+    for lo, hi in sorted(spans):
+        if lo <= at < hi:
+            at = hi
+            if at >= end:
+                return True
+    return False
+
+
+def _host_memory(addr, nbytes):
+    """Whether the `nbytes` at `addr` are memory of this process the CPU
+    may read: host memory an exporter calls device memory is (mpi4py hands
+    either to MPI as it is); a device pointer is not. Whether it may be
+    written is the exporter's read-only flag, as for every buffer."""
+    if nbytes == 0:
+        return True
+    if addr == 0:
+        return False
+    ok = _readable(addr, nbytes)
+    return _mapped_readable(addr, nbytes) if ok is None else ok
+
+
+def _device(obj):
+    """Whether `obj` says its memory is device memory (mpi4py's test:
+    a ``__dlpack_device__`` other than CPU, or a ``__cuda_array_interface__``
+    without the buffer protocol)."""
+    if hasattr(obj, "__dlpack_device__"):
+        return _operator.index(obj.__dlpack_device__()[0]) not in (_kDLCPU, _kDLCUDAHost)
+    if hasattr(obj, "__cuda_array_interface__"):
+        try:
+            memoryview(obj)
+            return False
+        except TypeError:
+            return True
+    return False
 
 
 def _contiguous(shape, strides, itemsize):
@@ -94,6 +179,8 @@ def _cai_view(obj):
     if kind == "V" and descr is not None and len(descr) > 1:
         _warnings.warn(f"__cuda_array_interface__: typestr {typestr!r} with {len(descr)} fields "
                        "in descr: the buffer is read as bytes", RuntimeWarning, stacklevel=4)
+    if not _host_memory(addr, n * itemsize):
+        raise BufferError("__cuda_array_interface__: the memory is not host memory of this process")
     return _raw_view(addr, n * itemsize, bool(readonly), char, obj)
 
 
@@ -131,19 +218,21 @@ _USED = {b"dltensor": b"used_dltensor", b"dltensor_versioned": b"used_dltensor_v
 
 
 def _dlpack_view(obj):
-    """The view of a DLPack exporter of CPU memory. Its capsule is consumed
+    """The view of a DLPack exporter of host memory (a CPU device, or any
+    device whose pointer is host memory of this process). Its capsule is consumed
     as the protocol asks (renamed "used_..."); the tensor's deleter runs
     when the view goes (the view keeps the exporter and the capsule
     alive until then)."""
     device = obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__") else (_kDLCPU, 0)
     device_type, device_id = device
     device_type, device_id = _operator.index(device_type), _operator.index(device_id)
-    if device_type not in (_kDLCPU, _kDLCUDAHost):
-        raise BufferError(f"dlpack: device type {device_type} is not host memory")
+    # mpi4py's stream: none for host memory, -1 (no synchronisation) for
+    # a device's.
+    stream = None if device_type in (_kDLCPU, _kDLCUDAHost) else -1
     try:
-        capsule = obj.__dlpack__(stream=None, max_version=(1, 0))
+        capsule = obj.__dlpack__(stream=stream, max_version=(1, 0))
     except TypeError:
-        capsule = obj.__dlpack__(stream=None)
+        capsule = obj.__dlpack__(stream=stream)
     name = next((n for n in _USED if capsule is not None and _api.PyCapsule_IsValid(capsule, n)), None)
     if name is None:
         raise BufferError("dlpack: expecting a DLPack capsule (not used before)")
@@ -180,13 +269,20 @@ def _dlpack_view(obj):
         n *= s
     kind = {0: "i", 1: "u", 2: "f"}.get(t.code) if t.lanes == 1 else None
     char = _TYPESTR.get(f"{kind}{itemsize}", "B") if kind else "B"  # else: bytes
+    addr = (t.data or 0) + t.byte_offset
+    # Memory an exporter calls device memory is read where it is when it
+    # is host memory of this process (as mpi4py hands any DLPack pointer
+    # to MPI), refused otherwise: SPERLI reads host memory only.
+    if device_type not in (_kDLCPU, _kDLCUDAHost) and \
+            not _host_memory(addr, n * itemsize):
+        raise BufferError(f"dlpack: device type {device_type}: the memory is not host memory")
     _api.PyCapsule_SetName(capsule, _USED[name])
 
     def release(capsule=capsule, managed=managed, deleter=deleter):
         if deleter:
             _DELETER(deleter)(managed)
 
-    return _raw_view((t.data or 0) + t.byte_offset, n * itemsize, readonly, char, obj, release)
+    return _raw_view(addr, n * itemsize, readonly, char, obj, release)
 
 
 def _view(obj):
@@ -253,6 +349,16 @@ class buffer:
             self._mv = _view(obj)
         self._mv = self._mv.cast("B") if self._mv.format != "B" or self._mv.ndim != 1 else self._mv
         self._obj = obj
+        # As mpi4py's: the bytes of memory its exporter calls device memory
+        # are not read or written through the buffer object.
+        self._on_device = obj._on_device if isinstance(obj, buffer) else _device(obj)
+
+    _on_device = False
+
+    def _host_view(self):
+        if self._on_device:
+            raise BufferError("the buffer's exporter says it is device memory")
+        return self._view()
 
     def _view(self):
         if self._mv is None:
@@ -295,12 +401,12 @@ class buffer:
 
     def cast(self, format, shape=None):
         """A memoryview of its bytes as `format` (and `shape`)."""
-        v = self._view()
+        v = self._host_view()
         return v.cast(format) if shape is None else v.cast(format, shape)
 
     def tobytes(self, order=None):
         """Its bytes."""
-        return self._view().tobytes()
+        return self._host_view().tobytes()
 
     def toreadonly(self):
         """A read-only buffer of the same memory."""
@@ -318,11 +424,11 @@ class buffer:
         return self._view().nbytes
 
     def __getitem__(self, i):
-        r = self._view()[i]
+        r = self._host_view()[i]
         return buffer(r) if isinstance(r, memoryview) else r
 
     def __setitem__(self, i, v):
-        self._view()[i] = v._view() if isinstance(v, buffer) else v
+        self._host_view()[i] = v._view() if isinstance(v, buffer) else v
 
     def __buffer__(self, flags):  # Python >= 3.12
         return self._view()

@@ -13,6 +13,7 @@ from .handles import _Handled, _reduce
 from .info import Info
 from .p2p import _PointToPoint
 from .requests import _done
+from . import topo as _topo
 
 
 class _Handle:
@@ -48,6 +49,15 @@ class Comm(_Handled, _AttrMixin, _PointToPoint, _Collectives):
 
     def _key(self):
         return self._h  # compared by identity (a _Handle has no __eq__)
+
+    @classmethod
+    def fromhandle(cls, handle):
+        """A new object for the handle; `Comm.fromhandle` (`f2py`) of a
+        Cartesian communicator's handle is a Cartcomm, as mpi4py's."""
+        obj = super().fromhandle(handle)
+        if cls in (Comm, Intracomm) and obj._h is not None and obj._h.topo is not None:
+            return Cartcomm(obj)
+        return obj
 
     def _null(self):
         self._h = None
@@ -202,6 +212,7 @@ class Comm(_Handled, _AttrMixin, _PointToPoint, _Collectives):
         """A new communicator of the same ranks (attributes copied)."""
         h = self._handle()
         new = self._new(h.c.Dup(), h.members)
+        new._h.topo = h.topo
         try:
             self._copy_attrs(new)
         except BaseException:
@@ -308,12 +319,20 @@ class Comm(_Handled, _AttrMixin, _PointToPoint, _Collectives):
         """Not offered here: Intracomm.Create_intercomm makes one."""
         raise NotImplementedError("spawned jobs and ports are not offered by sperli")
 
-    def Create_cart(self, *args, **kwargs):
-        """Not offered: topologies."""
-        raise NotImplementedError("process topologies are not offered by sperli")
+    def Create_cart(self, dims, periods=None, reorder=False):
+        """A Cartesian grid on the first ranks (collective; topo.py);
+        COMM_NULL beyond its places."""
+        return _topo._create_cart(self, dims, periods, reorder)
 
-    Create_graph = Create_dist_graph = Create_dist_graph_adjacent = Create_cart
-    Cart_map = Graph_map = Create_cart
+    def Cart_map(self, dims, periods=None):
+        """This rank's place in such a grid (UNDEFINED beyond it)."""
+        return _topo._cart_map(self, dims, periods)
+
+    def Create_graph(self, *args, **kwargs):
+        """Not offered: graph topologies."""
+        raise NotImplementedError("graph topologies are not offered by sperli")
+
+    Create_dist_graph = Create_dist_graph_adjacent = Graph_map = Create_graph
     Spawn = Spawn_multiple = Accept = Connect = Create_intercomm
 
     @classmethod
@@ -337,16 +356,23 @@ class Intracomm(Comm):
 
 
 class Topocomm(Intracomm):
-    """Topologies: not offered."""
+    """A communicator with a topology: `Topocomm(comm)` of a Cartcomm is a
+    new object for it; of another, TypeError (as mpi4py)."""
+
+    _kind = None
 
     def __new__(cls, comm=None):
-        if comm is None:
-            return object.__new__(cls)
-        raise NotImplementedError("process topologies are not offered by sperli")
+        if comm is not None and isinstance(comm, Comm) and comm._h is not None:
+            topo = comm._handle().topo
+            if cls._kind is None or topo is None or topo[0] != cls._kind:
+                raise TypeError(f"expecting a {cls.__name__} communicator")
+        return super().__new__(cls, comm)
 
 
-class Cartcomm(Topocomm):
-    """Cartesian topologies: not offered."""
+class Cartcomm(_topo._Cart, Topocomm):
+    """A Cartesian topology (topo.py)."""
+
+    _kind = "cart"
 
 
 class Graphcomm(Topocomm):

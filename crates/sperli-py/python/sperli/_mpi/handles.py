@@ -27,7 +27,9 @@ class _HandleModel:
             return 0
         ident = self._ident()
         h = _HANDLE_OF.get(ident)
-        if h is None:
+        # A number whose object no longer names this handle was another
+        # handle's, freed, whose key had the same id(): a new number.
+        if h is None or _HANDLES[h]._key() is not self._key():
             h = _HANDLE_OF[ident] = len(_HANDLES) + 1
             _HANDLES[h] = self
         return h
