@@ -50,15 +50,6 @@ class Comm(_Handled, _AttrMixin, _PointToPoint, _Collectives):
     def _key(self):
         return self._h  # compared by identity (a _Handle has no __eq__)
 
-    @classmethod
-    def fromhandle(cls, handle):
-        """A new object for the handle; `Comm.fromhandle` (`f2py`) of a
-        Cartesian communicator's handle is a Cartcomm, as mpi4py's."""
-        obj = super().fromhandle(handle)
-        if cls in (Comm, Intracomm) and obj._h is not None and obj._h.topo is not None:
-            return Cartcomm(obj)
-        return obj
-
     def _null(self):
         self._h = None
 
@@ -105,13 +96,17 @@ class Comm(_Handled, _AttrMixin, _PointToPoint, _Collectives):
 
     @classmethod
     def fromhandle(cls, handle):
-        """A new object for the handle `handle` (an Intercomm for an
-        intercommunicator's, asked of Comm)."""
+        """A new object for the handle `handle`; asked of Comm (`f2py`), an
+        Intercomm for an intercommunicator's, and asked of Comm or
+        Intracomm a Cartcomm for a Cartesian communicator's, as mpi4py's."""
         from .handles import _HANDLES
         from .intercomm import Intercomm
         if cls is Comm and isinstance(_HANDLES.get(handle), Intercomm):
             cls = Intercomm
-        return super(Comm, cls).fromhandle.__func__(cls, handle)
+        obj = super(Comm, cls).fromhandle.__func__(cls, handle)
+        if cls in (Comm, Intracomm) and obj._h is not None and obj._h.topo is not None:
+            return Cartcomm(obj)
+        return obj
 
     def _peer_size(self):
         """The number of ranks point-to-point calls name (an
