@@ -100,6 +100,11 @@ if s == MPI.COMM_NULL:
 else:
     assert s.allgather(me) == want
     s.Free()
+# One host: COMM_TYPE_SHARED keeps both groups whole; UNDEFINED: COMM_NULL.
+h = ic.Split_type(MPI.COMM_TYPE_SHARED)
+assert type(h) is MPI.Intercomm and h.allgather(me) == theirs
+h.Free()
+assert ic.Split_type(MPI.UNDEFINED) == MPI.COMM_NULL
 for c in (merged, d, ic, local):
     c.Free()
 world.Barrier()

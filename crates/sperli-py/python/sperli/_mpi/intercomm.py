@@ -102,12 +102,21 @@ class Intercomm(Comm):
         return Intercomm() if c is None else Intercomm._made(self, c)
 
     def Split_type(self, split_type, key=0, info=None):
-        """UNDEFINED: COMM_NULL; the other types are not offered on an
-        intercommunicator."""
+        """COMM_TYPE_SHARED (as every type but UNDEFINED, as
+        Intracomm.Split_type): the ranks of each host (by processor name) in
+        each group, against the other group's ranks of that host (a Split
+        whose color is the host's place among the names of both groups,
+        which two allgathers across give every rank alike); UNDEFINED:
+        COMM_NULL."""
         self._handle()
         if split_type == UNDEFINED:
             return self.Split(UNDEFINED, key)
-        raise NotImplementedError("Split_type on an intercommunicator is not offered by sperli")
+        from .environment import Get_processor_name
+        me = Get_processor_name()
+        remote = self.allgather(me)  # the other group's names
+        local = self.allgather(remote)[0]  # ours, as the other group saw them
+        hosts = sorted(set(local) | set(remote))
+        return self.Split(hosts.index(me), key)
 
     @classmethod
     def Create_from_groups(cls, *args, **kwargs):
