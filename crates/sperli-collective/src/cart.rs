@@ -193,7 +193,14 @@ impl<L: Peers> Comm<L> {
         reorder: bool,
     ) -> Result<Option<Cartcomm<L>>, MpiError> {
         let _ = reorder;
-        let grid = Grid::new(dims, periods)?;
+        // A grid's own check knows no size: an extent 0 names this one's.
+        let grid = Grid::new(dims, periods).map_err(|e| match e {
+            MpiError::GridSize { places, .. } => MpiError::GridSize {
+                places,
+                size: self.size(),
+            },
+            e => e,
+        })?;
         let n = places(dims, self.size())?;
         let inside = u64::from(self.rank()) < n;
         let sub = self.split(inside.then_some(0), self.rank() as i32)?;
