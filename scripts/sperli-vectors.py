@@ -2180,6 +2180,10 @@ def membership_header_verdict(features, t, got, current):
         return "accept" if got == 0 else "reject H1610 membership_epoch"
     if t == 1:
         return "accept" if got == 0 else "reject H1610 membership_epoch"
+    if t in (4, 5, 11):
+        # HEARTBEAT, ABORT, BYE: frames of the connection, any epoch up to
+        # the current one, 0 included (section 18.2).
+        return "accept" if got <= current else "reject H1610 membership_epoch"
     if got == 0 or got > current:
         return "reject H1610 membership_epoch"
     if got < current:

@@ -95,6 +95,7 @@ mod tests {
             incarnation: 1,
             size: 2,
             features: crate::limits::FEATURE_V1_CORE,
+            membership_epoch: 0,
         };
         let h = FrameHeader::new(FrameType::Data, job, 0, 1, 1).with_tag(4);
         let f = encode_frame(h, &Payload::Data(Data(b"hi")));

@@ -28,6 +28,9 @@ pub enum FrameType {
     Resume = 10,
     /// 11: orderly goodbye.
     Bye = 11,
+    /// 12: RECOVER (revoke, or a MEMBERSHIP record), only in a job with
+    /// HELLO feature bit 5 (protocol §18.2, §18.5); not in [`FrameType::ALL`].
+    Recover = 12,
 }
 
 impl FrameType {
@@ -46,9 +49,19 @@ impl FrameType {
         FrameType::Bye,
     ];
 
-    /// The type for a code, if valid.
+    /// The v1 type for a code, if valid (protocol §6.2 check 2: 1..=11).
     pub fn from_code(code: u8) -> Option<Self> {
         Self::ALL.get(usize::from(code).checked_sub(1)?).copied()
+    }
+
+    /// The type for a code in a job that negotiated the HELLO `features`:
+    /// 1..=11, and 12 (RECOVER) with feature bit 5 (protocol §18.2 check 2).
+    pub fn from_code_with(code: u8, features: u64) -> Option<Self> {
+        if code == FrameType::Recover as u8 && features & crate::recovery::FEATURE_MEMBERSHIP != 0
+        {
+            return Some(FrameType::Recover);
+        }
+        Self::from_code(code)
     }
 
     /// The wire code.
@@ -70,12 +83,16 @@ impl FrameType {
             FrameType::CkptCommit => "CKPT_COMMIT",
             FrameType::Resume => "RESUME",
             FrameType::Bye => "BYE",
+            FrameType::Recover => "RECOVER",
         }
     }
 
     /// The type with this name, if any.
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.name() == name)
+        Self::ALL
+            .into_iter()
+            .chain([FrameType::Recover])
+            .find(|t| t.name() == name)
     }
 
     /// Whether the header epoch must be >= 1 (checkpoint frames), may be
@@ -106,6 +123,12 @@ mod tests {
     fn codes() {
         assert_eq!(FrameType::from_code(0), None);
         assert_eq!(FrameType::from_code(12), None);
+        assert_eq!(FrameType::from_code_with(12, 1), None);
+        assert_eq!(
+            FrameType::from_code_with(12, 1 | crate::recovery::FEATURE_MEMBERSHIP),
+            Some(FrameType::Recover)
+        );
+        assert_eq!(FrameType::from_name("RECOVER"), Some(FrameType::Recover));
         for t in FrameType::ALL {
             assert_eq!(FrameType::from_code(t.code()), Some(t));
             assert_eq!(FrameType::from_name(t.name()), Some(t));

@@ -8,6 +8,8 @@ use crate::codec::{PutLe, Reader};
 use crate::error::FrameError;
 use crate::frame_type::FrameType;
 use crate::ids::JobId;
+use crate::recovery::header::{check_membership_epoch, EpochVerdict};
+use crate::recovery::FEATURE_MEMBERSHIP;
 use crate::limits::{
     commit_file_len, FEATURE_COMMUNICATORS, HEADER_LEN, MAX_ABORT_MESSAGE, MAX_CKPT_CHUNK,
     MAX_COMMUNICATOR_ID, MAX_PAYLOAD, MAX_USER_TAG,
@@ -85,13 +87,16 @@ impl RawHeader {
     }
 }
 
-/// A header that passed [`check`]: flags, service and membership epoch are 0.
+/// A header that passed [`check`]: flags and service are 0, and so is the
+/// membership epoch unless the job has HELLO feature bit 5 (protocol §18.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameHeader {
     /// Payload bytes.
     pub length: u32,
     /// Frame type.
     pub frame_type: FrameType,
+    /// The sender's membership epoch (protocol §18.2); 0 in v1.
+    pub membership_epoch: u32,
     /// Job id.
     pub job_id: JobId,
     /// Source rank.
@@ -118,6 +123,7 @@ impl FrameHeader {
         Self {
             length: 0,
             frame_type,
+            membership_epoch: 0,
             job_id,
             source,
             target,
@@ -139,6 +145,12 @@ impl FrameHeader {
         self
     }
 
+    /// The same header with another membership epoch (protocol §18.2).
+    pub fn with_membership_epoch(mut self, membership_epoch: u32) -> Self {
+        self.membership_epoch = membership_epoch;
+        self
+    }
+
     /// The wire fields.
     pub fn to_raw(&self) -> RawHeader {
         RawHeader {
@@ -146,7 +158,7 @@ impl FrameHeader {
             frame_type: self.frame_type.code(),
             flags: 0,
             service: 0,
-            membership_epoch: 0,
+            membership_epoch: self.membership_epoch,
             job_id: self.job_id,
             source: self.source,
             target: self.target,
@@ -178,9 +190,13 @@ pub struct Receiver {
     /// The HELLO feature bits the job negotiated, as the receiver knows
     /// them (protocol §6.2 checks 12 and 13, §7.1.1): bit 2 lets a
     /// COLLECTIVE frame carry a communicator id in its tag (§15.2), bit 1
-    /// the pipelined payloads (§14.2). [`crate::limits::FEATURE_V1_CORE`]
-    /// for a v1 job.
+    /// the pipelined payloads (§14.2), bit 5 the membership epochs and
+    /// type 12 (§18.2). [`crate::limits::FEATURE_V1_CORE`] for a v1 job.
     pub features: u64,
+    /// The receiver's current membership epoch (protocol §18.2), judged
+    /// only with bit 5 in `features` (0 otherwise). With bit 5,
+    /// `incarnation` is `inc[peer_rank]` of that membership.
+    pub membership_epoch: u32,
 }
 
 /// The answer of [`check`].
@@ -224,6 +240,8 @@ pub fn payload_length_rule(t: FrameType, size: u32) -> (u32, u32) {
         FrameType::Resume => (8, MAX_PAYLOAD),
         // "= 0"
         FrameType::Bye => (0, 0),
+        // Protocol §18.2: "type 12 has ... a payload length of at least 8".
+        FrameType::Recover => (8, MAX_PAYLOAD),
     }
 }
 
@@ -238,7 +256,8 @@ pub fn payload_length_rule(t: FrameType, size: u32) -> (u32, u32) {
 /// use sperli_wire::header::{check, FrameHeader, Receiver, Verdict};
 /// use sperli_wire::{FrameType, JobId};
 /// let job = JobId([1; 16]);
-/// let rx = Receiver { job_id: job, own_rank: 1, peer_rank: 0, incarnation: 1, size: 2, features: 1 };
+/// let rx = Receiver { job_id: job, own_rank: 1, peer_rank: 0, incarnation: 1, size: 2,
+///     features: 1, membership_epoch: 0 };
 /// let h = FrameHeader::new(FrameType::Data, job, 0, 1, 1).with_tag(5);
 /// assert!(matches!(check(&h.to_bytes(), &rx), Verdict::Accept(_)));
 /// let old = FrameHeader { length: 9, ..FrameHeader::new(FrameType::Data, job, 0, 1, 0) };
@@ -261,18 +280,33 @@ fn judge(h: &RawHeader, rx: &Receiver) -> Result<Option<FrameHeader>, FrameError
             got: h.length,
         });
     }
-    // Check 2, type: fails when "type = 0 or type > 11" (protocol §6.2).
-    let frame_type =
-        FrameType::from_code(h.frame_type).ok_or(FrameError::UnknownType { got: h.frame_type })?;
+    // Check 2, type: fails when "type = 0 or type > 11" (protocol §6.2);
+    // with feature bit 5 "type = 0 or type > 12" (protocol §18.2).
+    let frame_type = FrameType::from_code_with(h.frame_type, rx.features)
+        .ok_or(FrameError::UnknownType { got: h.frame_type })?;
+    let bit5 = rx.features & FEATURE_MEMBERSHIP != 0;
     // Checks 3-5: fails when "flags ≠ 0", "service ≠ 0", "membership_epoch
     // ≠ 0" (protocol §6.2; reserved for later versions, protocol §11).
+    // With bit 5 check 5 is protocol §18.2's.
     for (field, got) in [
         ("flags", u64::from(h.flags)),
         ("service", u64::from(h.service)),
         ("membership_epoch", u64::from(h.membership_epoch)),
     ] {
-        if got != 0 {
+        if got != 0 && !(bit5 && field == "membership_epoch") {
             return Err(FrameError::ReservedField { field, got });
+        }
+    }
+    if bit5 {
+        match check_membership_epoch(h.frame_type, h.membership_epoch, rx.membership_epoch) {
+            Ok(EpochVerdict::Discard) => return Ok(None),
+            Ok(EpochVerdict::Pass | EpochVerdict::Older) => {}
+            Err(_) => {
+                return Err(FrameError::MembershipEpoch {
+                    current: rx.membership_epoch,
+                    got: h.membership_epoch,
+                })
+            }
         }
     }
     // Check 6, job: fails when "job_id ≠ the receiver's job id" (protocol §6.2).
@@ -353,6 +387,7 @@ fn judge(h: &RawHeader, rx: &Receiver) -> Result<Option<FrameHeader>, FrameError
     Ok(Some(FrameHeader {
         length: h.length,
         frame_type,
+        membership_epoch: h.membership_epoch,
         job_id: h.job_id,
         source: h.source,
         target: h.target,
@@ -369,6 +404,7 @@ pub fn check_name(e: &FrameError) -> &'static str {
         FrameError::TooLong { .. } => "length",
         FrameError::UnknownType { .. } => "type",
         FrameError::ReservedField { field, .. } => field,
+        FrameError::MembershipEpoch { .. } => "membership_epoch",
         FrameError::WrongJob { .. } => "job",
         FrameError::WrongSource { .. } => "source",
         FrameError::WrongTarget { .. } => "target",
@@ -393,6 +429,7 @@ mod tests {
         incarnation: 3,
         size: 4,
         features: crate::limits::FEATURE_V1_CORE,
+        membership_epoch: 0,
     };
 
     fn raw(t: FrameType) -> RawHeader {
@@ -513,6 +550,7 @@ mod tests {
         }
         let rx = Receiver {
             features: FEATURES_IMPLEMENTED,
+            membership_epoch: 0,
             ..RX
         };
         assert!(matches!(check(&h.to_bytes(), &rx), Verdict::Accept(a) if a.tag == 5));
@@ -528,6 +566,47 @@ mod tests {
             check(&b.to_bytes(), &rx),
             Verdict::Reject(FrameError::NonZeroTag { .. })
         ));
+    }
+
+    #[test]
+    fn membership_epochs_only_with_bit_5() {
+        // Protocol §18.2: type 12 and a membership epoch only with bit 5.
+        let bit5 = Receiver {
+            features: crate::limits::FEATURE_V1_CORE | FEATURE_MEMBERSHIP,
+            membership_epoch: 3,
+            ..RX
+        };
+        let judge = |t: u8, m: u32, rx: &Receiver| {
+            let mut h = raw(FrameType::Data);
+            h.frame_type = t;
+            h.membership_epoch = m;
+            h.length = 8;
+            check(&h.to_bytes(), rx)
+        };
+        assert!(matches!(judge(12, 3, &RX), Verdict::Reject(FrameError::UnknownType { got: 12 })));
+        assert!(matches!(judge(2, 1, &RX), Verdict::Reject(FrameError::ReservedField { .. })));
+        match judge(12, 3, &bit5) {
+            Verdict::Accept(h) => {
+                assert_eq!((h.frame_type, h.membership_epoch), (FrameType::Recover, 3))
+            }
+            v => panic!("{v:?}"),
+        }
+        // An older RECOVER is read (its payload is judged); an older DATA dropped.
+        assert!(matches!(judge(12, 2, &bit5), Verdict::Accept(_)));
+        assert_eq!(judge(2, 2, &bit5), Verdict::Discard { length: 8 });
+        for (t, m) in [(2, 4), (2, 0), (12, 0), (13, 3)] {
+            assert!(matches!(judge(t, m, &bit5), Verdict::Reject(_)), "{t} {m}");
+        }
+        // HEARTBEAT: any epoch up to the current one, 0 included.
+        let hb = |m: u32| {
+            let mut h = raw(FrameType::Heartbeat);
+            h.membership_epoch = m;
+            h.length = 8;
+            check(&h.to_bytes(), &bit5)
+        };
+        assert!(matches!(hb(0), Verdict::Accept(_)));
+        assert!(matches!(hb(3), Verdict::Accept(_)));
+        assert!(matches!(hb(4), Verdict::Reject(FrameError::MembershipEpoch { current: 3, got: 4 })));
     }
 
     #[test]

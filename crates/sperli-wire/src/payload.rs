@@ -42,6 +42,10 @@ pub enum Payload<'a> {
     Resume(Resume<'a>),
     /// BYE (11).
     Bye(Bye),
+    /// RECOVER (12, feature bit 5): the payload's bytes, which the
+    /// receiver decodes with [`crate::recovery::RecoverPayload::decode`]
+    /// (its checks need the job's size and the sender, protocol §18.5).
+    Recover(&'a [u8]),
 }
 
 impl<'a> Payload<'a> {
@@ -112,6 +116,7 @@ impl<'a> Payload<'a> {
             FrameType::CkptCommit => Payload::CkptCommit(CommitFile::decode(bytes).map_err(wrap)?),
             FrameType::Resume => Payload::Resume(Resume::decode(bytes).map_err(wrap)?),
             FrameType::Bye => Payload::Bye(Bye::decode(bytes).map_err(wrap)?),
+            FrameType::Recover => Payload::Recover(bytes),
         })
     }
 
@@ -129,6 +134,7 @@ impl<'a> Payload<'a> {
             Payload::CkptCommit(_) => FrameType::CkptCommit,
             Payload::Resume(_) => FrameType::Resume,
             Payload::Bye(_) => FrameType::Bye,
+            Payload::Recover(_) => FrameType::Recover,
         }
     }
 
@@ -146,6 +152,7 @@ impl<'a> Payload<'a> {
             Payload::CkptCommit(p) => p.encode(out),
             Payload::Resume(p) => p.encode(out),
             Payload::Bye(p) => p.encode(out),
+            Payload::Recover(p) => out.extend_from_slice(p),
         }
     }
 }

@@ -115,6 +115,8 @@ pub fn payload(p: &Payload<'_>) -> String {
             v
         }
         Payload::Bye(_) => vec![],
+        // Rendered by the recover-payload entries (protocol §18.10).
+        Payload::Recover(bytes) => vec![format!("payload={}", hex::encode(bytes))],
     };
     v.join(" ")
 }

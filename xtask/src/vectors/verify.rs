@@ -185,6 +185,7 @@ fn frame(e: Entry) -> Result<Entry, String> {
         incarnation: num(rx_line, "incarnation")?,
         size: num(rx_line, "size")?,
         features,
+        membership_epoch: 0,
     };
     let b = bytes_of(&e, "bytes")?;
     if b.len() < HEADER_LEN {

@@ -171,6 +171,7 @@ impl Endpoint {
             job_public_key: desc.job_public_key.clone(),
             refused,
             features: settings.features | FEATURE_V1_CORE,
+            membership: Arc::default(),
         });
         // Protocol §5.1 step 1: the rank "listens on its own port ... before
         // anything else". Peers that start earlier dial at once; a port not

@@ -83,6 +83,11 @@ pub trait FrameSink {
     fn features(&self) -> Option<u64> {
         None
     }
+    /// The receiver's current membership epoch, judged with feature bit 5
+    /// (protocol §18.2). Default: 1, the epoch set-up makes.
+    fn membership_epoch(&self) -> u32 {
+        1
+    }
     /// Asked after each complete frame: true stops the feed right there,
     /// at the frame boundary ([`FrameReader::feed`] returns how much it
     /// took), so what the frame completed can act before the next header
@@ -213,6 +218,7 @@ impl FrameReader {
                     let features = sink.features().unwrap_or(self.rx.features);
                     let rx = Receiver {
                         features,
+                        membership_epoch: sink.membership_epoch(),
                         ..self.rx
                     };
                     match check(&self.head, &rx) {
@@ -343,6 +349,7 @@ mod tests {
             incarnation: 2,
             size: 3,
             features: sperli_wire::limits::FEATURE_V1_CORE,
+            membership_epoch: 0,
         }
     }
 

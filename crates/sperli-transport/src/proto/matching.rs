@@ -198,7 +198,8 @@ impl Matching {
             Incoming::Data { tag, payload } => return self.handle_data(from, tag, payload),
             Incoming::Collective { tag, payload } => self.collective[f].push_back((tag, payload)),
             Incoming::Checkpoint(h, p) => self.ckpt[f].push_back((h, p)),
-            Incoming::Bye | Incoming::Authenticated { .. } => {}
+            // RECOVER frames go to the rank's recovery, not here (protocol §18.5).
+            Incoming::Bye | Incoming::Authenticated { .. } | Incoming::Recover { .. } => {}
         }
         Ok(())
     }

@@ -32,6 +32,16 @@ pub enum FrameError {
         /// Its value.
         got: u64,
     },
+    /// With feature bit 5: a `membership_epoch` newer than the receiver's
+    /// current one, or 0 on a frame that must carry one (protocol §18.2
+    /// check 5).
+    #[error("membership_epoch {got} does not fit the receiver's current epoch {current}")]
+    MembershipEpoch {
+        /// The receiver's current epoch.
+        current: u32,
+        /// The frame's.
+        got: u32,
+    },
     /// Another job's id.
     #[error("job id {got} is not this job's {expected}")]
     WrongJob {

@@ -19,9 +19,12 @@ pub enum EpochVerdict {
 }
 
 /// Check 5 with bit 5 (protocol §18.2) for a frame of type `type_byte`:
-/// HELLO carries 0; every other frame the sender's epoch, ≥ 1: higher than
-/// `current` is rejected, lower discarded, except a RECOVER frame (type
-/// 12), which goes on to be judged by its payload ([`EpochVerdict::Older`]).
+/// HELLO carries 0; HEARTBEAT, ABORT and BYE (frames of the connection,
+/// not of a membership) pass with any epoch up to `current`, 0 included
+/// (sent before their sender's set-up ended); every other frame carries
+/// the sender's epoch, ≥ 1: higher than `current` is rejected, lower
+/// discarded, except a RECOVER frame (type 12), which goes on to be judged
+/// by its payload ([`EpochVerdict::Older`]).
 pub fn check_membership_epoch(
     type_byte: u8,
     got: u32,
@@ -29,8 +32,12 @@ pub fn check_membership_epoch(
 ) -> Result<EpochVerdict, RecoveryError> {
     let reject = Err(RecoveryError::HeaderEpoch { current, got });
     let hello = type_byte == FrameType::Hello as u8;
+    let connection = [FrameType::Heartbeat, FrameType::Abort, FrameType::Bye]
+        .iter()
+        .any(|t| *t as u8 == type_byte);
     match (hello, got) {
         (true, 0) => Ok(EpochVerdict::Pass),
+        (false, g) if connection && g <= current => Ok(EpochVerdict::Pass),
         (true, _) | (false, 0) => reject,
         (false, g) if g > current => reject,
         (false, g) if g < current && type_byte == RECOVER_FRAME_TYPE => Ok(EpochVerdict::Older),
@@ -96,6 +103,13 @@ mod tests {
             Ok(EpochVerdict::Older)
         );
         assert_eq!(check_membership_epoch(data, 3, 3), Ok(EpochVerdict::Pass));
+        let (heartbeat, abort, bye) = (4, 5, 11);
+        for t in [heartbeat, abort, bye] {
+            for got in [0, 2, 3] {
+                assert_eq!(check_membership_epoch(t, got, 3), Ok(EpochVerdict::Pass));
+            }
+            assert!(check_membership_epoch(t, 4, 3).is_err());
+        }
         let e = check_membership_epoch(recover, 4, 3).unwrap_err();
         assert_eq!(e.check_name(), "membership_epoch");
     }

@@ -1,6 +1,9 @@
 //! What every connection of one rank knows about its job, and the check
 //! of a peer's join token (protocol §7.1.2).
 
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+
 use sperli_tls::composite_sig::PublicKey;
 use sperli_tls::join_token::{self, TokenExpectation};
 use sperli_wire::error::{AuthError, TokenError};
@@ -29,12 +32,65 @@ pub struct JobContext {
     /// The feature bits this rank announces in its HELLO (bit 0 always
     /// set; protocol §7.1.1).
     pub features: u64,
+    /// The rank's membership epoch (feature bit 5, protocol §18.2).
+    pub membership: Arc<MembershipEpoch>,
+}
+
+/// A rank's current membership epoch (protocol §18.1, §18.2), which its
+/// frames carry once its set-up ended with feature bit 5 in the job.
+#[derive(Debug)]
+pub struct MembershipEpoch {
+    carried: AtomicBool,
+    epoch: AtomicU32,
+}
+
+impl Default for MembershipEpoch {
+    /// Epoch 1, the membership set-up makes (protocol §18.1), not carried yet.
+    fn default() -> Self {
+        Self {
+            carried: AtomicBool::new(false),
+            epoch: AtomicU32::new(1),
+        }
+    }
+}
+
+impl MembershipEpoch {
+    /// The current epoch (≥ 1), as a receiver judges frames with bit 5.
+    pub fn current(&self) -> u32 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// What this rank's frames carry: the current epoch once set-up ended
+    /// with bit 5 in the job, else 0 (protocol §18.2; v1: 0).
+    pub fn carried(&self) -> u32 {
+        if self.carried.load(Ordering::SeqCst) {
+            self.current()
+        } else {
+            0
+        }
+    }
+
+    /// Set-up ended with bit 5 in the job: frames carry the epoch from now on.
+    pub fn start_carrying(&self) {
+        self.carried.store(true, Ordering::SeqCst);
+    }
+
+    /// A MEMBERSHIP record of `epoch` was applied (protocol §18.3).
+    pub fn advance(&self, epoch: u32) {
+        self.epoch.fetch_max(epoch, Ordering::SeqCst);
+    }
 }
 
 impl JobContext {
-    /// A header of `t` from this rank to `peer`.
+    /// A header of `t` from this rank to `peer`, with the membership epoch
+    /// this rank's frames carry (HELLO: 0, protocol §18.2).
     pub fn header(&self, t: FrameType, peer: u32) -> FrameHeader {
-        FrameHeader::new(t, self.job_id, self.rank, peer, self.incarnation)
+        let m = if t == FrameType::Hello {
+            0
+        } else {
+            self.membership.carried()
+        };
+        FrameHeader::new(t, self.job_id, self.rank, peer, self.incarnation).with_membership_epoch(m)
     }
 }
 

@@ -31,7 +31,7 @@ use sperli_wire::{Error, FrameType};
 use crate::pool::BufPool;
 use crate::proto::frame_reader::FrameReader;
 
-pub use context::{verify_token, JobContext};
+pub use context::{verify_token, JobContext, MembershipEpoch};
 pub use outgoing::Outgoing;
 pub use receive::Fed;
 
@@ -81,6 +81,14 @@ pub enum Incoming {
     Checkpoint(FrameHeader, Vec<u8>),
     /// The peer said BYE.
     Bye,
+    /// A RECOVER frame (feature bit 5, protocol §18.5): its header's
+    /// membership epoch and its payload, not yet decoded.
+    Recover {
+        /// The header's `membership_epoch`.
+        membership_epoch: u32,
+        /// The payload.
+        payload: Vec<u8>,
+    },
 }
 
 /// Where a connection delivers what it accepts.
@@ -159,6 +167,7 @@ impl Connection {
             incarnation: ctx.incarnation,
             size: ctx.size,
             features,
+            membership_epoch: 0,
         };
         Self {
             ctx,

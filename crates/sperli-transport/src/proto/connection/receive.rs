@@ -103,6 +103,7 @@ impl Connection {
             incarnation: self.ctx.incarnation,
             size: self.ctx.size,
             features: self.features,
+            membership_epoch: self.ctx.membership.current(),
         }
     }
 
@@ -214,6 +215,14 @@ impl Connection {
                 out.incoming(Incoming::Bye);
                 Ok(())
             }
+            FrameType::Recover => {
+                // Protocol §18.5: decoded and judged by the rank's recovery.
+                out.incoming(Incoming::Recover {
+                    membership_epoch: f.header.membership_epoch,
+                    payload: f.payload,
+                });
+                Ok(())
+            }
             FrameType::CkptBegin
             | FrameType::CkptData
             | FrameType::CkptAck
@@ -317,5 +326,9 @@ impl FrameSink for Judge<'_> {
 
     fn features(&self) -> Option<u64> {
         Some(self.conn.features)
+    }
+
+    fn membership_epoch(&self) -> u32 {
+        self.conn.ctx.membership.current()
     }
 }

@@ -36,6 +36,7 @@ fn ctx_of(plan: &JobPlan, rank: u32) -> Arc<JobContext> {
         job_public_key: d.job_public_key,
         refused: RefusedHosts::builtin(),
         features: sperli_wire::limits::FEATURE_V1_CORE,
+        membership: Arc::default(),
     })
 }
 
@@ -623,6 +624,7 @@ fn vectors_file_frames() {
             refused: RefusedHosts::builtin(),
             // The job's negotiated features (protocol §6.2 checks 12, 13).
             features,
+            membership: Arc::default(),
         });
         let bytes: Vec<u8> = (0..fields["bytes"].len() / 2)
             .map(|i| u8::from_str_radix(&fields["bytes"][2 * i..2 * i + 2], 16).unwrap())

@@ -13,7 +13,7 @@ use super::JOIN_WINDOW_MS;
 /// Verifies a record's CompositeSig (protocol §18.3 check 16): given the
 /// signed bytes and the signature, true when it verifies with the job
 /// public key and context `SPERLI-MEMBER-1`.
-pub type Verifier = Box<dyn Fn(&[u8], &[u8]) -> bool>;
+pub type Verifier = Box<dyn Fn(&[u8], &[u8]) -> bool + Send>;
 
 /// What the rank is doing (protocol §18.6).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,7 +123,7 @@ pub struct RankRecovery {
     flag: bool,
     best_commit: u64,
     verify: Verifier,
-    refused: Box<dyn Fn(&str) -> bool>,
+    refused: Box<dyn Fn(&str) -> bool + Send>,
     out: VecDeque<Output>,
 }
 
@@ -148,7 +148,7 @@ impl RankRecovery {
 
     /// The refused-host policy (protocol §2.3) a record's hosts are judged
     /// by (§18.3 check 17: H1614); without it no host is refused.
-    pub fn set_refused_hosts(&mut self, refused: Box<dyn Fn(&str) -> bool>) {
+    pub fn set_refused_hosts(&mut self, refused: Box<dyn Fn(&str) -> bool + Send>) {
         self.refused = refused;
     }
 

@@ -29,7 +29,9 @@ pub fn receiver(bytes: &[u8]) -> Receiver {
         peer_rank: u32_at(20),
         incarnation: u32_at(24),
         size: u32_at(28) & 0x1fff,
-        features: 1 | (u64::from(b[31]) & 0b110),
+        // Bits 1, 2 and 5 (protocol §18.2: type 12 and the epoch checks).
+        features: 1 | (u64::from(b[31]) & 0b10_0110),
+        membership_epoch: u32::from(b[31] >> 6),
     }
 }
 
