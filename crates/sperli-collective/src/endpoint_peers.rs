@@ -187,7 +187,11 @@ impl Comm<Endpoint> {
         let desc = JobDescription::from_line(&line, &policy);
         line.fill(0);
         let desc = desc?;
-        let mut settings = Settings::default();
+        let mut settings = Settings {
+            // Protocol §18.1: the launcher's control channel, if it gave one.
+            control: sperli_transport::control_channel::from_env()?,
+            ..Settings::default()
+        };
         if let Some(ms) = std::env::var(sperli_wire::env::SILENCE_MS)
             .ok()
             .and_then(|v| v.parse::<u64>().ok())

@@ -162,9 +162,11 @@
 //! message, so a large message streams at the rate of a single frame.
 //! With feature bit 3 the pair sends and receives one message of
 //! protocol §16 (its length is in its DATA header).
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+#[allow(unsafe_code)]
+pub mod control_channel;
 mod endpoint;
 pub mod failure_record;
 pub mod fd_limit;
@@ -181,6 +183,7 @@ pub use endpoint::{
     CommunicatorFreer, Endpoint, EndpointRef, OwnedRecvHandle, OwnedSendHandle, PostedRecv,
     RecvHandle, SendHandle, SendMode, StartedSend, EAGER_LIMIT,
 };
+pub use io::recovery::Recovered;
 pub use proto::matching::{Message, Status};
 
 /// What happens when the job step fails (crate docs, "Errors").
@@ -237,7 +240,8 @@ pub struct Settings {
     pub errors: ErrorMode,
     /// The HELLO feature bits this rank announces (protocol §7.1.1).
     /// Default: every extension this implementation has
-    /// ([`sperli_wire::limits::FEATURES_IMPLEMENTED`]); bit 0 is always
+    /// ([`sperli_wire::limits::FEATURES_IMPLEMENTED`] and bit 5, which is
+    /// announced only with a [`Settings::control`] channel); bit 0 is always
     /// sent. Clearing a bit makes this rank v1-only for that extension,
     /// and so the whole job ([`Endpoint::features`]).
     pub features: u64,
@@ -250,6 +254,12 @@ pub struct Settings {
     /// A listener bound elsewhere is refused with
     /// [`UsageError::ListenerAddress`](sperli_wire::error::UsageError::ListenerAddress).
     pub listener: Option<Arc<std::net::TcpListener>>,
+    /// The control channel the launcher gave this rank (protocol §18.1;
+    /// [`control_channel::from_env`]). With it, and bit 5 in `features`,
+    /// the rank announces HELLO feature bit 5 (membership epochs: a lost
+    /// peer is recovered from instead of ending the job step, crate docs
+    /// "Recovery"); without it, bit 5 is cleared. Default none.
+    pub control: Option<Arc<std::os::unix::net::UnixStream>>,
 }
 
 impl Default for Settings {
@@ -262,8 +272,10 @@ impl Default for Settings {
             spin: DEFAULT_SPIN,
             error_file: None,
             errors: ErrorMode::Fatal,
-            features: sperli_wire::limits::FEATURES_IMPLEMENTED,
+            features: sperli_wire::limits::FEATURES_IMPLEMENTED
+                | sperli_wire::recovery::FEATURE_MEMBERSHIP,
             listener: None,
+            control: None,
         }
     }
 }

@@ -57,8 +57,7 @@ impl FrameType {
     /// The type for a code in a job that negotiated the HELLO `features`:
     /// 1..=11, and 12 (RECOVER) with feature bit 5 (protocol §18.2 check 2).
     pub fn from_code_with(code: u8, features: u64) -> Option<Self> {
-        if code == FrameType::Recover as u8 && features & crate::recovery::FEATURE_MEMBERSHIP != 0
-        {
+        if code == FrameType::Recover as u8 && features & crate::recovery::FEATURE_MEMBERSHIP != 0 {
             return Some(FrameType::Recover);
         }
         Self::from_code(code)

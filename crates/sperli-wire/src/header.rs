@@ -8,12 +8,12 @@ use crate::codec::{PutLe, Reader};
 use crate::error::FrameError;
 use crate::frame_type::FrameType;
 use crate::ids::JobId;
-use crate::recovery::header::{check_membership_epoch, EpochVerdict};
-use crate::recovery::FEATURE_MEMBERSHIP;
 use crate::limits::{
     commit_file_len, FEATURE_COMMUNICATORS, HEADER_LEN, MAX_ABORT_MESSAGE, MAX_CKPT_CHUNK,
     MAX_COMMUNICATOR_ID, MAX_PAYLOAD, MAX_USER_TAG,
 };
+use crate::recovery::header::{check_membership_epoch, EpochVerdict};
+use crate::recovery::FEATURE_MEMBERSHIP;
 
 /// A header with every field as it is on the wire, valid or not. Used to
 /// encode any header (including the negative vectors) and as the first step
@@ -583,8 +583,14 @@ mod tests {
             h.length = 8;
             check(&h.to_bytes(), rx)
         };
-        assert!(matches!(judge(12, 3, &RX), Verdict::Reject(FrameError::UnknownType { got: 12 })));
-        assert!(matches!(judge(2, 1, &RX), Verdict::Reject(FrameError::ReservedField { .. })));
+        assert!(matches!(
+            judge(12, 3, &RX),
+            Verdict::Reject(FrameError::UnknownType { got: 12 })
+        ));
+        assert!(matches!(
+            judge(2, 1, &RX),
+            Verdict::Reject(FrameError::ReservedField { .. })
+        ));
         match judge(12, 3, &bit5) {
             Verdict::Accept(h) => {
                 assert_eq!((h.frame_type, h.membership_epoch), (FrameType::Recover, 3))
@@ -606,7 +612,10 @@ mod tests {
         };
         assert!(matches!(hb(0), Verdict::Accept(_)));
         assert!(matches!(hb(3), Verdict::Accept(_)));
-        assert!(matches!(hb(4), Verdict::Reject(FrameError::MembershipEpoch { current: 3, got: 4 })));
+        assert!(matches!(
+            hb(4),
+            Verdict::Reject(FrameError::MembershipEpoch { current: 3, got: 4 })
+        ));
     }
 
     #[test]

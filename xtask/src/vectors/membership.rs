@@ -738,7 +738,14 @@ fn headers() -> Vec<Entry> {
             4,
             "reject H1610 membership_epoch",
         ),
-        header_entry("header bit 5 heartbeat older epoch", bit5, 3, 4, 1, "accept"),
+        header_entry(
+            "header bit 5 heartbeat older epoch",
+            bit5,
+            3,
+            4,
+            1,
+            "accept",
+        ),
         header_entry("header bit 5 heartbeat epoch 0", bit5, 3, 4, 0, "accept"),
         header_entry(
             "header bit 5 heartbeat newer epoch",

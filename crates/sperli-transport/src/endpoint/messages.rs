@@ -96,17 +96,17 @@ impl Endpoint {
         // A large message: each frame streams from `data` itself behind
         // its DATA header (no copy), the frames one after the other.
         let mut outbox = self.outbox(to);
-        *outbox += 1;
-        let header = DataHeader::message(comm, *outbox, data.len(), sync);
+        let number = outbox.next(self.shared.ctx.membership.carried());
+        let header = DataHeader::message(comm, number, data.len(), sync);
         if sync {
-            self.shared.state().sent_synchronous(to, *outbox, comm, tag);
+            self.shared.state().sent_synchronous(to, number, comm, tag);
         }
         let h = self.shared.ctx.header(FrameType::Data, to).with_tag(tag);
         let dh = header.to_bytes();
         for chunk in data.chunks(MAX_MESSAGE_FRAME_DATA) {
             self.send_streamed(to, h, &dh, chunk)?;
         }
-        let message = *outbox;
+        let message = number;
         drop(outbox);
         if sync {
             self.wait(|| self.shared.state().poll_notice(to, message))?;
@@ -146,7 +146,7 @@ impl Endpoint {
     /// whoever holds it puts a whole message on the connection, so numbers
     /// go out in order and no frame of another message comes between a
     /// message's frames (protocol §16.2).
-    fn outbox(&self, to: u32) -> std::sync::MutexGuard<'_, u64> {
+    fn outbox(&self, to: u32) -> std::sync::MutexGuard<'_, Outbox> {
         self.outboxes[to as usize]
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -192,10 +192,10 @@ impl Endpoint {
             return Ok((seq, None));
         }
         let mut outbox = self.outbox(to);
-        *outbox += 1;
-        let header = DataHeader::message(comm, *outbox, data.len(), sync);
+        let number = outbox.next(self.shared.ctx.membership.carried());
+        let header = DataHeader::message(comm, number, data.len(), sync);
         if sync {
-            self.shared.state().sent_synchronous(to, *outbox, comm, tag);
+            self.shared.state().sent_synchronous(to, number, comm, tag);
         }
         let h = self.shared.ctx.header(FrameType::Data, to).with_tag(tag);
         let bytes: &[u8] = match &data {
@@ -217,7 +217,7 @@ impl Endpoint {
                 seq = if written { 0 } else { s };
             }
         }
-        let message = *outbox;
+        let message = number;
         Ok((seq, sync.then_some((to, message))))
     }
 
@@ -444,5 +444,26 @@ impl<E: EndpointRef> StartedSend<E> {
         ep.check_on(comm, sync, Some(to))?;
         let (seq, notice) = ep.start_message(comm, to, tag, Bytes::Borrowed(data), sync)?;
         Ok(Self::started(ep, seq, notice))
+    }
+}
+
+/// The numbering of the messages this rank sends on one connection
+/// (protocol §16.2), which starts again in each membership epoch (protocol
+/// §18.2 "What starts again in a new epoch").
+#[derive(Debug, Default)]
+pub(super) struct Outbox {
+    epoch: u32,
+    last: u64,
+}
+
+impl Outbox {
+    /// The number of the next message, sent in membership epoch `epoch`.
+    pub(super) fn next(&mut self, epoch: u32) -> u64 {
+        if self.epoch != epoch {
+            self.epoch = epoch;
+            self.last = 0;
+        }
+        self.last += 1;
+        self.last
     }
 }

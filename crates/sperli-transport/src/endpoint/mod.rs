@@ -1,5 +1,7 @@
 //! The user-facing handle of one rank: [`Endpoint`].
 
+use crate::io::recovery::Recovery;
+use sperli_wire::recovery::FEATURE_MEMBERSHIP;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -26,6 +28,7 @@ use crate::{ErrorMode, Settings};
 
 mod frames;
 mod messages;
+mod recovery;
 mod recv;
 mod send;
 
@@ -94,7 +97,7 @@ pub struct Endpoint {
     next_seq: AtomicU64,
     /// Per peer, the last message number used on its connection (feature
     /// bit 3), locked while a message's frames are queued.
-    outboxes: Vec<Mutex<u64>>,
+    outboxes: Vec<Mutex<messages::Outbox>>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -140,6 +143,16 @@ fn pem_text(bytes: &[u8], what: &'static str) -> Result<String, Error> {
     })
 }
 
+/// The HELLO features a rank announces (protocol §7.1.1): bit 0 always,
+/// bit 5 only with a control channel (protocol §18.1).
+fn announced(settings: &Settings) -> u64 {
+    let f = settings.features | FEATURE_V1_CORE;
+    match settings.control {
+        Some(_) => f,
+        None => f & !FEATURE_MEMBERSHIP,
+    }
+}
+
 impl Endpoint {
     /// Starts rank `desc.rank` of the job with the refused-host policy of
     /// `SPERLI_REFUSED_HOSTS` (and the built-in names); see
@@ -170,7 +183,7 @@ impl Endpoint {
             hosts: desc.hosts.clone(),
             job_public_key: desc.job_public_key.clone(),
             refused,
-            features: settings.features | FEATURE_V1_CORE,
+            features: announced(&settings),
             membership: Arc::default(),
         });
         // Protocol §5.1 step 1: the rank "listens on its own port ... before
@@ -209,6 +222,20 @@ impl Endpoint {
             spin: settings.spin,
             linger: settings.linger,
             error_file: settings.error_file.clone(),
+            recovery: settings
+                .control
+                .clone()
+                .filter(|_| ctx.features & FEATURE_MEMBERSHIP != 0)
+                .map(|control| {
+                    Recovery::new(
+                        ctx.rank,
+                        ctx.size,
+                        ctx.job_id,
+                        ctx.incarnation,
+                        ctx.job_public_key.clone(),
+                        control,
+                    )
+                }),
         }));
         fatal::install_panic_hook();
         warm_malloc();
@@ -251,7 +278,7 @@ impl Endpoint {
             shared,
             thread: Mutex::new(Some(thread)),
             next_seq: AtomicU64::new(0),
-            outboxes: (0..ctx.size).map(|_| Mutex::new(0)).collect(),
+            outboxes: (0..ctx.size).map(|_| Mutex::default()).collect(),
         })
     }
 

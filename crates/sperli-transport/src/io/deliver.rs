@@ -102,16 +102,34 @@ impl<'a> ToMatching<'a> {
             return;
         }
         let mut st = self.shared.state();
+        let mut recover = false;
         for inc in self.pending.drain(..) {
             if self.rejected.is_some() {
                 break; // the connection fails: nothing after it counts
             }
-            if let Err(e) = st.handle_incoming(self.peer, inc) {
+            let r = match (inc, &self.shared.recovery) {
+                (
+                    Incoming::Recover {
+                        membership_epoch,
+                        payload,
+                    },
+                    Some(rec),
+                ) => {
+                    recover = true;
+                    let (size, m) = (self.shared.ctx.size, &self.shared.ctx.membership);
+                    rec.frame(self.peer, membership_epoch, &payload, size, &mut st, m)
+                }
+                (inc, _) => st.handle_incoming(self.peer, inc),
+            };
+            if let Err(e) = r {
                 self.rejected = Some(e);
             }
         }
         self.notices |= st.notices_due();
         drop(st);
+        if recover {
+            self.shared.command(crate::io::shared::Command::Recovery);
+        }
         self.shared.bump();
         self.delivered = true;
     }
@@ -121,6 +139,13 @@ impl Deliver for ToMatching<'_> {
     fn incoming(&mut self, inc: Incoming) {
         match inc {
             Incoming::Authenticated { features } => self.authenticated = Some(features),
+            // The read stops after a RECOVER frame: a record it carries is
+            // applied before the next header is judged (protocol §18.2
+            // check 5, §18.6).
+            inc @ Incoming::Recover { .. } => {
+                self.pending.push(inc);
+                self.paused = true;
+            }
             inc => self.pending.push(inc),
         }
     }

@@ -24,15 +24,21 @@ use sperli_wire::Error;
 
 use crate::io::driver::HANDBACK;
 use crate::io::link::Link;
+use crate::io::recovery::Todo;
 use crate::io::service::{self, Serviced};
 use crate::io::shared::{Command, Shared};
 use crate::proto::connection::ConnState;
+use crate::proto::connection::Outgoing;
 use crate::proto::ending::{AbortFrame, Ending};
 use crate::proto::setup::Setup;
 use crate::Settings;
+use sperli_wire::FrameType;
+use std::os::fd::AsRawFd;
 
 pub(crate) const WAKER: Token = Token(0);
 pub(crate) const LISTENER: Token = Token(1);
+/// The control channel of feature bit 5 (protocol §18.1).
+pub(crate) const CONTROL: Token = Token(2);
 
 /// How many bytes one socket may deliver before the loop moves on (and
 /// comes back to it at once): a peer that streams without pause must not
@@ -86,6 +92,14 @@ impl EventLoop {
     ) -> std::io::Result<Self> {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
+        if let Some(r) = &shared.recovery {
+            r.control().set_nonblocking(true)?;
+            poll.registry().register(
+                &mut SourceFd(&r.control().as_raw_fd()),
+                CONTROL,
+                Interest::READABLE,
+            )?;
+        }
         let now = Instant::now();
         let ctx = &shared.ctx;
         let setup = Setup::new(
@@ -105,7 +119,7 @@ impl EventLoop {
             client,
             listener: Some(listener),
             socks: HashMap::new(),
-            next_token: 2,
+            next_token: 3,
             cmds,
             setup,
             ending,
@@ -209,6 +223,7 @@ impl EventLoop {
         match t {
             WAKER => self.commands(),
             LISTENER => self.accept(),
+            CONTROL => self.control(),
             t => {
                 let Some(s) = self.socks.get(&t) else {
                     return;
@@ -258,8 +273,15 @@ impl EventLoop {
                     }
                 }
                 Command::Finish => self.finish(),
+                Command::Recovery => self.recovery_todo(&mut kicked),
             }
         }
+        self.kick(kicked);
+    }
+
+    /// Writes what waits for the sockets of `kicked`, taking them back
+    /// from the callers when none drives them.
+    fn kick(&mut self, mut kicked: Vec<u32>) {
         kicked.sort_unstable();
         kicked.dedup();
         for to in kicked {
@@ -272,6 +294,80 @@ impl EventLoop {
             let r = service::flush(&self.shared, &link, to);
             self.serviced(link.token, r);
         }
+    }
+
+    /// Reads the control channel (protocol §18.1): records for the
+    /// recovery; an error it ends the step with ends it here.
+    fn control(&mut self) {
+        let Some(r) = &self.shared.recovery else {
+            return;
+        };
+        let ended = {
+            let mut st = self.shared.state();
+            r.read_control(&mut st, &self.shared.ctx.membership)
+        };
+        self.shared.changed();
+        match ended {
+            Some(e) => self.fail(e, None),
+            None => {
+                let mut kicked = Vec::new();
+                self.recovery_todo(&mut kicked);
+                self.kick(kicked);
+            }
+        }
+    }
+
+    /// Sends the RECOVER frames and closes the connections the recovery
+    /// asks for (protocol §18.6); the peers to flush go to `kicked`.
+    fn recovery_todo(&mut self, kicked: &mut Vec<u32>) {
+        let Some(r) = &self.shared.recovery else {
+            return;
+        };
+        let now = Instant::now();
+        let todo = r.take_todo();
+        if todo.is_empty() {
+            return;
+        }
+        for t in todo {
+            match t {
+                Todo::Send {
+                    to,
+                    header_epoch,
+                    payload,
+                } => {
+                    let Some(link) = self.shared.link(to) else {
+                        continue;
+                    };
+                    let mut g = link.lock();
+                    if g.dead {
+                        continue;
+                    }
+                    if let Some(c) = g.conn.as_mut() {
+                        let h = self
+                            .shared
+                            .ctx
+                            .header(FrameType::Recover, to)
+                            .with_membership_epoch(header_epoch);
+                        c.queue_frame(Outgoing::new(h, payload.encode(), 0), now);
+                    }
+                    drop(g);
+                    kicked.push(to);
+                }
+                Todo::Close { peer } => {
+                    if let Some(link) = self.shared.link(peer) {
+                        let mut g = link.lock();
+                        g.closing = true;
+                        g.dead = true;
+                        if let Some(c) = g.conn.as_mut() {
+                            c.discard_queued();
+                            c.close();
+                        }
+                    }
+                    self.socks.retain(|_, s| s.peer != Some(peer));
+                }
+            }
+        }
+        self.shared.changed();
     }
 
     /// Puts a socket the callers drove back into this loop's poller.
@@ -390,6 +486,24 @@ impl EventLoop {
         if let Some(end) = self.ending.deadline() {
             next = next.min(end);
         }
+        if judge && !self.ending.is_ending() {
+            if let Some(r) = &self.shared.recovery {
+                let (ended, again) = {
+                    let mut st = self.shared.state();
+                    r.timers(&mut st, &self.shared.ctx.membership)
+                };
+                if let Some(d) = again {
+                    next = next.min(now + d);
+                }
+                if let Some(e) = ended {
+                    self.fail(e, None);
+                } else {
+                    let mut kicked = Vec::new();
+                    self.recovery_todo(&mut kicked);
+                    self.kick(kicked);
+                }
+            }
+        }
         self.next_timer = next;
     }
 
@@ -507,6 +621,10 @@ impl EventLoop {
     /// program's own `local` ABORT, or none after an ABORT received),
     /// close_notify, close. Called without any link's lock held.
     pub fn fail(&mut self, error: Error, local: Option<AbortFrame>) {
+        // Protocol §18.6: with feature bit 5 a lost peer is a recovery.
+        if local.is_none() && self.shared.recover_from(&error) {
+            return;
+        }
         let now = Instant::now();
         let Some(action) = self.ending.handle_failure(&error, local, now) else {
             return;

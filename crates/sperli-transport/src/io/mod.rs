@@ -7,6 +7,7 @@ pub(crate) mod event_loop;
 pub(crate) mod fatal;
 pub(crate) mod link;
 pub(crate) mod notices;
+pub(crate) mod recovery;
 pub(crate) mod service;
 pub(crate) mod setup;
 pub(crate) mod shared;

@@ -392,6 +392,10 @@ impl EventLoop {
             self.fail(e, None);
             return;
         }
+        // Protocol §18.2: with bit 5 in the job, frames carry the epoch.
+        if job & sperli_wire::recovery::FEATURE_MEMBERSHIP != 0 {
+            self.shared.ctx.membership.start_carrying();
+        }
         self.shared.setup_done.store(true, Ordering::SeqCst);
         self.shared.bump();
     }

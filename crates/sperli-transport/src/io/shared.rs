@@ -10,10 +10,12 @@ use std::time::Duration;
 use crossbeam_channel::Sender;
 use mio::{Registry, Waker};
 use sperli_wire::error::UsageError;
+use sperli_wire::recovery::FEATURE_MEMBERSHIP;
 use sperli_wire::Error;
 
 use crate::io::driver::Driver;
 use crate::io::link::Link;
+use crate::io::recovery::Recovery;
 use crate::pool::BufPool;
 use crate::proto::connection::JobContext;
 use crate::proto::ending::AbortFrame;
@@ -34,6 +36,9 @@ pub(crate) enum Command {
     Abort(AbortFrame),
     /// Normal end: BYE to all, close_notify, close.
     Finish,
+    /// The recovery has RECOVER frames to send or connections to close
+    /// (feature bit 5, protocol §18.6).
+    Recovery,
 }
 
 /// See the module docs.
@@ -74,6 +79,9 @@ pub(crate) struct Shared {
     /// The I/O work of the step is over (every socket closed).
     pub io_ended: AtomicBool,
     error_file: Option<PathBuf>,
+    /// Feature bit 5's recovery, when this rank has a control channel
+    /// (protocol §18.1).
+    pub recovery: Option<Recovery>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -95,6 +103,7 @@ pub(crate) struct SharedParts {
     pub spin: Duration,
     pub linger: Duration,
     pub error_file: Option<PathBuf>,
+    pub recovery: Option<Recovery>,
 }
 
 fn mode_code(m: ErrorMode) -> u8 {
@@ -127,6 +136,7 @@ impl Shared {
             finished: AtomicBool::new(false),
             io_ended: AtomicBool::new(false),
             error_file: p.error_file,
+            recovery: p.recovery,
             ctx: p.ctx,
         }
     }
@@ -197,6 +207,9 @@ impl Shared {
     /// thread send the ABORT ([`Shared::command`]) unless it is the I/O
     /// thread.
     pub fn fail(&self, error: Error, local: bool) -> bool {
+        if !local && self.recover_from(&error) {
+            return false;
+        }
         {
             let _g = self.fail_lock.lock().unwrap_or_else(|e| e.into_inner());
             if self.error.get().is_some() {
@@ -211,6 +224,50 @@ impl Shared {
             self.local_abort.store(local, Ordering::SeqCst);
             let _ = self.error.set(error);
         }
+        if let Some(r) = &self.recovery {
+            r.wake();
+        }
+        self.changed();
+        true
+    }
+
+    /// Whether a lost peer starts a recovery instead of ending the job
+    /// step (protocol §18.6): the job negotiated feature bit 5, set-up is
+    /// done, and the program takes errors itself (`ErrorMode::Return`).
+    pub fn recovering(&self) -> bool {
+        self.recovery.is_some()
+            && self.job_features.load(Ordering::SeqCst) & FEATURE_MEMBERSHIP != 0
+            && self.setup_done.load(Ordering::SeqCst)
+            && self.errors() == ErrorMode::Return
+            && self.error.get().is_none()
+    }
+
+    /// Takes `error` into the recovery when it is the loss of a peer (a
+    /// close without BYE, silence, a reset, or ABORT reason 1 or 2: the
+    /// peer ends itself, protocol §18.6) and the rank is
+    /// [`Shared::recovering`]: the epoch is revoked, the I/O thread sends
+    /// the REVOKEs. True when the recovery took it.
+    pub fn recover_from(&self, error: &Error) -> bool {
+        let peer = match error {
+            Error::PeerLost { peer, .. } => *peer,
+            Error::AbortedByPeer {
+                from,
+                reason: 1 | 2,
+                ..
+            } => *from,
+            _ => return false,
+        };
+        let Some(r) = &self.recovery else {
+            return false;
+        };
+        if !self.recovering() {
+            return false;
+        }
+        {
+            let mut st = self.state();
+            r.peer_lost(peer, &mut st, &self.ctx.membership);
+        }
+        self.command(Command::Recovery);
         self.changed();
         true
     }
@@ -231,7 +288,10 @@ impl Shared {
         match self.error.get() {
             Some(e) => Err(e.clone()),
             None if self.finished.load(Ordering::SeqCst) => Err(UsageError::AfterFinish.into()),
-            None => Ok(()),
+            None => match self.recovery.as_ref().and_then(|r| r.revoked()) {
+                Some(e) => Err(e),
+                None => Ok(()),
+            },
         }
     }
 

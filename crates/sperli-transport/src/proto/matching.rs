@@ -187,6 +187,28 @@ impl Matching {
         }
     }
 
+    /// A MEMBERSHIP record was applied (protocol §18.2, "What starts again
+    /// in a new epoch"): every frame of the old epoch held unmatched is
+    /// dropped, every receive of the old epoch still posted fails with
+    /// `revoked`, and the counts of protocol §16 start again.
+    pub fn new_epoch(&mut self, revoked: Error) {
+        for q in &mut self.unexpected {
+            q.clear();
+        }
+        for q in &mut self.collective {
+            q.clear();
+        }
+        for q in &mut self.ckpt {
+            q.clear();
+        }
+        for p in std::mem::take(&mut self.posted) {
+            self.completed.insert(p.id, Err(revoked.clone()));
+        }
+        if let Some(p2p) = &mut self.p2p {
+            p2p.new_epoch();
+        }
+    }
+
     /// An accepted frame from `from` (the transport handles
     /// `Authenticated` itself; a BYE counts only once the peer closed,
     /// [`Matching::handle_departed`]). With feature bit 3 a DATA frame is

@@ -11,5 +11,6 @@ mod matching;
 mod mesh;
 mod owned_handles;
 mod procs;
+mod recovery;
 mod reliability;
 mod vectors;

@@ -36,6 +36,13 @@ pub enum LocalError {
         /// What is wrong with it.
         problem: IdentityProblem,
     },
+    /// `SPERLI_CONTROL_FD` does not name an open socket of this process
+    /// (protocol §18.1: the launcher's control channel).
+    #[error("SPERLI_CONTROL_FD={value:?} does not name an open socket of this process (the launcher's control channel)")]
+    ControlChannel {
+        /// The variable's value.
+        value: String,
+    },
     /// An invariant of this library did not hold: a bug, to be reported.
     #[error("internal error: {what}")]
     Internal {

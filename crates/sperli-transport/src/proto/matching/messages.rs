@@ -107,6 +107,22 @@ impl P2p {
     }
 }
 
+impl P2p {
+    /// A new membership epoch (protocol §18.2): message numbers start
+    /// again at 1 on every connection, messages still coming, pending ones
+    /// and due notices of the old epoch are dropped.
+    pub(super) fn new_epoch(&mut self) {
+        for s in &mut self.streams {
+            *s = MessageStream::new();
+        }
+        self.coming.iter_mut().for_each(|c| *c = None);
+        self.frame_last.iter_mut().for_each(|l| *l = false);
+        self.pending.clear();
+        self.notices.clear();
+        self.noticed.clear();
+    }
+}
+
 /// The most a message's buffer reserves ahead of its frames (64 MiB).
 const FIRST_ROOM: usize = 64 << 20;
 

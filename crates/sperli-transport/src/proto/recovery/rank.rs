@@ -214,6 +214,11 @@ impl RankRecovery {
         self.incarnation
     }
 
+    /// `inc[n]` of every rank in this rank's current membership (0: not a member).
+    pub fn incarnations(&self) -> &[u32] {
+        &self.view.incarnations
+    }
+
     /// `inc[rank]` in this rank's current membership (0: not a member).
     pub fn incarnation_of(&self, rank: u32) -> u32 {
         self.view

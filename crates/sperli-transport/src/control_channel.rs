@@ -1,0 +1,75 @@
+//! The rank's end of its control channel (feature bit 5, protocol §18.1):
+//! a stream only the launcher and this rank can write, which the launcher
+//! hands to a rank it starts as an inherited descriptor whose number is in
+//! [`CONTROL_FD_ENV`]. The rank writes REPORT records to it and reads
+//! MEMBERSHIP records from it, one lowercase hex line each.
+//!
+//! The only `unsafe` of this crate is here: taking ownership of the
+//! inherited descriptor needs it (the OS hands it over by number).
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex};
+
+use sperli_wire::error::LocalError;
+use sperli_wire::Error;
+
+/// The environment variable that names the descriptor of the control
+/// channel (protocol §18.1; a number, not a secret).
+pub const CONTROL_FD_ENV: &str = "SPERLI_CONTROL_FD";
+
+/// The longest record line this rank reads from its channel: the hex of
+/// the largest MEMBERSHIP record (4096 ranks, 4095 change entries with
+/// 253-byte hosts, protocol §18.3) and its newline, rounded up.
+pub const MAX_RECORD_LINE: usize = 4 << 20;
+
+/// What [`from_env`] took: the channel, once per process.
+static TAKEN: Mutex<Option<Arc<UnixStream>>> = Mutex::new(None);
+
+/// The control channel the launcher gave this process, if any: the
+/// descriptor named by [`CONTROL_FD_ENV`], checked to be an open socket
+/// before it is taken (once per process; later calls return the same
+/// channel). `Ok(None)` without the variable: the rank then does not
+/// announce feature bit 5 (protocol §18.1).
+pub fn from_env() -> Result<Option<Arc<UnixStream>>, Error> {
+    let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = taken.as_ref() {
+        return Ok(Some(c.clone()));
+    }
+    let Ok(text) = std::env::var(CONTROL_FD_ENV) else {
+        return Ok(None);
+    };
+    let bad = || {
+        Error::Local(LocalError::ControlChannel {
+            value: text.clone(),
+        })
+    };
+    let fd: i32 = text.trim().parse().map_err(|_| bad())?;
+    // Descriptors 0-2 are stdin, stdout and stderr, never the channel.
+    if fd < 3 {
+        return Err(bad());
+    }
+    let is_socket = std::fs::metadata(format!("/proc/self/fd/{fd}"))
+        .map(|m| m.file_type().is_socket())
+        .unwrap_or(false);
+    if !is_socket {
+        return Err(bad());
+    }
+    // SAFETY: `fd` is open and a socket (checked just above through
+    // /proc/self/fd), the launcher opened it for this process and named it
+    // in CONTROL_FD_ENV, and no other code of this process owns it: this
+    // function takes it once per process (TAKEN) and nothing else reads
+    // the variable.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let inherited = UnixStream::from(owned);
+    // A duplicate with close-on-exec, so programs the rank starts do not
+    // inherit the channel; the inherited descriptor closes here.
+    let stream = inherited
+        .try_clone()
+        .map_err(|e| Error::io("duplicating the control channel", &e))?;
+    drop(inherited);
+    let c = Arc::new(stream);
+    *taken = Some(c.clone());
+    Ok(Some(c))
+}

@@ -1,0 +1,49 @@
+//! Feature bit 5 for the program (protocol §18.6-18.8): after a lost peer
+//! every call returns `RecoveryError::Revoked` until the program recovers
+//! into the membership the launcher decides.
+
+use sperli_wire::recovery::FEATURE_MEMBERSHIP;
+use sperli_wire::Error;
+
+use super::Endpoint;
+use crate::io::recovery::Recovered;
+
+impl Endpoint {
+    /// Waits for the membership that follows a revoke (protocol §18.6:
+    /// the launcher's MEMBERSHIP record, applied and passed on to the
+    /// peers) and lets calls run again, in it. Without a revoke it returns
+    /// the membership in force at once; so it does in a job without
+    /// feature bit 5 (epoch 0, every rank a member).
+    ///
+    /// In the shrink mode (protocol §18.8) the members of the new epoch
+    /// are the survivors; in the replace mode they are every rank. The
+    /// job's error (the recovery failed: a record that does not verify,
+    /// the launcher lost, this rank fenced) ends the wait.
+    pub fn recover(&self) -> Result<Recovered, Error> {
+        let shared = &self.shared;
+        match &shared.recovery {
+            Some(r) if self.features() & FEATURE_MEMBERSHIP != 0 => {
+                let ended = || shared.error.get().cloned();
+                let got = r.recover(&ended);
+                self.outcome(got)
+            }
+            _ => Ok(self.membership()),
+        }
+    }
+
+    /// The membership in force (protocol §18.1): epoch 0 and every rank in
+    /// a job without feature bit 5.
+    pub fn membership(&self) -> Recovered {
+        match &self.shared.recovery {
+            Some(r) if self.features() & FEATURE_MEMBERSHIP != 0 => r.membership(),
+            _ => Recovered {
+                epoch: 0,
+                mode: None,
+                agreed: true,
+                rollback: None,
+                members: (0..self.size()).collect(),
+                failed: Vec::new(),
+            },
+        }
+    }
+}

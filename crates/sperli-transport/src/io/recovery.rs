@@ -1,0 +1,366 @@
+//! Feature bit 5 at the edge (protocol §18.6-18.8): the rank's recovery
+//! state machine ([`RankRecovery`]) fed with what the sockets and the
+//! control channel bring, and what it asks for carried out.
+//!
+//! A lost peer (silence, a close without BYE, ABORT reason 1 or 2) does not
+//! end the job step when the job negotiated bit 5 and the program takes
+//! errors itself ([`ErrorMode::Return`](crate::ErrorMode)): the rank
+//! revokes its epoch (every pending and later call returns
+//! `RecoveryError::Revoked` until the program recovers,
+//! [`crate::Endpoint::recover`]), tells its peers (RECOVER REVOKE) and the
+//! launcher (a REPORT), and waits for the launcher's MEMBERSHIP record.
+//!
+//! Lock order: a link's lock, the receive state's, then the recovery's.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use sperli_wire::recovery::{MembershipView, Mode, RecoverPayload, RecoveryError, Report};
+use sperli_wire::Error;
+
+use crate::control_channel::MAX_RECORD_LINE;
+use crate::job::unix_ms;
+use crate::proto::matching::Matching;
+use crate::proto::recovery::rank::{members, Decision, Event, Output, Phase, RankRecovery};
+
+/// A RECOVER frame the I/O thread sends, or a connection it closes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Todo {
+    /// RECOVER with this header epoch to `to`.
+    Send {
+        to: u32,
+        header_epoch: u32,
+        payload: RecoverPayload,
+    },
+    /// Close the connection to `peer` without BYE.
+    Close { peer: u32 },
+}
+
+/// The membership a rank recovered into (protocol §18.7, §18.8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovered {
+    /// The membership epoch now in force (1: set-up's, no record yet).
+    pub epoch: u32,
+    /// The mode of the last record applied (`None`: none yet).
+    pub mode: Option<Mode>,
+    /// The last record's AND of its members' agreement flags (protocol
+    /// §18.8); true without a record.
+    pub agreed: bool,
+    /// The COMMIT epoch every rank resumes (a replace record's `rollback`).
+    pub rollback: Option<u64>,
+    /// The members of the epoch, ascending job ranks.
+    pub members: Vec<u32>,
+    /// Every job rank a record of this run removed, ascending.
+    pub failed: Vec<u32>,
+}
+
+struct Inner {
+    machine: RankRecovery,
+    todo: VecDeque<Todo>,
+    decided: Option<Decision>,
+    removed: BTreeSet<u32>,
+    /// What is read of the control channel and not yet a whole line.
+    line: Vec<u8>,
+    /// The step ended with this error (the machine's `End`).
+    ended: Option<RecoveryError>,
+}
+
+/// The recovery of one rank (see the module docs).
+pub(crate) struct Recovery {
+    inner: Mutex<Inner>,
+    decided: Condvar,
+    /// The epoch this rank revoked and its program has not recovered from
+    /// yet (0: none): every call fails with `Revoked` meanwhile.
+    revoked: AtomicU32,
+    control: Arc<UnixStream>,
+}
+
+impl Recovery {
+    /// The recovery of rank `rank` in the membership set-up makes (epoch 1,
+    /// every rank at `incarnation`, protocol §18.1), with its control
+    /// channel and the job public key records are verified with.
+    pub fn new(
+        rank: u32,
+        size: u32,
+        job_id: sperli_wire::JobId,
+        incarnation: u32,
+        job_public_key: Vec<u8>,
+        control: Arc<UnixStream>,
+    ) -> Self {
+        let view = MembershipView {
+            job_id,
+            size,
+            start_incarnation: incarnation,
+            epoch: 1,
+            incarnations: vec![incarnation; size as usize],
+            current_record: Vec::new(),
+        };
+        // Protocol §18.3 check 16: the job key, context SPERLI-MEMBER-1.
+        let verify = Box::new(move |msg: &[u8], sig: &[u8]| {
+            sperli_tls::composite_sig::verify_bytes(
+                &job_public_key,
+                msg,
+                sperli_wire::recovery::CONTEXT_MEMBER,
+                sig,
+            )
+        });
+        Self {
+            inner: Mutex::new(Inner {
+                machine: RankRecovery::new(rank, view, verify),
+                todo: VecDeque::new(),
+                decided: None,
+                removed: BTreeSet::new(),
+                line: Vec::new(),
+                ended: None,
+            }),
+            decided: Condvar::new(),
+            revoked: AtomicU32::new(0),
+            control,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The control channel (the I/O thread polls it).
+    pub fn control(&self) -> &UnixStream {
+        &self.control
+    }
+
+    /// The error every call returns while the epoch is revoked.
+    pub fn revoked(&self) -> Option<Error> {
+        match self.revoked.load(Ordering::SeqCst) {
+            0 => None,
+            epoch => Some(RecoveryError::Revoked { epoch }.into()),
+        }
+    }
+
+    /// `peer` is lost (protocol §18.6 detection); `st` is the receive state.
+    pub fn peer_lost(
+        &self,
+        peer: u32,
+        st: &mut Matching,
+        epoch: &crate::proto::connection::MembershipEpoch,
+    ) {
+        let mut g = self.lock();
+        if g.machine.incarnation_of(peer) == 0 {
+            return;
+        }
+        g.machine.handle_event(Event::PeerLost { peer }, now_ms());
+        self.after(&mut g, st, epoch);
+    }
+
+    /// A RECOVER frame from `from` (protocol §18.5): decoded, then judged
+    /// by the machine. An error ends the job step (a payload that does not
+    /// decode: H1610, ABORT reason 7).
+    pub fn frame(
+        &self,
+        from: u32,
+        header_epoch: u32,
+        payload: &[u8],
+        size: u32,
+        st: &mut Matching,
+        epoch: &crate::proto::connection::MembershipEpoch,
+    ) -> Result<(), Error> {
+        let payload = RecoverPayload::decode(payload, size, from)?;
+        let mut g = self.lock();
+        let event = Event::Recover {
+            from,
+            header_epoch,
+            payload,
+        };
+        g.machine.handle_event(event, now_ms());
+        self.after(&mut g, st, epoch);
+        match &g.ended {
+            Some(e) => Err(e.clone().into()),
+            None => Ok(()),
+        }
+    }
+
+    /// What the control channel holds now (the I/O thread reads it when
+    /// it is readable): whole lines go to the machine as records; the end
+    /// of the channel is the launcher's loss. Returns the error that ends
+    /// the job step, if one does.
+    pub fn read_control(
+        &self,
+        st: &mut Matching,
+        epoch: &crate::proto::connection::MembershipEpoch,
+    ) -> Option<Error> {
+        let mut buf = [0u8; 65536];
+        let mut g = self.lock();
+        loop {
+            match (&*self.control).read(&mut buf) {
+                Ok(0) => {
+                    g.machine.handle_event(Event::ControlClosed, now_ms());
+                    break;
+                }
+                Ok(n) => {
+                    g.line.extend_from_slice(&buf[..n]);
+                    while let Some(end) = g.line.iter().position(|b| *b == b'\n') {
+                        let line: Vec<u8> = g.line.drain(..=end).collect();
+                        // A line that is not hex is a record that does not
+                        // decode (protocol §18.3 check 1).
+                        let record = sperli_wire::hex::decode(&line[..end]).unwrap_or_default();
+                        g.machine.handle_event(Event::Control { record }, now_ms());
+                    }
+                    if g.line.len() > MAX_RECORD_LINE {
+                        g.line.clear();
+                        let record = Vec::new();
+                        g.machine.handle_event(Event::Control { record }, now_ms());
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    g.machine.handle_event(Event::ControlClosed, now_ms());
+                    break;
+                }
+            }
+        }
+        self.after(&mut g, st, epoch);
+        g.ended.clone().map(Error::from)
+    }
+
+    /// Runs the machine's clocks (protocol §18.6: the 60 s wait for a
+    /// record; §18.7: the join window). Returns the error that ends the
+    /// job step, if one does, and when to look again.
+    pub fn timers(
+        &self,
+        st: &mut Matching,
+        epoch: &crate::proto::connection::MembershipEpoch,
+    ) -> (Option<Error>, Option<Duration>) {
+        let mut g = self.lock();
+        let now = now_ms();
+        g.machine.poll_timers(now);
+        self.after(&mut g, st, epoch);
+        let next = g
+            .machine
+            .poll_timeout()
+            .map(|t| Duration::from_millis(t.saturating_sub(now).max(1)));
+        (g.ended.clone().map(Error::from), next)
+    }
+
+    /// Takes what the I/O thread must send or close, in order.
+    pub fn take_todo(&self) -> Vec<Todo> {
+        self.lock().todo.drain(..).collect()
+    }
+
+    /// Carries out the machine's outputs that need no socket; queues the
+    /// others for the I/O thread.
+    fn after(
+        &self,
+        g: &mut Inner,
+        st: &mut Matching,
+        epoch: &crate::proto::connection::MembershipEpoch,
+    ) {
+        while let Some(out) = g.machine.poll_output() {
+            match out {
+                Output::Send {
+                    to,
+                    header_epoch,
+                    payload,
+                } => g.todo.push_back(Todo::Send {
+                    to,
+                    header_epoch,
+                    payload,
+                }),
+                Output::Close { peer } => g.todo.push_back(Todo::Close { peer }),
+                Output::Report(r) => self.report(&r),
+                Output::Decided(d) => {
+                    // Protocol §18.2 "What starts again in a new epoch".
+                    epoch.advance(d.epoch);
+                    st.new_epoch(RecoveryError::Revoked { epoch: d.epoch - 1 }.into());
+                    let was: BTreeSet<u32> = (0..d.incarnations.len() as u32).collect();
+                    let now: BTreeSet<u32> = members(&d.incarnations).collect();
+                    g.removed.extend(was.difference(&now));
+                    g.decided = Some(d);
+                    self.decided.notify_all();
+                }
+                Output::End(e) => {
+                    g.ended.get_or_insert(e);
+                    self.decided.notify_all();
+                }
+            }
+        }
+        if matches!(g.machine.phase(), Phase::Revoked { .. }) {
+            self.revoked.store(g.machine.epoch(), Ordering::SeqCst);
+        }
+    }
+
+    /// Writes a REPORT line to the control channel (protocol §18.4). A
+    /// channel that cannot take it is the launcher's loss, which its read
+    /// side notices.
+    fn report(&self, r: &Report) {
+        let mut line = sperli_wire::hex::encode(&r.encode());
+        line.push('\n');
+        let mut rest = line.as_bytes();
+        let deadline = std::time::Instant::now() + Duration::from_secs(1);
+        while !rest.is_empty() && std::time::Instant::now() < deadline {
+            match (&*self.control).write(rest) {
+                Ok(n) => rest = &rest[n..],
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Waits until the program may go on after a revoke: the record of a
+    /// newer epoch is applied and its frames to the peers are handed to
+    /// the I/O thread (protocol §18.6), then clears the revoke. Without a
+    /// revoke it returns the membership in force at once. `ended` is the
+    /// job's error, if the step ended meanwhile.
+    pub fn recover(&self, ended: &dyn Fn() -> Option<Error>) -> Result<Recovered, Error> {
+        let mut g = self.lock();
+        loop {
+            if let Some(e) = &g.ended {
+                return Err(e.clone().into());
+            }
+            if let Some(e) = ended() {
+                return Err(e);
+            }
+            let revoked = self.revoked.load(Ordering::SeqCst);
+            let running = matches!(g.machine.phase(), Phase::Running);
+            if running && g.todo.is_empty() && g.machine.epoch() > revoked {
+                self.revoked.store(0, Ordering::SeqCst);
+                return Ok(self.recovered(&g));
+            }
+            g = self
+                .decided
+                .wait_timeout(g, Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// The membership in force.
+    pub fn membership(&self) -> Recovered {
+        self.recovered(&self.lock())
+    }
+
+    fn recovered(&self, g: &Inner) -> Recovered {
+        let d = g.decided.as_ref();
+        Recovered {
+            epoch: g.machine.epoch(),
+            mode: d.map(|d| d.mode),
+            agreed: d.is_none_or(|d| d.agreed),
+            rollback: d.filter(|d| d.mode == Mode::Replace).map(|d| d.rollback),
+            members: members(g.machine.incarnations()).collect(),
+            failed: g.removed.iter().copied().collect(),
+        }
+    }
+
+    /// Wakes a waiter of [`Recovery::recover`] (the job's error was set).
+    pub fn wake(&self) {
+        self.decided.notify_all();
+    }
+}
+
+fn now_ms() -> u64 {
+    unix_ms(SystemTime::now())
+}

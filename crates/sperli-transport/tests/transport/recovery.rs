@@ -1,0 +1,134 @@
+//! Feature bit 5 over TLS (protocol §18.6, §18.8): three ranks as threads,
+//! each with a control channel whose other end this test holds and drives
+//! as the launcher does (the `Decider`, the record signed with the job
+//! key). Rank 2 leaves with ABORT reason 2; ranks 0 and 1 revoke, report,
+//! apply the shrink record and go on talking in the new epoch.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sperli_tls::composite_sig;
+use sperli_tls::job_plan::JobPlan;
+use sperli_transport::proto::recovery::decider::{Decider, DeciderOutput};
+use sperli_transport::Endpoint;
+use sperli_wire::abort::AbortReason;
+use sperli_wire::recovery::{Mode, RecoveryError, Report, CONTEXT_MEMBER, FEATURE_MEMBERSHIP};
+use sperli_wire::Error;
+
+use crate::common::{settings, with_deadline};
+
+fn revoked(r: Result<impl std::fmt::Debug, Error>) -> u32 {
+    match r {
+        Err(Error::Recovery(RecoveryError::Revoked { epoch })) => epoch,
+        other => panic!("expected the revoked error, got {other:?}"),
+    }
+}
+
+/// Plays the launcher for `survivors`' channels: reads their REPORTs,
+/// decides with the `Decider` (rank `lost` seen ending), signs and writes
+/// the record to every member it names. Returns the reports it read.
+fn launcher(plan: &JobPlan, ends: Vec<(u32, UnixStream)>, lost: u32) -> Vec<Report> {
+    let mut decider = Decider::new(plan.job_id, 3, plan.incarnation, Mode::Shrink, 0);
+    let start = Instant::now();
+    let now = || start.elapsed().as_millis() as u64;
+    decider.handle_exit(lost, plan.incarnation, now());
+    let mut readers: Vec<(u32, BufReader<UnixStream>)> = ends
+        .iter()
+        .map(|(r, s)| {
+            let s = s.try_clone().unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+            (*r, BufReader::new(s))
+        })
+        .collect();
+    let mut reports = Vec::new();
+    loop {
+        assert!(start.elapsed() < Duration::from_secs(20), "no decision");
+        for (_, reader) in &mut readers {
+            let mut line = String::new();
+            if reader.read_line(&mut line).is_ok() && line.ends_with('\n') {
+                let bytes = sperli_wire::hex::decode(line.trim_end().as_bytes()).unwrap();
+                let report = Report::decode(&bytes).unwrap();
+                reports.push(report.clone());
+                decider.handle_report(report, now());
+            }
+        }
+        decider.poll_timers(now());
+        while let Some(out) = decider.poll_output() {
+            match out {
+                DeciderOutput::Fence { rank } => assert_eq!(rank, lost),
+                DeciderOutput::Issue { mut record, to } => {
+                    let sig =
+                        composite_sig::sign(&plan.job_key, &record.signed_bytes(), CONTEXT_MEMBER)
+                            .unwrap();
+                    record.signature = sig.0.to_vec();
+                    let line = format!("{}\n", sperli_wire::hex::encode(&record.encode()));
+                    for r in to {
+                        let (_, s) = ends.iter().find(|(n, _)| *n == r).unwrap();
+                        (&*s).write_all(line.as_bytes()).unwrap();
+                    }
+                    return reports;
+                }
+                DeciderOutput::FullRestart(c) => panic!("full restart: {c:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_lost_rank_is_revoked_reported_and_shrunk_away() {
+    with_deadline(Duration::from_secs(90), || {
+        let plan = JobPlan::localhost_bound(3).unwrap();
+        let mut launcher_ends = Vec::new();
+        let mut ranks = Vec::new();
+        for r in 0..3u32 {
+            let (ours, theirs) = UnixStream::pair().unwrap();
+            launcher_ends.push((r, ours));
+            let mut s = settings();
+            s.control = Some(Arc::new(theirs));
+            s.listener = plan.take_listener(r);
+            let desc = plan.description(r);
+            ranks.push(std::thread::spawn(move || {
+                let ep = Endpoint::start(&desc, s).unwrap();
+                assert_eq!(ep.features() & FEATURE_MEMBERSHIP, FEATURE_MEMBERSHIP);
+                assert_eq!(ep.membership().epoch, 1);
+                if r == 2 {
+                    // Both others are set up once their words came.
+                    ep.recv(0, 1).unwrap();
+                    ep.recv(1, 1).unwrap();
+                    ep.abort(AbortReason::Application, 0, "rank 2 leaves on purpose");
+                    return None;
+                }
+                ep.send(2, 1, b"ready").unwrap();
+                let other = 1 - r;
+                // Rank 2 never answers: the pending receive is revoked.
+                assert_eq!(revoked(ep.recv(2, 7)), 1);
+                // So is every call until the program recovers.
+                assert_eq!(revoked(ep.send(other, 3, b"too early")), 1);
+                let m = ep.recover().unwrap();
+                assert_eq!((m.epoch, m.mode), (2, Some(Mode::Shrink)));
+                assert_eq!(
+                    (m.members.as_slice(), m.failed.as_slice()),
+                    (&[0, 1][..], &[2][..])
+                );
+                // The new epoch: messages between the survivors, both ways,
+                // numbered from 1 again (protocol §18.2).
+                for i in 0..3u8 {
+                    ep.send(other, 9, &[r as u8, i]).unwrap();
+                    assert_eq!(ep.recv(other, 9).unwrap(), vec![other as u8, i]);
+                }
+                ep.set_errors(sperli_transport::ErrorMode::Return);
+                Some(m)
+            }));
+        }
+        // Rank 2's channel stays open (a launcher keeps it until the
+        // process ended); its end is not read.
+        let lost_end = launcher_ends.pop();
+        let reports = launcher(&plan, launcher_ends, 2);
+        assert!(reports.iter().all(|r| r.epoch == 1 && r.suspects == [2]));
+        let got: Vec<_> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
+        drop(lost_end);
+        assert!(got[0].is_some() && got[1].is_some() && got[2].is_none());
+    });
+}
