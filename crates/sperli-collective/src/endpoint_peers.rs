@@ -89,6 +89,10 @@ impl Peers for Endpoint {
     fn job_error(&self) -> Option<Error> {
         Endpoint::error(self)
     }
+
+    fn recover(&self) -> Result<sperli_transport::Recovered, Error> {
+        Endpoint::recover(self)
+    }
 }
 
 /// The longest job description line accepted on stdin (4096 ranks with

@@ -10,6 +10,7 @@
 //! not the transport's per-socket link: one `Peers` value stands for all
 //! of a rank's connections.)
 
+use sperli_transport::Recovered;
 use sperli_wire::abort::AbortReason;
 use sperli_wire::error::UsageError;
 use sperli_wire::payload::Payload;
@@ -202,6 +203,14 @@ pub trait Peers {
     fn job_error(&self) -> Option<Error> {
         None
     }
+
+    /// Waits for the membership that follows a revoke and lets calls run
+    /// again in it (feature bit 5, protocol §18.6; the transport's
+    /// `Endpoint::recover`). Default, for peers without recovery: the job's
+    /// ranks, epoch 0, at once.
+    fn recover(&self) -> Result<Recovered, Error> {
+        Ok(Recovered::whole_job(self.size()))
+    }
 }
 
 /// Called with a communicator's id when this rank frees it
@@ -299,6 +308,9 @@ macro_rules! delegate_peers {
         }
         fn job_error(&self) -> Option<Error> {
             (**self).job_error()
+        }
+        fn recover(&self) -> Result<Recovered, Error> {
+            (**self).recover()
         }
         }
     )*};

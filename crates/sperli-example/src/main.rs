@@ -50,12 +50,18 @@
 //!   rank 0) as `rank R stdin: LINE`, then `rank R stdin: end of file`;
 //!   with CODE, rank 0 of the first incarnation exits with CODE after its
 //!   first line (a restart's rank 0 reads the rest of the stream);
+//! - `shrink STEPS VICTIM AT` (protocol §18.8, `sperli run --recover
+//!   shrink`): an allreduce loop whose every fold is checked; rank VICTIM
+//!   SIGKILLs itself before step AT and the survivors go on without it
+//!   ([`shrink::run_shrink`]);
 //! - `ckpt-reference SIZE STEPS`: no job; prints `result <hex>`, the line
 //!   rank 0 of an undisturbed `ckpt` run of SIZE ranks and STEPS steps
 //!   prints ([`ckpt_reference`]), so that a test can compare a run that
 //!   was killed and restarted with it.
 
 use std::process::ExitCode;
+
+mod shrink;
 
 use sperli_ckpt::Checkpointer;
 use sperli_collective::{Comm, Reduction};
@@ -462,6 +468,9 @@ fn run(args: &[String]) -> ExitCode {
     }
     if args.first().map(String::as_str) == Some("pipe-kill") {
         return run_pipe_kill(args);
+    }
+    if args.first().map(String::as_str) == Some("shrink") {
+        return shrink::run_shrink(args);
     }
     if args.first().map(String::as_str) == Some("scale") {
         return run_scale();

@@ -36,14 +36,7 @@ impl Endpoint {
     pub fn membership(&self) -> Recovered {
         match &self.shared.recovery {
             Some(r) if self.features() & FEATURE_MEMBERSHIP != 0 => r.membership(),
-            _ => Recovered {
-                epoch: 0,
-                mode: None,
-                agreed: true,
-                rollback: None,
-                members: (0..self.size()).collect(),
-                failed: Vec::new(),
-            },
+            _ => Recovered::whole_job(self.size()),
         }
     }
 }

@@ -58,6 +58,21 @@ pub struct Recovered {
     pub failed: Vec<u32>,
 }
 
+impl Recovered {
+    /// The membership of a job without feature bit 5: epoch 0, every one
+    /// of `size` ranks a member, no record.
+    pub fn whole_job(size: u32) -> Self {
+        Recovered {
+            epoch: 0,
+            mode: None,
+            agreed: true,
+            rollback: None,
+            members: (0..size).collect(),
+            failed: Vec::new(),
+        }
+    }
+}
+
 struct Inner {
     machine: RankRecovery,
     todo: VecDeque<Todo>,
