@@ -2254,11 +2254,18 @@ def check_recover_payload(entry):
     try:
         r = RecordReader(data)
         kind = r.uint(1)
-        if kind not in (1, 2):
+        if kind not in (1, 2, 3):
             raise RecordReject("kind")
         if any(r.take(3)):
             raise RecordReject("reserved")
-        if kind == 2:
+        if kind == 3:
+            # section 18.5: a communicator id as section 15.2 names it
+            comm = r.uint(4)
+            if comm > 2147483647:
+                raise RecordReject("comm")
+            r.end()
+            fields = "kind=revoke_communicator comm=%d" % comm
+        elif kind == 2:
             record = data[4:]
             inner = membership_fields(decode_membership(record)).split(" ")
             fields = "kind=membership record_len=%d %s" % (

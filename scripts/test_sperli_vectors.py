@@ -624,6 +624,27 @@ class MembershipTests(unittest.TestCase):
             sv.decode_membership(data + b"\x00")
         self.assertEqual(cm.exception.check, "trailing")
 
+    def test_recover_revoke_communicator(self):
+        def entry(data, verdict, fields=None):
+            e = {"receiver": "size=4 sender=1", "bytes": data.hex(), "verdict": verdict}
+            if fields is not None:
+                e["fields"] = fields
+            return e
+        ok = bytes([3, 0, 0, 0]) + struct.pack("<I", 2147483647)
+        self.assertEqual(sv.check_recover_payload(
+            entry(ok, "accept", "kind=revoke_communicator comm=2147483647")), [])
+        # a wrong id in the fields line, and an accept claimed for a reject
+        self.assertNotEqual(sv.check_recover_payload(
+            entry(ok, "accept", "kind=revoke_communicator comm=7")), [])
+        above = bytes([3, 0, 0, 0]) + struct.pack("<I", 2147483648)
+        self.assertEqual(sv.check_recover_payload(entry(above, "reject H1610 comm")), [])
+        self.assertNotEqual(sv.check_recover_payload(entry(above, "accept")), [])
+        for data, check in ((ok[:7], "truncated"), (ok + b"\x00", "trailing"),
+                            (bytes([3, 0, 1, 0]) + ok[4:], "reserved"),
+                            (bytes([4, 0, 0, 0]) + ok[4:], "kind")):
+            self.assertEqual(sv.check_recover_payload(
+                entry(data, "reject H1610 " + check)), [], check)
+
     def test_header_checks_2_and_5(self):
         v = sv.membership_header_verdict
         self.assertEqual(v(1, 12, 0, 0), "reject H1610 type")

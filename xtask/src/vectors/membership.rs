@@ -5,7 +5,7 @@
 //! records (§18.4), derived with `sperli_wire::recovery`.
 
 use sperli_wire::hex;
-use sperli_wire::limits::SIGNATURE_LEN;
+use sperli_wire::limits::{MAX_COMMUNICATOR_ID, SIGNATURE_LEN};
 use sperli_wire::recovery::header::{check_type_and_epoch, EpochVerdict};
 use sperli_wire::recovery::{
     Change, MembershipRecord, MembershipView, Mode, Precheck, RecoverPayload, RecoveryError,
@@ -148,6 +148,9 @@ pub fn derive_payload(e: Entry) -> Result<Entry, String> {
             );
             Ok(e.with("fields", fields).with("verdict", "accept"))
         }
+        Ok(RecoverPayload::RevokeCommunicator { comm }) => Ok(e
+            .with("fields", format!("kind=revoke_communicator comm={comm}"))
+            .with("verdict", "accept")),
         Err(x) => Ok(e.with("verdict", verdict(&x))),
     }
 }
@@ -518,6 +521,9 @@ fn payloads() -> Vec<Entry> {
     let revoke = |s: Vec<u32>| RecoverPayload::Revoke { suspects: s }.encode();
     let mut trailing = revoke(vec![2]);
     trailing.push(0);
+    let revoke_comm = |comm: u32| RecoverPayload::RevokeCommunicator { comm }.encode();
+    let mut comm_trailing = revoke_comm(5);
+    comm_trailing.push(0);
     let mut bad_record = replace().encode();
     bad_record[0] = b'X';
     vec![
@@ -548,11 +554,60 @@ fn payloads() -> Vec<Entry> {
             "reject H1610 kind",
         ),
         payload_entry(
-            "recover kind 3",
+            "recover kind 4",
             SIZE,
             0,
-            vec![3, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0],
+            vec![4, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0],
             "reject H1610 kind",
+        ),
+        payload_entry(
+            "recover revoke communicator",
+            SIZE,
+            2,
+            revoke_comm(5),
+            "accept",
+        ),
+        payload_entry(
+            "recover revoke communicator 0",
+            SIZE,
+            0,
+            revoke_comm(0),
+            "accept",
+        ),
+        payload_entry(
+            "recover revoke communicator highest id",
+            SIZE,
+            3,
+            revoke_comm(MAX_COMMUNICATOR_ID),
+            "accept",
+        ),
+        payload_entry(
+            "recover revoke communicator id above",
+            SIZE,
+            0,
+            revoke_comm(MAX_COMMUNICATOR_ID + 1),
+            "reject H1610 comm",
+        ),
+        payload_entry(
+            "recover revoke communicator truncated",
+            SIZE,
+            0,
+            revoke_comm(5)[..7].to_vec(),
+            "reject H1610 truncated",
+        ),
+        payload_entry(
+            "recover revoke communicator reserved",
+            SIZE,
+            0,
+            vec![3, 0, 0, 1, 5, 0, 0, 0],
+            "reject H1610 reserved",
+        ),
+        payload_entry(
+            "recover revoke communicator trailing byte",
+            SIZE,
+            0,
+            comm_trailing,
+            "reject H1610 trailing",
         ),
         payload_entry(
             "recover reserved",

@@ -39,7 +39,7 @@ pub enum RecordCheck {
     SigLen,
     /// Bytes after the last field.
     Trailing,
-    /// RECOVER kind not 1 or 2.
+    /// RECOVER kind not 1, 2 or 3.
     Kind,
     /// A reserved byte not 0.
     Reserved,
@@ -47,6 +47,8 @@ pub enum RecordCheck {
     Count,
     /// A suspect out of order, out of range or the sender itself.
     Suspects,
+    /// A REVOKE COMMUNICATOR id above 2147483647 (protocol §18.5).
+    Comm,
 }
 
 impl RecordCheck {
@@ -72,6 +74,7 @@ impl RecordCheck {
             RecordCheck::Reserved => "reserved",
             RecordCheck::Count => "count",
             RecordCheck::Suspects => "suspects",
+            RecordCheck::Comm => "comm",
         }
     }
 }
@@ -144,6 +147,13 @@ pub enum RecoveryError {
         /// The revoked epoch.
         epoch: u32,
     },
+    /// A call on a communicator that was revoked (protocol §18.8.1: by
+    /// this rank or by a RECOVER REVOKE COMMUNICATOR): H1613.
+    #[error("communicator {comm} was revoked")]
+    CommunicatorRevoked {
+        /// The communicator id (protocol §15.2).
+        comm: u32,
+    },
     /// A frame type that is not 1..=11 (1..=12 with bit 5) (§6.2, §18.2
     /// check 2): H1610.
     #[error("frame type {got} is not a type of this job")]
@@ -177,7 +187,8 @@ impl RecoveryError {
             RecoveryError::HostRefused { .. } => HCode::H1614,
             RecoveryError::Fenced { .. }
             | RecoveryError::LauncherLost
-            | RecoveryError::Revoked { .. } => HCode::H1613,
+            | RecoveryError::Revoked { .. }
+            | RecoveryError::CommunicatorRevoked { .. } => HCode::H1613,
         }
     }
 
@@ -191,7 +202,7 @@ impl RecoveryError {
             RecoveryError::History { .. } | RecoveryError::HostRefused { .. } => "history",
             RecoveryError::Fenced { .. } => "fenced",
             RecoveryError::LauncherLost => "launcher",
-            RecoveryError::Revoked { .. } => "revoked",
+            RecoveryError::Revoked { .. } | RecoveryError::CommunicatorRevoked { .. } => "revoked",
             RecoveryError::HeaderType { .. } => "type",
             RecoveryError::HeaderEpoch { .. } => "membership_epoch",
         }
@@ -225,5 +236,9 @@ mod tests {
         );
         assert_eq!(RecoveryError::Fenced { epoch: 2 }.h_code(), HCode::H1613);
         assert_eq!(RecoveryError::LauncherLost.check_name(), "launcher");
+        let revoked = RecoveryError::CommunicatorRevoked { comm: 3 };
+        assert_eq!(revoked.h_code(), HCode::H1613);
+        assert_eq!(revoked.check_name(), "revoked");
+        assert_eq!(revoked.to_string(), "communicator 3 was revoked");
     }
 }

@@ -263,6 +263,9 @@ impl RankRecovery {
                     // epoch; §18.3 check 15 discards one already passed.
                     (Ok(_), RecoverPayload::Membership { record }) => self.record(&record, now),
                     (Ok(_), RecoverPayload::Revoke { .. }) => {}
+                    // protocol §18.8.1: one communicator's revoke leaves
+                    // the epoch as it is; the communicator layer takes it.
+                    (Ok(_), RecoverPayload::RevokeCommunicator { .. }) => {}
                 }
             }
             Event::Control { record } => self.record(&record, now),
