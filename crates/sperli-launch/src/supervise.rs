@@ -27,7 +27,8 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use sperli_wire::failure_record::{self, FailureRecord};
 
-use crate::os::{is_subreaper, signal_group};
+use crate::control::{ChannelLine, ControlPair, CONTROL_FD, CONTROL_FD_ENV};
+use crate::os::{inherit_fd_at, is_subreaper, signal_group};
 use crate::outcome::{Blame, Outcome};
 // `crate::supervise::EXIT_USAGE` is the path `mailbox_cli` uses.
 pub(crate) use crate::outcome::EXIT_USAGE;
@@ -35,6 +36,7 @@ use crate::output::{open_output_file, pump, PumpEvent, PumpTarget, Sink, Stream}
 use crate::procfs::{proc_state, ProcState};
 use crate::rank_exit::RankExit;
 use crate::record_dir::RecordDir;
+use crate::recovery::{Action, Recovery, RecoveryPlan};
 use crate::root_cause::{root_cause, Cause, Failure, Liveness, Verdict};
 use crate::spawn::{
     command_for, os_error_text, Control, RankLaunch, SpawnFailure, StartError, Via,
@@ -75,6 +77,11 @@ pub struct Options {
     /// launcher's stdin, or an empty stream (docs/launcher.md, "Standard
     /// input").
     pub stdin: StdinFeed,
+    /// `--recover inplace|shrink`: each rank started directly gets a
+    /// control channel, and a rank's failure goes to the recovery
+    /// (protocol §18.6, [`crate::recovery`]); `None`: a failure ends the
+    /// run (`--recover restart`).
+    pub recovery: Option<RecoveryPlan>,
 }
 
 impl Default for Options {
@@ -90,6 +97,7 @@ impl Default for Options {
             start_deadline: Duration::from_millis(sperli_wire::limits::SETUP_WINDOW_MS)
                 + SETUP_MARGIN,
             stdin: StdinFeed::empty(),
+            recovery: None,
         }
     }
 }
@@ -106,6 +114,7 @@ enum Event {
     Exited(usize, RankExit),
     GroupEmpty(usize),
     Pump(usize, PumpEvent),
+    Channel(usize, ChannelLine),
 }
 
 /// One started rank.
@@ -125,6 +134,8 @@ struct Slot {
     /// Dropping it closes a wrapped rank's stdin (its watchdog ends it)
     /// and stops the forwarding of the launcher's stdin to rank 0.
     _stdin_hold: Option<Sender<()>>,
+    /// The launcher's end of the rank's control channel.
+    control: Option<std::os::unix::net::UnixStream>,
 }
 
 /// Waits for every process of the group `pgid` the launcher is the parent
@@ -183,6 +194,7 @@ struct Spawned {
     child: Child,
     files: (Option<std::fs::File>, Option<std::fs::File>),
     at: Instant,
+    control: Option<std::os::unix::net::UnixStream>,
 }
 
 /// Starts the process of rank `r`. Every rank is spawned before any
@@ -204,6 +216,18 @@ fn spawn_rank(
     if let (Some(d), Via::Direct) = (records, &r.via) {
         cmd.env(failure_record::ENV_VAR, d.file(r.rank));
     }
+    let mut control = None;
+    if opts.recovery.is_some() && r.via == Via::Direct {
+        let pair = ControlPair::new().map_err(|e| {
+            fail(
+                StartError::Other,
+                format!("control channel: {}", os_error_text(&e)),
+            )
+        })?;
+        cmd.env(CONTROL_FD_ENV, CONTROL_FD.to_string());
+        inherit_fd_at(&mut cmd, pair.rank, CONTROL_FD);
+        control = Some(pair.launcher);
+    }
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -219,6 +243,7 @@ fn spawn_rank(
         child,
         files,
         at: Instant::now(),
+        control,
     })
 }
 
@@ -231,7 +256,14 @@ fn attach_rank(idx: usize, s: Spawned, opts: &Options, lock: &Sink, tx: &Sender<
         mut child,
         files: (out_file, err_file),
         at,
+        control,
     } = s;
+    if let Some(reader) = control.as_ref().and_then(|c| c.try_clone().ok()) {
+        let tx = tx.clone();
+        thread::spawn(move || {
+            crate::control::read_lines(reader, |l| drop(tx.send(Event::Channel(idx, l))))
+        });
+    }
     let prefix = (!opts.raw_output).then(|| format!("[{}] ", r.rank));
     let report = |tx: Sender<Event>| move |e| drop(tx.send(Event::Pump(idx, e)));
     if let Some(out) = child.stdout.take() {
@@ -297,6 +329,7 @@ fn attach_rank(idx: usize, s: Spawned, opts: &Options, lock: &Sink, tx: &Sender<
         open_streams: 2,
         group_empty: false,
         _stdin_hold: hold,
+        control,
     }
 }
 
@@ -325,6 +358,8 @@ struct Job<'a> {
     termed_at: Option<Instant>,
     killed: bool,
     reaper: bool,
+    /// The Decider's driver (`--recover inplace|shrink`).
+    recovery: Option<Recovery>,
 }
 
 impl Job<'_> {
@@ -336,6 +371,11 @@ impl Job<'_> {
                 let pgid = self.slots[i].pgid;
                 if let Some(w) = &mut self.watchdog {
                     w.forget(pgid);
+                }
+            }
+            Event::Channel(i, line) => {
+                if let Some(rec) = &mut self.recovery {
+                    rec.on_line(self.slots[i].rank, line);
                 }
             }
             Event::Pump(i, PumpEvent::Closed(_)) => {
@@ -391,12 +431,20 @@ impl Job<'_> {
                 (Via::Direct, None) => None,
                 _ => s.record.take(),
             };
-            self.failures.push(Failure {
+            let failure = Failure {
                 rank: s.rank,
                 exit,
                 record,
-            });
-            self.first_failure.get_or_insert_with(Instant::now);
+            };
+            match &mut self.recovery {
+                // A fenced rank's end is the launcher's doing.
+                Some(rec) if rec.active() && rec.fenced(s.rank) => {}
+                Some(rec) if rec.active() => rec.on_exit(failure),
+                _ => {
+                    self.failures.push(failure);
+                    self.first_failure.get_or_insert_with(Instant::now);
+                }
+            }
         }
     }
 
@@ -466,6 +514,81 @@ impl Job<'_> {
             }
             self.outcome = Some(Outcome::Failed(Blame { verdict: v, host }));
         }
+    }
+
+    /// Runs the recovery's decisions (protocol §18.6): fences, records,
+    /// its line on stderr, or the full restart.
+    fn recover(&mut self, lock: &Sink) {
+        let Some(rec) = &mut self.recovery else {
+            return;
+        };
+        if self.outcome.is_some() {
+            return;
+        }
+        let slots = &self.slots;
+        let ended = |rank: u32| {
+            slots
+                .iter()
+                .find(|s| s.rank == rank)
+                .is_none_or(|s| s.exit.is_some())
+        };
+        for action in rec.step(ended) {
+            match action {
+                Action::Kill(rank) => {
+                    if let Some(s) = self.slots.iter().find(|s| s.rank == rank) {
+                        signal_group(s.pgid, Signal::SIGKILL);
+                    }
+                }
+                Action::Write { record, to } => {
+                    for s in self.slots.iter().filter(|s| to.contains(&s.rank)) {
+                        if let Some(c) = &s.control {
+                            // A survivor that ended meanwhile is a failure
+                            // of the new epoch: its exit tells.
+                            let _ = crate::control::write_record(c, &record);
+                        }
+                    }
+                }
+                Action::Say(line) => {
+                    let _g = lock.lock();
+                    eprintln!("{line}");
+                }
+                Action::FullRestart(held) => self.full_restart(held),
+            }
+        }
+    }
+
+    /// The recovery chose a full restart: its held failures are the
+    /// job's, for the root cause; when none ended on its own (every failed
+    /// rank was fenced), the lowest fenced rank is blamed as unresponsive.
+    fn full_restart(&mut self, held: Vec<(Failure, Instant)>) {
+        if let Some(first) = held.iter().map(|(_, at)| *at).min() {
+            self.first_failure = Some(first);
+            self.failures.extend(held.into_iter().map(|(f, _)| f));
+            return;
+        }
+        let fenced: Vec<u32> = self
+            .slots
+            .iter()
+            .filter(|s| self.recovery.as_ref().is_some_and(|r| r.fenced(s.rank)))
+            .map(|s| s.rank)
+            .collect();
+        let Some((&rank, also)) = fenced.split_first() else {
+            return;
+        };
+        let host = self
+            .slots
+            .iter()
+            .find(|s| s.rank == rank)
+            .map_or_else(String::new, |s| s.host.clone());
+        let verdict = Verdict {
+            rank,
+            cause: Cause::Unresponsive,
+            also: also.to_vec(),
+            exit_code: 1,
+            abort: None,
+        };
+        self.outcome = Some(Outcome::Failed(Blame { verdict, host }));
+        self.end_now = true;
     }
 
     /// The launcher's own set-up deadline: ranks that never started.
@@ -563,7 +686,9 @@ pub fn run_job(ranks: Vec<RankLaunch>, opts: &Options, interrupt: &AtomicI32) ->
         termed_at: None,
         killed: false,
         reaper: is_subreaper(),
+        recovery: None,
     };
+    let size = ranks.len() as u32;
     let mut spawned = Vec::with_capacity(ranks.len());
     for r in ranks {
         match spawn_rank(r, opts, job.records.as_ref()) {
@@ -580,6 +705,9 @@ pub fn run_job(ranks: Vec<RankLaunch>, opts: &Options, interrupt: &AtomicI32) ->
             }
         }
     }
+    if let Some(plan) = &opts.recovery {
+        job.recovery = Some(Recovery::new(plan.clone(), size));
+    }
     for (idx, s) in spawned.into_iter().enumerate() {
         job.slots.push(attach_rank(idx, s, opts, &lock, &tx));
     }
@@ -594,6 +722,7 @@ pub fn run_job(ranks: Vec<RankLaunch>, opts: &Options, interrupt: &AtomicI32) ->
             }
         }
         job.collect_failures();
+        job.recover(&lock);
         job.decide();
         job.check_starts();
         if job.outcome.is_none() {
