@@ -196,4 +196,117 @@ mod tests {
         BufReader::new(rank).read_to_string(&mut text).unwrap();
         assert_eq!(text, "0aff\n");
     }
+
+    /// Through `run_job` with `sh` ranks: each survivor writes its REPORT
+    /// (given in `REPORT_HEX`) to `$SPERLI_CONTROL_FD` and keeps the line
+    /// it reads back; `victim` ends by `how`.
+    fn shrink_run(size: u32, victim: u32, how: &str) -> (crate::Outcome, Vec<Option<String>>) {
+        use crate::recovery::RecoveryPlan;
+        use crate::supervise::{run_job, Options};
+        use sperli_wire::recovery::Mode;
+        let key = sperli_tls::composite_sig::generate().unwrap();
+        let plan = RecoveryPlan {
+            job_id: JobId([7; 16]),
+            start_incarnation: 1,
+            mode: Mode::Shrink,
+            replacements: 0,
+            job_key: key.clone(),
+        };
+        let dir = std::env::temp_dir().join(format!("sperli-control-{}-{how}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = format!(
+            r#"read -r d
+[ "$d" = 00ff ] || exit 8
+[ "$SPERLI_CONTROL_FD" = 3 ] || exit 9
+if [ "$SPERLI_RANK" = {victim} ]; then {how}; sleep 30; exit 0; fi
+printf '%s\n' "$REPORT_HEX" >&$SPERLI_CONTROL_FD
+IFS= read -r rec <&$SPERLI_CONTROL_FD || exit 10
+printf '%s\n' "$rec" > "$OUT""#
+        );
+        let ranks = (0..size)
+            .map(|r| {
+                let mut rep = report(r, vec![victim]);
+                rep.incarnation = 1;
+                crate::spawn::RankLaunch {
+                    rank: r,
+                    host: "127.0.0.1".into(),
+                    via: crate::spawn::Via::Direct,
+                    argv: vec!["sh".into(), "-c".into(), script.clone()],
+                    env: vec![
+                        ("SPERLI_RANK".into(), r.to_string()),
+                        ("REPORT_HEX".into(), sperli_wire::hex::encode(&rep.encode())),
+                        (
+                            "OUT".into(),
+                            dir.join(r.to_string()).to_string_lossy().into_owned(),
+                        ),
+                    ],
+                    stdin_line: "00ff\n".into(),
+                }
+            })
+            .collect();
+        let opts = Options {
+            wait_after_failure: Duration::from_millis(300),
+            grace: Duration::from_millis(300),
+            timeout: Some(Duration::from_secs(60)),
+            recovery: Some(plan),
+            ..Options::default()
+        };
+        let none = std::sync::atomic::AtomicI32::new(0);
+        let outcome = run_job(ranks, &opts, &none);
+        let lines: Vec<Option<String>> = (0..size)
+            .map(|r| std::fs::read_to_string(dir.join(r.to_string())).ok())
+            .collect();
+        let _ = std::fs::remove_dir_all(&dir);
+        // Every line a survivor read is the one signed record.
+        for line in lines.iter().flatten() {
+            let bytes = sperli_wire::hex::decode(line.trim_end().as_bytes()).unwrap();
+            let rec = sperli_wire::recovery::MembershipRecord::decode(&bytes).unwrap();
+            assert!(sperli_tls::composite_sig::verify_bytes(
+                key.public_key().as_bytes(),
+                &rec.signed_bytes(),
+                sperli_wire::recovery::CONTEXT_MEMBER,
+                &rec.signature
+            ));
+            let mut inc = vec![1; size as usize];
+            inc[victim as usize] = 0;
+            assert_eq!((rec.epoch, rec.incarnations), (2, inc));
+        }
+        (outcome, lines)
+    }
+
+    #[test]
+    fn a_killed_rank_s_peers_report_and_read_the_signed_record() {
+        let (outcome, lines) = shrink_run(4, 3, "kill -9 $$");
+        assert_eq!(outcome, crate::Outcome::Success);
+        assert!(lines[..3].iter().all(Option::is_some), "{lines:?}");
+        assert_eq!(lines[3], None);
+    }
+
+    #[test]
+    fn a_stopped_rank_is_fenced_and_the_survivors_go_on() {
+        let (outcome, lines) = shrink_run(3, 1, "kill -STOP $$");
+        assert_eq!(outcome, crate::Outcome::Success);
+        assert!(lines[0].is_some() && lines[2].is_some(), "{lines:?}");
+        assert_eq!(lines[1], None);
+    }
+
+    #[test]
+    fn without_a_recovery_plan_a_rank_has_no_channel() {
+        use crate::supervise::{run_job, Options};
+        let script = r#"read -r d; [ -z "$SPERLI_CONTROL_FD" ] || exit 9; if { true >&3; } 2>/dev/null; then exit 10; fi"#;
+        let rank = crate::spawn::RankLaunch {
+            rank: 0,
+            host: "127.0.0.1".into(),
+            via: crate::spawn::Via::Direct,
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            env: Vec::new(),
+            stdin_line: "00ff\n".into(),
+        };
+        let none = std::sync::atomic::AtomicI32::new(0);
+        assert_eq!(
+            run_job(vec![rank], &Options::default(), &none),
+            crate::Outcome::Success
+        );
+    }
 }
