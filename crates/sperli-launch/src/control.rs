@@ -197,24 +197,20 @@ mod tests {
         assert_eq!(text, "0aff\n");
     }
 
-    /// Through `run_job` with `sh` ranks: each survivor writes its REPORT
-    /// (given in `REPORT_HEX`) to `$SPERLI_CONTROL_FD` and keeps the line
-    /// it reads back; `victim` ends by `how`.
-    fn shrink_run(size: u32, victim: u32, how: &str) -> (crate::Outcome, Vec<Option<String>>) {
+    /// Through `run_job_recovering` with `sh` ranks: each survivor
+    /// writes its REPORT to `$SPERLI_CONTROL_FD` and keeps the line it
+    /// reads back; `victim` ends by `how`. Returns the outcome and which
+    /// ranks read the one shrink record that removes `victim`.
+    fn shrink_run(size: u32, victim: u32, how: &str) -> (crate::Outcome, Vec<bool>) {
         use crate::recovery::RecoveryPlan;
-        use crate::supervise::{run_job, Options};
         use sperli_wire::recovery::Mode;
-        let key = sperli_tls::composite_sig::generate().unwrap();
+        let job = sperli_tls::job_plan::JobPlan::localhost(size).unwrap();
         let plan = RecoveryPlan {
-            job_id: JobId([7; 16]),
-            start_incarnation: 1,
+            job: &job,
             mode: Mode::Shrink,
             replacements: 0,
-            job_key: key.clone(),
+            start_replacements: false,
         };
-        let dir = std::env::temp_dir().join(format!("sperli-control-{}-{how}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
         let script = format!(
             r#"read -r d
 [ "$d" = 00ff ] || exit 8
@@ -224,71 +220,34 @@ printf '%s\n' "$REPORT_HEX" >&$SPERLI_CONTROL_FD
 IFS= read -r rec <&$SPERLI_CONTROL_FD || exit 10
 printf '%s\n' "$rec" > "$OUT""#
         );
-        let ranks = (0..size)
+        let (outcome, records) =
+            crate::supervise::recover::tests::run_sh_ranks(plan, &script, victim);
+        let mut inc = vec![1; size as usize];
+        inc[victim as usize] = 0;
+        let read = records
+            .into_iter()
             .map(|r| {
-                let mut rep = report(r, vec![victim]);
-                rep.incarnation = 1;
-                crate::spawn::RankLaunch {
-                    rank: r,
-                    host: "127.0.0.1".into(),
-                    via: crate::spawn::Via::Direct,
-                    argv: vec!["sh".into(), "-c".into(), script.clone()],
-                    env: vec![
-                        ("SPERLI_RANK".into(), r.to_string()),
-                        ("REPORT_HEX".into(), sperli_wire::hex::encode(&rep.encode())),
-                        (
-                            "OUT".into(),
-                            dir.join(r.to_string()).to_string_lossy().into_owned(),
-                        ),
-                    ],
-                    stdin_line: "00ff\n".into(),
-                }
+                r.is_some_and(|r| {
+                    assert_eq!((r.mode, r.epoch, &r.incarnations), (Mode::Shrink, 2, &inc));
+                    true
+                })
             })
             .collect();
-        let opts = Options {
-            wait_after_failure: Duration::from_millis(300),
-            grace: Duration::from_millis(300),
-            timeout: Some(Duration::from_secs(60)),
-            recovery: Some(plan),
-            ..Options::default()
-        };
-        let none = std::sync::atomic::AtomicI32::new(0);
-        let outcome = run_job(ranks, &opts, &none);
-        let lines: Vec<Option<String>> = (0..size)
-            .map(|r| std::fs::read_to_string(dir.join(r.to_string())).ok())
-            .collect();
-        let _ = std::fs::remove_dir_all(&dir);
-        // Every line a survivor read is the one signed record.
-        for line in lines.iter().flatten() {
-            let bytes = sperli_wire::hex::decode(line.trim_end().as_bytes()).unwrap();
-            let rec = sperli_wire::recovery::MembershipRecord::decode(&bytes).unwrap();
-            assert!(sperli_tls::composite_sig::verify_bytes(
-                key.public_key().as_bytes(),
-                &rec.signed_bytes(),
-                sperli_wire::recovery::CONTEXT_MEMBER,
-                &rec.signature
-            ));
-            let mut inc = vec![1; size as usize];
-            inc[victim as usize] = 0;
-            assert_eq!((rec.epoch, rec.incarnations), (2, inc));
-        }
-        (outcome, lines)
+        (outcome, read)
     }
 
     #[test]
     fn a_killed_rank_s_peers_report_and_read_the_signed_record() {
-        let (outcome, lines) = shrink_run(4, 3, "kill -9 $$");
+        let (outcome, read) = shrink_run(4, 3, "kill -9 $$");
         assert_eq!(outcome, crate::Outcome::Success);
-        assert!(lines[..3].iter().all(Option::is_some), "{lines:?}");
-        assert_eq!(lines[3], None);
+        assert_eq!(read, [true, true, true, false]);
     }
 
     #[test]
     fn a_stopped_rank_is_fenced_and_the_survivors_go_on() {
-        let (outcome, lines) = shrink_run(3, 1, "kill -STOP $$");
+        let (outcome, read) = shrink_run(3, 1, "kill -STOP $$");
         assert_eq!(outcome, crate::Outcome::Success);
-        assert!(lines[0].is_some() && lines[2].is_some(), "{lines:?}");
-        assert_eq!(lines[1], None);
+        assert_eq!(read, [true, false, true]);
     }
 
     #[test]

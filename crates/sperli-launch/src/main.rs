@@ -32,9 +32,9 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use sperli_launch::{
-    at_end, hosts_of, is_local, parse_deny_file, place, run_job, CheckpointTree, HostChoice,
-    HostSpec, Hosts, JobIdentity, MapBy, Options, Outcome, RankLaunch, RecoverMode, RecoveryPlan,
-    StdinFeed, Via, DEFAULT_RSH, EXIT_USAGE, SETUP_MARGIN,
+    at_end, hosts_of, is_local, parse_deny_file, place, run_job_recovering, CheckpointTree,
+    HostChoice, HostSpec, Hosts, JobIdentity, MapBy, Options, Outcome, RankLaunch, RecoverMode,
+    RecoveryPlan, StdinFeed, Via, DEFAULT_RSH, EXIT_USAGE, SETUP_MARGIN,
 };
 use sperli_wire::env;
 use sperli_wire::job_description::HostEntry;
@@ -313,7 +313,6 @@ fn run(args: RunArgs) -> ExitCode {
         } else {
             StdinFeed::from_launcher_stdin()
         },
-        recovery: None,
     };
     let mailbox = match sperli_launch::mailbox_cli::MailboxJob::prepare(
         &args.mailbox,
@@ -405,14 +404,15 @@ fn run(args: RunArgs) -> ExitCode {
                 "sperli: ranks started through a remote shell or srun have no control channel: a failure restarts the job in full (--recover restart)"
             );
         }
-        opts.recovery = recover_mode.map(|mode| RecoveryPlan {
-            job_id: plan.job_id,
-            start_incarnation: incarnation,
+        let recovery = recover_mode.map(|mode| RecoveryPlan {
+            job: &plan,
             mode,
             replacements: args.restart_max.saturating_sub(restarts),
-            job_key: plan.job_key.clone(),
+            // The rank side of a replacement's join is not built yet
+            // (docs/launcher.md, "Recovery").
+            start_replacements: false,
         });
-        let outcome = run_job(ranks, &opts, &interrupt);
+        let outcome = run_job_recovering(ranks, &opts, &interrupt, recovery);
         if !matches!(outcome, Outcome::Failed(_)) || restarts >= args.restart_max {
             at_end(
                 tree.as_ref(),

@@ -10,20 +10,25 @@
 //! The record is signed with the job key (CompositeSig, context
 //! `SPERLI-MEMBER-1`, protocol §18.3) before it is written; a fenced rank
 //! has ended before the record that removes it is signed (protocol §18.6).
-//! A replacement (the replace mode, protocol §18.7) does not join yet: in
-//! `inplace` mode a decision to replace is carried out as a full restart.
+//! In the replace mode the launcher issues and starts a replacement of
+//! each failed rank before it writes the record ([`crate::replacement`],
+//! protocol §18.7) only when [`RecoveryPlan::start_replacements`] says so:
+//! the rank side of a replacement's join is not built yet, so `sperli run
+//! --recover inplace` carries a decision to replace out as a full restart.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
 use sperli_tls::composite_sig::{self, SecretKey};
+use sperli_tls::job_plan::JobPlan;
 use sperli_transport::proto::recovery::decider::{Decider, DeciderOutput, RestartCause};
 use sperli_transport::proto::recovery::REPORT_WAIT_MS;
-use sperli_wire::ids::JobId;
+use sperli_wire::job_description::HostEntry;
 use sperli_wire::recovery::{MembershipRecord, Mode, Report, CONTEXT_MEMBER};
 
 use crate::control::ChannelLine;
 use crate::rank_exit::RankExit;
+use crate::replacement::{self, Replacement};
 use crate::root_cause::Failure;
 
 /// `sperli run --recover`: what the launcher does when a rank fails.
@@ -66,32 +71,22 @@ impl std::str::FromStr for RecoverMode {
     }
 }
 
-/// What one run of a job needs to recover from a rank's failure: the job,
-/// the mode, the replacements still allowed and the job key that signs
-/// the records.
-#[derive(Clone)]
-pub struct RecoveryPlan {
-    /// The job.
-    pub job_id: JobId,
-    /// The incarnation of every rank at this run's set-up.
-    pub start_incarnation: u32,
+/// What one run of a job needs to recover from a rank's failure: the
+/// job's plan (its id, this run's incarnation, host list, CA and the job
+/// key that signs the records), the mode and the replacements still
+/// allowed.
+#[derive(Debug, Clone, Copy)]
+pub struct RecoveryPlan<'a> {
+    /// The job as this run started it.
+    pub job: &'a JobPlan,
     /// Replace or shrink.
     pub mode: Mode,
     /// The restarts `--restart-max` still allows (each replacement is one).
     pub replacements: u32,
-    /// The job's CompositeSig secret key (signs the records).
-    pub job_key: SecretKey,
-}
-
-impl std::fmt::Debug for RecoveryPlan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RecoveryPlan")
-            .field("job_id", &self.job_id)
-            .field("start_incarnation", &self.start_incarnation)
-            .field("mode", &self.mode)
-            .field("replacements", &self.replacements)
-            .finish_non_exhaustive()
-    }
+    /// Replace mode: issue and start a replacement of each failed rank
+    /// (protocol §18.7); false: carry a decision to replace out as a full
+    /// restart (until the rank side of a replacement's join exists).
+    pub start_replacements: bool,
 }
 
 /// What the supervisor must do for the recovery.
@@ -108,6 +103,14 @@ pub enum Action {
     },
     /// Print this line on the launcher's stderr.
     Say(String),
+    /// Start this replacement (protocol §18.7) with `record` (encoded) as
+    /// the first line on its control channel.
+    Start {
+        /// What it was issued.
+        replacement: Box<Replacement>,
+        /// The signed record.
+        record: Vec<u8>,
+    },
     /// End every rank and start the job again (protocol §10.1): these
     /// failures, held back while the Decider ran, are the job's now; none
     /// when the failed ranks were fenced without ending on their own.
@@ -122,13 +125,17 @@ enum Loss {
 }
 
 /// The supervisor's side of the Decider for one run of a job.
-pub struct Recovery {
-    plan: RecoveryPlan,
+pub struct Recovery<'a> {
+    plan: RecoveryPlan<'a>,
     decider: Decider,
     clock: Instant,
     size: u32,
-    members: u32,
-    fenced: BTreeSet<u32>,
+    /// `inc[n]` of the current epoch (0: not a member).
+    incarnations: Vec<u32>,
+    /// Every rank's current endpoint.
+    hosts: Vec<HostEntry>,
+    /// (rank, incarnation) of every fenced process.
+    fenced: BTreeSet<(u32, u32)>,
     pending: VecDeque<DeciderOutput>,
     held: Vec<(Failure, Instant)>,
     lost: BTreeMap<u32, Loss>,
@@ -136,21 +143,24 @@ pub struct Recovery {
     restarting: bool,
 }
 
-impl Recovery {
-    /// The recovery of a run of `size` ranks, in epoch 1.
-    pub fn new(plan: RecoveryPlan, size: u32) -> Self {
+impl<'a> Recovery<'a> {
+    /// The recovery of a run of the job's ranks, in epoch 1.
+    pub fn new(plan: RecoveryPlan<'a>) -> Self {
+        let job = plan.job;
+        let size = job.size();
         Self {
             decider: Decider::new(
-                plan.job_id,
+                job.job_id,
                 size,
-                plan.start_incarnation,
+                job.incarnation,
                 plan.mode,
                 plan.replacements,
             ),
             plan,
             clock: Instant::now(),
             size,
-            members: size,
+            incarnations: vec![job.incarnation; size as usize],
+            hosts: job.hosts.clone(),
             fenced: BTreeSet::new(),
             pending: VecDeque::new(),
             held: Vec::new(),
@@ -170,28 +180,39 @@ impl Recovery {
         !self.restarting
     }
 
-    /// Whether `rank` was fenced: its end is the launcher's doing.
-    pub fn fenced(&self, rank: u32) -> bool {
-        self.fenced.contains(&rank)
+    /// Whether the process of `rank` at `incarnation` was fenced: its end
+    /// is the launcher's doing.
+    pub fn fenced(&self, rank: u32, incarnation: u32) -> bool {
+        self.fenced.contains(&(rank, incarnation))
     }
 
-    /// A rank's process ended abnormally (a non-zero status or a signal).
-    pub fn on_exit(&mut self, failure: Failure) {
+    /// Whether the process of `rank` at `incarnation` is of the current
+    /// membership (not an older incarnation, not a rank removed).
+    fn current(&self, rank: u32, incarnation: u32) -> bool {
+        self.incarnations.get(rank as usize) == Some(&incarnation) && incarnation != 0
+    }
+
+    /// The process of a rank at `incarnation` ended abnormally (a non-zero
+    /// status or a signal).
+    pub fn on_exit(&mut self, failure: Failure, incarnation: u32) {
         let now = self.now();
-        self.lost
-            .entry(failure.rank)
-            .or_insert(Loss::Exited(failure.exit));
         let rank = failure.rank;
+        if !self.current(rank, incarnation) {
+            return;
+        }
+        self.lost.entry(rank).or_insert(Loss::Exited(failure.exit));
         self.held.push((failure, Instant::now()));
-        self.decider
-            .handle_exit(rank, self.plan.start_incarnation, now);
+        self.decider.handle_exit(rank, incarnation, now);
     }
 
-    /// A line from `rank`'s control channel (protocol §18.4): a REPORT
-    /// that names another rank, or a suspect outside the job, is refused
-    /// like one that does not decode, and a refused REPORT is a failure of
-    /// its rank.
-    pub fn on_line(&mut self, rank: u32, line: ChannelLine) {
+    /// A line from the control channel of `rank` at `incarnation`
+    /// (protocol §18.4): a REPORT that names another rank, or a suspect
+    /// outside the job, is refused like one that does not decode, and a
+    /// refused REPORT is a failure of its rank.
+    pub fn on_line(&mut self, rank: u32, incarnation: u32, line: ChannelLine) {
+        if !self.current(rank, incarnation) {
+            return;
+        }
         let now = self.now();
         match line {
             ChannelLine::Report(r) if self.fits(rank, &r) => {
@@ -202,8 +223,7 @@ impl Recovery {
             }
             ChannelLine::Report(_) | ChannelLine::Refused(_) => {
                 self.lost.entry(rank).or_insert(Loss::Refused);
-                self.decider
-                    .handle_exit(rank, self.plan.start_incarnation, now);
+                self.decider.handle_exit(rank, incarnation, now);
             }
         }
     }
@@ -238,7 +258,8 @@ impl Recovery {
         while let Some(o) = self.pending.pop_front() {
             match o {
                 DeciderOutput::Fence { rank } => {
-                    if self.fenced.insert(rank) && !ended(rank) {
+                    let inc = self.incarnations.get(rank as usize).copied().unwrap_or(0);
+                    if self.fenced.insert((rank, inc)) && !ended(rank) {
                         out.push(Action::Kill(rank));
                     }
                 }
@@ -262,39 +283,90 @@ impl Recovery {
     fn issue(&mut self, mut record: MembershipRecord, to: Vec<u32>, out: &mut Vec<Action>) {
         let lost = self.lost_text(&record);
         let epoch = record.epoch;
-        if record.mode == Mode::Replace {
-            // protocol §18.7: a replacement cannot join yet.
+        let restart = |why: String, this: &mut Self, out: &mut Vec<Action>| {
             out.push(Action::Say(format!(
-                "sperli: epoch {epoch}: {lost}; a replacement cannot join yet: restarting the job in full"
+                "sperli: epoch {epoch}: {lost}; {why}: restarting the job in full"
             )));
-            self.restarting = true;
-            out.push(Action::FullRestart(std::mem::take(&mut self.held)));
-            return;
-        }
-        match sign(&self.plan.job_key, &mut record) {
-            Ok(()) => {
-                self.members = record.incarnations.iter().filter(|i| **i != 0).count() as u32;
-                out.push(Action::Say(format!(
-                    "sperli: epoch {epoch}: {lost}; shrunk to {} ranks",
-                    self.members
-                )));
-                out.push(Action::Write {
-                    record: record.encode(),
-                    to,
-                });
-                let gone: BTreeSet<u32> = record.changes.iter().map(|c| c.rank).collect();
-                self.held.retain(|(f, _)| !gone.contains(&f.rank));
-                self.lost.clear();
-                self.suspected_by.clear();
+            this.restarting = true;
+            out.push(Action::FullRestart(std::mem::take(&mut this.held)));
+        };
+        let mut started = Vec::new();
+        if record.mode == Mode::Replace {
+            if !self.plan.start_replacements {
+                return restart("a replacement cannot join yet".into(), self, out);
             }
-            Err(e) => {
-                out.push(Action::Say(format!(
-                    "sperli: epoch {epoch}: {lost}; the record cannot be signed ({e}): restarting the job in full"
-                )));
-                self.restarting = true;
-                out.push(Action::FullRestart(std::mem::take(&mut self.held)));
+            match self.replacements(&record) {
+                Ok(reps) => {
+                    replacement::fill_changes(&mut record, &reps);
+                    started = reps;
+                }
+                Err(e) => {
+                    return restart(format!("no replacement can be issued ({e})"), self, out);
+                }
             }
         }
+        if let Err(e) = sign(&self.plan.job.job_key, &mut record) {
+            return restart(format!("the record cannot be signed ({e})"), self, out);
+        }
+        let members = record.incarnations.iter().filter(|i| **i != 0).count();
+        let what = match record.mode {
+            Mode::Shrink => format!("shrunk to {members} ranks"),
+            Mode::Replace => {
+                let runs: Vec<String> = started
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "replacement of rank {} runs on {}:{} (incarnation {})",
+                            r.rank, r.endpoint.host, r.endpoint.port, r.incarnation
+                        )
+                    })
+                    .collect();
+                format!(
+                    "{}, rolling back to checkpoint epoch {}",
+                    runs.join(", "),
+                    record.rollback
+                )
+            }
+        };
+        out.push(Action::Say(format!(
+            "sperli: epoch {epoch}: {lost}; {what}"
+        )));
+        let bytes = record.encode();
+        for r in started {
+            self.hosts[r.rank as usize] = r.endpoint.clone();
+            out.push(Action::Start {
+                replacement: Box::new(r),
+                record: bytes.clone(),
+            });
+        }
+        out.push(Action::Write { record: bytes, to });
+        self.incarnations = record.incarnations.clone();
+        let gone: BTreeSet<u32> = record.changes.iter().map(|c| c.rank).collect();
+        self.held.retain(|(f, _)| !gone.contains(&f.rank));
+        self.lost.clear();
+        self.suspected_by.clear();
+    }
+
+    /// Issues the replacement of each changed rank of `record` on its
+    /// host with a free port (protocol §18.7).
+    fn replacements(
+        &self,
+        record: &MembershipRecord,
+    ) -> Result<Vec<Replacement>, replacement::ReplacementError> {
+        let mut hosts = self.hosts.clone();
+        for c in &record.changes {
+            let entry = &mut hosts[c.rank as usize];
+            entry.port = sperli_tls::job_plan::free_port(&entry.host)
+                .map_err(replacement::ReplacementError::Port)?;
+        }
+        record
+            .changes
+            .iter()
+            .map(|c| {
+                let inc = record.incarnations[c.rank as usize];
+                replacement::issue(self.plan.job, &hosts, c.rank, inc)
+            })
+            .collect()
     }
 
     /// `rank 3 lost (killed by signal 9 (SIGKILL))`, or `ranks 1, 3 lost
@@ -338,178 +410,4 @@ pub fn sign(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::control::LineError;
-    use sperli_wire::recovery::NO_ROLLBACK;
-
-    fn plan(mode: Mode, replacements: u32) -> RecoveryPlan {
-        RecoveryPlan {
-            job_id: JobId([3; 16]),
-            start_incarnation: 2,
-            mode,
-            replacements,
-            job_key: composite_sig::generate().unwrap(),
-        }
-    }
-
-    fn report(rank: u32, suspects: Vec<u32>) -> ChannelLine {
-        ChannelLine::Report(Report {
-            flag: rank != 2,
-            job_id: JobId([3; 16]),
-            rank,
-            incarnation: 2,
-            epoch: 1,
-            best_commit: 0,
-            suspects,
-        })
-    }
-
-    fn failure(rank: u32, exit: RankExit) -> Failure {
-        Failure {
-            rank,
-            exit,
-            record: None,
-        }
-    }
-
-    #[test]
-    fn modes_parse() {
-        assert_eq!("inplace".parse(), Ok(RecoverMode::Inplace));
-        assert_eq!("shrink".parse(), Ok(RecoverMode::Shrink));
-        assert_eq!("restart".parse(), Ok(RecoverMode::Restart));
-        assert!("replace".parse::<RecoverMode>().is_err());
-        assert_eq!(RecoverMode::default(), RecoverMode::Inplace);
-        assert_eq!(RecoverMode::Inplace.protocol_mode(), Some(Mode::Replace));
-        assert_eq!(RecoverMode::Shrink.protocol_mode(), Some(Mode::Shrink));
-        assert_eq!(RecoverMode::Restart.protocol_mode(), None);
-    }
-
-    #[test]
-    fn a_killed_rank_and_its_peers_reports_make_one_signed_record() {
-        let p = plan(Mode::Shrink, 0);
-        let public = p.job_key.public_key().clone();
-        let mut rec = Recovery::new(p, 4);
-        rec.on_exit(failure(3, RankExit::Signal(9)));
-        assert_eq!(rec.step(|_| true), []);
-        rec.on_line(0, report(0, vec![3]));
-        rec.on_line(1, report(1, vec![3]));
-        assert_eq!(rec.step(|_| true), []);
-        rec.on_line(2, report(2, vec![3]));
-        let acts = rec.step(|_| true);
-        assert_eq!(
-            acts[0],
-            Action::Say(
-                "sperli: epoch 2: rank 3 lost (killed by signal 9 (SIGKILL)); shrunk to 3 ranks"
-                    .into()
-            )
-        );
-        let Action::Write { record, to } = &acts[1] else {
-            panic!("{acts:?}")
-        };
-        assert_eq!(to, &[0, 1, 2]);
-        let r = MembershipRecord::decode(record).unwrap();
-        assert_eq!(
-            (r.epoch, r.mode, r.agreed, r.rollback),
-            (2, Mode::Shrink, false, NO_ROLLBACK)
-        );
-        assert_eq!(r.incarnations, [2, 2, 2, 0]);
-        assert!(composite_sig::verify_bytes(
-            public.as_bytes(),
-            &r.signed_bytes(),
-            CONTEXT_MEMBER,
-            &r.signature
-        ));
-        // Not with another context: a record is not a join token or a COMMIT.
-        assert!(!composite_sig::verify_bytes(
-            public.as_bytes(),
-            &r.signed_bytes(),
-            b"SPERLI-COMMIT-1",
-            &r.signature
-        ));
-        assert_eq!(acts.len(), 2);
-        // The failure was the recovery's: nothing is held for a restart.
-        assert!(rec.held.is_empty());
-    }
-
-    #[test]
-    fn a_suspected_rank_is_fenced_and_the_record_waits_for_its_end() {
-        let mut rec = Recovery::new(plan(Mode::Shrink, 0), 3);
-        rec.on_line(0, report(0, vec![1]));
-        rec.on_line(2, report(2, vec![1]));
-        let acts = rec.step(|_| false);
-        assert_eq!(acts, [Action::Kill(1)]);
-        assert!(rec.fenced(1));
-        // Still running: no record yet, and no second kill.
-        assert_eq!(rec.step(|_| false), []);
-        let acts = rec.step(|r| r == 1);
-        assert_eq!(
-            acts[0],
-            Action::Say(
-                "sperli: epoch 2: rank 1 lost (lost by rank 0, fenced); shrunk to 2 ranks".into()
-            )
-        );
-        assert!(matches!(&acts[1], Action::Write { to, .. } if to == &[0, 2]));
-    }
-
-    #[test]
-    fn a_refused_line_or_a_report_for_another_rank_is_its_ranks_failure() {
-        let mut rec = Recovery::new(plan(Mode::Shrink, 0), 3);
-        rec.on_line(1, ChannelLine::Refused(LineError::TooLong));
-        // Rank 2 writes a report in rank 0's name.
-        rec.on_line(2, report(0, vec![]));
-        rec.on_line(0, report(0, vec![1, 2]));
-        let acts = rec.step(|_| true);
-        assert!(
-            matches!(&acts[0], Action::Say(s) if s.starts_with("sperli: epoch 2: ranks 1, 2 lost (rank 1: its control channel sent a line that is not a REPORT of this job; rank 2: its control channel")),
-            "{acts:?}"
-        );
-        assert!(matches!(&acts[1], Action::Write { to, .. } if to == &[0]));
-        // A suspect outside the job is refused too.
-        let mut rec = Recovery::new(plan(Mode::Shrink, 0), 3);
-        rec.on_line(1, report(1, vec![7]));
-        rec.on_line(0, report(0, vec![]));
-        rec.on_line(2, report(2, vec![]));
-        let acts = rec.step(|_| true);
-        assert!(matches!(&acts[1], Action::Write { to, .. } if to == &[0, 2]));
-    }
-
-    #[test]
-    fn no_survivor_restarts_in_full_with_the_held_failures() {
-        let mut rec = Recovery::new(plan(Mode::Shrink, 0), 2);
-        rec.on_exit(failure(1, RankExit::Code(3)));
-        assert_eq!(rec.step(|_| true), []);
-        rec.on_exit(failure(0, RankExit::Code(1)));
-        let acts = rec.step(|_| true);
-        match acts.as_slice() {
-            [Action::FullRestart(held)] => {
-                let ranks: Vec<u32> = held.iter().map(|(f, _)| f.rank).collect();
-                assert_eq!(ranks, [1, 0]);
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(!rec.active());
-        assert_eq!(rec.step(|_| true), []);
-    }
-
-    #[test]
-    fn replace_mode_restarts_in_full_until_a_replacement_can_join() {
-        let mut rec = Recovery::new(plan(Mode::Replace, 1), 2);
-        rec.on_exit(failure(1, RankExit::Signal(9)));
-        rec.on_line(0, report(0, vec![1]));
-        let acts = rec.step(|_| true);
-        assert_eq!(
-            acts[0],
-            Action::Say("sperli: epoch 2: rank 1 lost (killed by signal 9 (SIGKILL)); a replacement cannot join yet: restarting the job in full".into())
-        );
-        assert!(matches!(&acts[1], Action::FullRestart(h) if h.len() == 1));
-        // Without a replacement left, the Decider restarts in full itself.
-        let mut rec = Recovery::new(plan(Mode::Replace, 0), 2);
-        rec.on_exit(failure(1, RankExit::Signal(9)));
-        rec.on_line(0, report(0, vec![1]));
-        assert!(matches!(
-            rec.step(|_| true).as_slice(),
-            [Action::FullRestart(h)] if h.len() == 1
-        ));
-    }
-}
+mod tests;

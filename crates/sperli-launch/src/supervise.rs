@@ -36,13 +36,15 @@ use crate::output::{open_output_file, pump, PumpEvent, PumpTarget, Sink, Stream}
 use crate::procfs::{proc_state, ProcState};
 use crate::rank_exit::RankExit;
 use crate::record_dir::RecordDir;
-use crate::recovery::{Action, Recovery, RecoveryPlan};
+use crate::recovery::{Recovery, RecoveryPlan};
 use crate::root_cause::{root_cause, Cause, Failure, Liveness, Verdict};
 use crate::spawn::{
     command_for, os_error_text, Control, RankLaunch, SpawnFailure, StartError, Via,
 };
 use crate::stdin_feed::{StdinFeed, END_LINE};
 use crate::watchdog::Watchdog;
+
+pub(crate) mod recover;
 
 /// How long after its spawn a rank must have started (for a wrapped rank:
 /// its wrapper said so) before the launcher gives up on it: the ranks'
@@ -77,11 +79,6 @@ pub struct Options {
     /// launcher's stdin, or an empty stream (docs/launcher.md, "Standard
     /// input").
     pub stdin: StdinFeed,
-    /// `--recover inplace|shrink`: each rank started directly gets a
-    /// control channel, and a rank's failure goes to the recovery
-    /// (protocol §18.6, [`crate::recovery`]); `None`: a failure ends the
-    /// run (`--recover restart`).
-    pub recovery: Option<RecoveryPlan>,
 }
 
 impl Default for Options {
@@ -97,7 +94,6 @@ impl Default for Options {
             start_deadline: Duration::from_millis(sperli_wire::limits::SETUP_WINDOW_MS)
                 + SETUP_MARGIN,
             stdin: StdinFeed::empty(),
-            recovery: None,
         }
     }
 }
@@ -136,6 +132,8 @@ struct Slot {
     _stdin_hold: Option<Sender<()>>,
     /// The launcher's end of the rank's control channel.
     control: Option<std::os::unix::net::UnixStream>,
+    /// Its incarnation (with a recovery: the job's, or a replacement's).
+    incarnation: u32,
 }
 
 /// Waits for every process of the group `pgid` the launcher is the parent
@@ -204,6 +202,7 @@ fn spawn_rank(
     r: RankLaunch,
     opts: &Options,
     records: Option<&RecordDir>,
+    with_control: bool,
 ) -> Result<Spawned, SpawnFailure> {
     let fail = |error: StartError, what: String| SpawnFailure {
         rank: r.rank,
@@ -217,7 +216,7 @@ fn spawn_rank(
         cmd.env(failure_record::ENV_VAR, d.file(r.rank));
     }
     let mut control = None;
-    if opts.recovery.is_some() && r.via == Via::Direct {
+    if with_control && r.via == Via::Direct {
         let pair = ControlPair::new().map_err(|e| {
             fail(
                 StartError::Other,
@@ -330,6 +329,7 @@ fn attach_rank(idx: usize, s: Spawned, opts: &Options, lock: &Sink, tx: &Sender<
         group_empty: false,
         _stdin_hold: hold,
         control,
+        incarnation: 0,
     }
 }
 
@@ -346,6 +346,12 @@ const DRAIN: Duration = Duration::from_secs(1);
 
 /// The state of one run of a job.
 struct Job<'a> {
+    /// How each rank was started (without its description), for its
+    /// replacement.
+    launches: Vec<RankLaunch>,
+    /// For the helper threads of a replacement.
+    tx: Sender<Event>,
+    lock: Sink,
     slots: Vec<Slot>,
     opts: &'a Options,
     records: Option<RecordDir>,
@@ -359,7 +365,7 @@ struct Job<'a> {
     killed: bool,
     reaper: bool,
     /// The Decider's driver (`--recover inplace|shrink`).
-    recovery: Option<Recovery>,
+    recovery: Option<Recovery<'a>>,
 }
 
 impl Job<'_> {
@@ -375,7 +381,7 @@ impl Job<'_> {
             }
             Event::Channel(i, line) => {
                 if let Some(rec) = &mut self.recovery {
-                    rec.on_line(self.slots[i].rank, line);
+                    rec.on_line(self.slots[i].rank, self.slots[i].incarnation, line);
                 }
             }
             Event::Pump(i, PumpEvent::Closed(_)) => {
@@ -438,8 +444,8 @@ impl Job<'_> {
             };
             match &mut self.recovery {
                 // A fenced rank's end is the launcher's doing.
-                Some(rec) if rec.active() && rec.fenced(s.rank) => {}
-                Some(rec) if rec.active() => rec.on_exit(failure),
+                Some(rec) if rec.active() && rec.fenced(s.rank, s.incarnation) => {}
+                Some(rec) if rec.active() => rec.on_exit(failure, s.incarnation),
                 _ => {
                     self.failures.push(failure);
                     self.first_failure.get_or_insert_with(Instant::now);
@@ -448,8 +454,13 @@ impl Job<'_> {
         }
     }
 
+    /// The newest process of `rank` (a replacement's, after one).
+    fn slot_of(&self, rank: u32) -> Option<&Slot> {
+        self.slots.iter().rev().find(|s| s.rank == rank)
+    }
+
     fn liveness(&self, rank: u32) -> Liveness {
-        let Some(s) = self.slots.iter().find(|s| s.rank == rank) else {
+        let Some(s) = self.slot_of(rank) else {
             return Liveness::Exited;
         };
         match s.exit {
@@ -514,81 +525,6 @@ impl Job<'_> {
             }
             self.outcome = Some(Outcome::Failed(Blame { verdict: v, host }));
         }
-    }
-
-    /// Runs the recovery's decisions (protocol §18.6): fences, records,
-    /// its line on stderr, or the full restart.
-    fn recover(&mut self, lock: &Sink) {
-        let Some(rec) = &mut self.recovery else {
-            return;
-        };
-        if self.outcome.is_some() {
-            return;
-        }
-        let slots = &self.slots;
-        let ended = |rank: u32| {
-            slots
-                .iter()
-                .find(|s| s.rank == rank)
-                .is_none_or(|s| s.exit.is_some())
-        };
-        for action in rec.step(ended) {
-            match action {
-                Action::Kill(rank) => {
-                    if let Some(s) = self.slots.iter().find(|s| s.rank == rank) {
-                        signal_group(s.pgid, Signal::SIGKILL);
-                    }
-                }
-                Action::Write { record, to } => {
-                    for s in self.slots.iter().filter(|s| to.contains(&s.rank)) {
-                        if let Some(c) = &s.control {
-                            // A survivor that ended meanwhile is a failure
-                            // of the new epoch: its exit tells.
-                            let _ = crate::control::write_record(c, &record);
-                        }
-                    }
-                }
-                Action::Say(line) => {
-                    let _g = lock.lock();
-                    eprintln!("{line}");
-                }
-                Action::FullRestart(held) => self.full_restart(held),
-            }
-        }
-    }
-
-    /// The recovery chose a full restart: its held failures are the
-    /// job's, for the root cause; when none ended on its own (every failed
-    /// rank was fenced), the lowest fenced rank is blamed as unresponsive.
-    fn full_restart(&mut self, held: Vec<(Failure, Instant)>) {
-        if let Some(first) = held.iter().map(|(_, at)| *at).min() {
-            self.first_failure = Some(first);
-            self.failures.extend(held.into_iter().map(|(f, _)| f));
-            return;
-        }
-        let fenced: Vec<u32> = self
-            .slots
-            .iter()
-            .filter(|s| self.recovery.as_ref().is_some_and(|r| r.fenced(s.rank)))
-            .map(|s| s.rank)
-            .collect();
-        let Some((&rank, also)) = fenced.split_first() else {
-            return;
-        };
-        let host = self
-            .slots
-            .iter()
-            .find(|s| s.rank == rank)
-            .map_or_else(String::new, |s| s.host.clone());
-        let verdict = Verdict {
-            rank,
-            cause: Cause::Unresponsive,
-            also: also.to_vec(),
-            exit_code: 1,
-            abort: None,
-        };
-        self.outcome = Some(Outcome::Failed(Blame { verdict, host }));
-        self.end_now = true;
     }
 
     /// The launcher's own set-up deadline: ranks that never started.
@@ -667,14 +603,38 @@ impl Job<'_> {
     }
 }
 
+/// [`run_job_recovering`] without a recovery (`--recover restart`).
+#[cfg(test)]
+pub(crate) fn run_job(ranks: Vec<RankLaunch>, opts: &Options, interrupt: &AtomicI32) -> Outcome {
+    run_job_recovering(ranks, opts, interrupt, None)
+}
+
 /// Starts every rank, streams output, and waits for the job to end.
 /// `interrupt` holds the number of a SIGINT/SIGTERM the launcher received
 /// (0: none); it ends the job: SIGTERM to every rank's group, SIGKILL after
-/// the grace.
-pub fn run_job(ranks: Vec<RankLaunch>, opts: &Options, interrupt: &AtomicI32) -> Outcome {
+/// the grace. With a `recovery` (`--recover inplace|shrink`, protocol
+/// §18.6) each rank started directly gets a control channel, and a rank's
+/// failure goes to the recovery (the transport's Decider) before it can end
+/// the run; without one (`--recover restart`) the first failure ends it.
+pub fn run_job_recovering<'a>(
+    ranks: Vec<RankLaunch>,
+    opts: &'a Options,
+    interrupt: &AtomicI32,
+    recovery: Option<RecoveryPlan<'a>>,
+) -> Outcome {
     let lock: Sink = Arc::new(Mutex::new(()));
     let (tx, rx): (Sender<Event>, Receiver<Event>) = crossbeam_channel::unbounded();
+    let launches = ranks
+        .iter()
+        .map(|r| RankLaunch {
+            stdin_line: String::new(),
+            ..r.clone()
+        })
+        .collect();
     let mut job = Job {
+        launches,
+        tx: tx.clone(),
+        lock: lock.clone(),
         slots: Vec::new(),
         opts,
         records: RecordDir::create(),
@@ -688,10 +648,9 @@ pub fn run_job(ranks: Vec<RankLaunch>, opts: &Options, interrupt: &AtomicI32) ->
         reaper: is_subreaper(),
         recovery: None,
     };
-    let size = ranks.len() as u32;
     let mut spawned = Vec::with_capacity(ranks.len());
     for r in ranks {
-        match spawn_rank(r, opts, job.records.as_ref()) {
+        match spawn_rank(r, opts, job.records.as_ref(), recovery.is_some()) {
             Ok(s) => {
                 if let Some(w) = &mut job.watchdog {
                     w.watch(s.child.id());
@@ -705,11 +664,12 @@ pub fn run_job(ranks: Vec<RankLaunch>, opts: &Options, interrupt: &AtomicI32) ->
             }
         }
     }
-    if let Some(plan) = &opts.recovery {
-        job.recovery = Some(Recovery::new(plan.clone(), size));
-    }
+    let incarnation = recovery.map_or(0, |p| p.job.incarnation);
+    job.recovery = recovery.map(Recovery::new);
     for (idx, s) in spawned.into_iter().enumerate() {
-        job.slots.push(attach_rank(idx, s, opts, &lock, &tx));
+        let mut slot = attach_rank(idx, s, opts, &lock, &tx);
+        slot.incarnation = incarnation;
+        job.slots.push(slot);
     }
     drop(tx);
     let start = Instant::now();
@@ -722,7 +682,7 @@ pub fn run_job(ranks: Vec<RankLaunch>, opts: &Options, interrupt: &AtomicI32) ->
             }
         }
         job.collect_failures();
-        job.recover(&lock);
+        job.recover();
         job.decide();
         job.check_starts();
         if job.outcome.is_none() {
