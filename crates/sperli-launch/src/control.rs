@@ -210,6 +210,7 @@ mod tests {
             mode: Mode::Shrink,
             replacements: 0,
             start_replacements: false,
+            spares: &[],
         };
         let script = format!(
             r#"read -r d

@@ -401,9 +401,14 @@ fn run(args: RunArgs) -> ExitCode {
             .filter(|_| rank_via.iter().all(|v| *v == Via::Direct));
         if recover_mode.is_none() && args.recover != RecoverMode::Restart && restarts == 0 {
             eprintln!(
-                "sperli: ranks started through a remote shell or srun have no control channel: a failure restarts the job in full (--recover restart)"
+                "sperli: ranks started through a remote shell or srun have no control channel: the job runs as with --recover restart"
             );
         }
+        let spare_hosts: Vec<String> = spares
+            .iter()
+            .filter(|(h, v)| *v == Via::Direct && policy.check(&h.host).is_ok())
+            .map(|(h, _)| h.host.clone())
+            .collect();
         let recovery = recover_mode.map(|mode| RecoveryPlan {
             job: &plan,
             mode,
@@ -411,6 +416,7 @@ fn run(args: RunArgs) -> ExitCode {
             // The rank side of a replacement's join is not built yet
             // (docs/launcher.md, "Recovery").
             start_replacements: false,
+            spares: &spare_hosts,
         });
         let outcome = run_job_recovering(ranks, &opts, &interrupt, recovery);
         if !matches!(outcome, Outcome::Failed(_)) || restarts >= args.restart_max {

@@ -87,6 +87,10 @@ pub struct RecoveryPlan<'a> {
     /// (protocol §18.7); false: carry a decision to replace out as a full
     /// restart (until the rank side of a replacement's join exists).
     pub start_replacements: bool,
+    /// Loopback hosts the placement left unused, already checked against
+    /// the refused hosts: a replacement runs on the first one left, else on
+    /// its rank's host (as a restart moves a rank, docs/launcher.md).
+    pub spares: &'a [String],
 }
 
 /// What the supervisor must do for the recovery.
@@ -134,6 +138,8 @@ pub struct Recovery<'a> {
     incarnations: Vec<u32>,
     /// Every rank's current endpoint.
     hosts: Vec<HostEntry>,
+    /// The spare hosts not taken by a replacement yet.
+    spares: VecDeque<String>,
     /// (rank, incarnation) of every fenced process.
     fenced: BTreeSet<(u32, u32)>,
     pending: VecDeque<DeciderOutput>,
@@ -161,6 +167,7 @@ impl<'a> Recovery<'a> {
             size,
             incarnations: vec![job.incarnation; size as usize],
             hosts: job.hosts.clone(),
+            spares: plan.spares.iter().cloned().collect(),
             fenced: BTreeSet::new(),
             pending: VecDeque::new(),
             held: Vec::new(),
@@ -347,26 +354,34 @@ impl<'a> Recovery<'a> {
         self.suspected_by.clear();
     }
 
-    /// Issues the replacement of each changed rank of `record` on its
-    /// host with a free port (protocol §18.7).
+    /// Issues the replacement of each changed rank of `record` on the
+    /// first spare host left, else on its rank's host, with a free port
+    /// (protocol §18.7); the spares it takes are used up once all are
+    /// issued.
     fn replacements(
-        &self,
+        &mut self,
         record: &MembershipRecord,
     ) -> Result<Vec<Replacement>, replacement::ReplacementError> {
         let mut hosts = self.hosts.clone();
+        let mut spares = self.spares.clone();
         for c in &record.changes {
             let entry = &mut hosts[c.rank as usize];
+            if let Some(spare) = spares.pop_front() {
+                entry.host = spare;
+            }
             entry.port = sperli_tls::job_plan::free_port(&entry.host)
                 .map_err(replacement::ReplacementError::Port)?;
         }
-        record
+        let issued = record
             .changes
             .iter()
             .map(|c| {
                 let inc = record.incarnations[c.rank as usize];
                 replacement::issue(self.plan.job, &hosts, c.rank, inc)
             })
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        self.spares = spares;
+        Ok(issued)
     }
 
     /// `rank 3 lost (killed by signal 9 (SIGKILL))`, or `ranks 1, 3 lost

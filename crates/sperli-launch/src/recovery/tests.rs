@@ -9,6 +9,7 @@ fn plan(job: &JobPlan, mode: Mode, replacements: u32, start: bool) -> RecoveryPl
         mode,
         replacements,
         start_replacements: start,
+        spares: &[],
     }
 }
 
@@ -259,4 +260,33 @@ fn replace_mode_starts_a_replacement_named_by_the_signed_record() {
     let acts = rec.step(|_| true);
     let (r, _) = written(&job, &acts[2]);
     assert_eq!((r.epoch, r.incarnations), (3, vec![1, 3, 1]));
+}
+
+#[test]
+fn a_replacement_takes_the_first_spare_host_then_its_own() {
+    let job = JobPlan::localhost(3).unwrap();
+    let spares = ["127.0.0.9".to_string()];
+    let mut rec = Recovery::new(RecoveryPlan {
+        spares: &spares,
+        ..plan(&job, Mode::Replace, 2, true)
+    });
+    for (epoch, victim, host) in [(1, 1, "127.0.0.9"), (2, 2, job.hosts[2].host.as_str())] {
+        rec.on_exit(failure(victim, RankExit::Code(1)), 1);
+        for s in (0..3).filter(|s| *s != victim) {
+            let ChannelLine::Report(mut r) = report(&job, s, vec![victim]) else {
+                unreachable!()
+            };
+            r.epoch = epoch;
+            r.incarnation = rec.incarnations[s as usize];
+            rec.on_line(s, r.incarnation, ChannelLine::Report(r));
+        }
+        let acts = rec.step(|_| true);
+        let Action::Start { replacement, .. } = &acts[1] else {
+            panic!("{acts:?}")
+        };
+        assert_eq!(replacement.endpoint.host, host);
+        // The host list of the description has every changed endpoint.
+        assert_eq!(replacement.description.hosts, rec.hosts);
+    }
+    assert_eq!(rec.hosts[1].host, "127.0.0.9");
 }

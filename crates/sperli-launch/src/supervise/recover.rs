@@ -19,6 +19,11 @@ impl Job<'_> {
     /// Runs the recovery's decisions.
     pub(super) fn recover(&mut self) {
         if self.outcome.is_some() {
+            // A full restart the recovery chose ends every rank once the
+            // root cause is known (protocol §18.6).
+            if self.recovery.as_ref().is_some_and(|r| !r.active()) {
+                self.end_now = true;
+            }
             return;
         }
         let Some(rec) = &mut self.recovery else {
@@ -102,8 +107,9 @@ impl Job<'_> {
     }
 
     /// The recovery chose a full restart: its held failures are the
-    /// job's, for the root cause; when none ended on its own (every failed
-    /// rank was fenced), the lowest fenced rank is blamed as unresponsive.
+    /// job's, for the root cause (every rank is ended once it is known);
+    /// when none ended on its own (every failed rank was fenced), the
+    /// lowest fenced rank is blamed as unresponsive.
     fn full_restart(&mut self, held: Vec<(Failure, Instant)>) {
         if let Some(first) = held.iter().map(|(_, at)| *at).min() {
             self.first_failure = Some(first);
@@ -252,6 +258,7 @@ printf '%s\n' "$rec" > "$OUT""#;
             mode: Mode::Replace,
             replacements: 1,
             start_replacements: true,
+            spares: &[],
         };
         let (outcome, records) = run_sh_ranks(plan, script, 1);
         assert_eq!(outcome, Outcome::Success, "{records:?}");
