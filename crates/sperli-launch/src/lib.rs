@@ -8,16 +8,17 @@
 //!
 //! The library is the `sperli` binary's: it exports what `src/main.rs`
 //! calls and the types those calls take and return, nothing else. The
-//! tests under `tests/` run the binary and use none of it. The launcher's
-//! own code uses no rank-side crate (only `sperli-mailbox`, for
-//! `--mailbox` and `sperli submit`, brings the transport in): it reads the
-//! ranks' failure records with [`sperli_wire::failure_record`] and runs
-//! its example rank program (`sperli-example`, crates/sperli-example) as
-//! a process.
+//! tests under `tests/` run the binary and use none of it. Of the
+//! rank-side crates the launcher uses the transport's sans-I/O recovery
+//! Decider (protocol §18.6) and `sperli-mailbox` (for `--mailbox` and
+//! `sperli submit`): it reads the ranks' failure records with
+//! [`sperli_wire::failure_record`] and runs its example rank program
+//! (`sperli-example`, crates/sperli-example) as a process.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod ckpt_tree;
+mod control;
 mod hosts;
 mod job_key;
 mod launch_hosts;
@@ -28,6 +29,8 @@ mod output;
 mod procfs;
 mod rank_exit;
 mod record_dir;
+mod recovery;
+mod replacement;
 mod root_cause;
 mod slurm;
 mod spawn;
@@ -42,7 +45,8 @@ pub use launch_hosts::{hosts_of, HostChoice, Hosts};
 pub use os::become_subreaper;
 pub use outcome::{Blame, Outcome, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_TIMEOUT, EXIT_USAGE};
 pub use rank_exit::RankExit;
+pub use recovery::{RecoverMode, RecoveryPlan};
 pub use root_cause::{Cause, Verdict};
 pub use spawn::{RankLaunch, SpawnFailure, StartError, Via, DEFAULT_RSH};
 pub use stdin_feed::StdinFeed;
-pub use supervise::{is_local, run_job, Options, SETUP_MARGIN};
+pub use supervise::{is_local, run_job_recovering, Options, SETUP_MARGIN};

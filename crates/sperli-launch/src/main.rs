@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! sperli run -n N [-H h1[:port],h2,... | --hostfile FILE] [--map-by slot|node]
-//!            [--restart-max K] [--deny-hosts FILE] [--silence-ms MS] [--timeout S]
+//!            [--restart-max K] [--recover inplace|shrink|restart]
+//!            [--deny-hosts FILE] [--silence-ms MS] [--timeout S]
 //!            [--output-dir DIR] [--raw-output] [--rsh TEMPLATE] [--rsh-local]
 //!            [--no-slurm] [--no-stdin] -- PROGRAM [ARGS...]
 //! ```
@@ -31,9 +32,9 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use sperli_launch::{
-    at_end, hosts_of, is_local, parse_deny_file, place, run_job, CheckpointTree, HostChoice,
-    HostSpec, Hosts, JobIdentity, MapBy, Options, Outcome, RankLaunch, StdinFeed, Via, DEFAULT_RSH,
-    EXIT_USAGE, SETUP_MARGIN,
+    at_end, hosts_of, is_local, parse_deny_file, place, run_job_recovering, CheckpointTree,
+    HostChoice, HostSpec, Hosts, JobIdentity, MapBy, Options, Outcome, RankLaunch, RecoverMode,
+    RecoveryPlan, StdinFeed, Via, DEFAULT_RSH, EXIT_USAGE, SETUP_MARGIN,
 };
 use sperli_wire::env;
 use sperli_wire::job_description::HostEntry;
@@ -91,6 +92,13 @@ struct RunArgs {
     /// Restart the job at most this many times after a failure.
     #[arg(long, default_value_t = 0)]
     restart_max: u32,
+    /// What a rank's failure costs (docs/launcher.md, "Recovery"):
+    /// `inplace` (the failed rank is replaced; until a replacement can
+    /// join, a full restart), `shrink` (the survivors go on without it),
+    /// `restart` (every rank is ended and the job starts again, ranks
+    /// without a control channel).
+    #[arg(long, default_value = "inplace")]
+    recover: RecoverMode,
     /// More refused host names, separated by commas or whitespace (an
     /// unreadable file or an entry that is not a host stops the launcher).
     #[arg(long)]
@@ -383,8 +391,34 @@ fn run(args: RunArgs) -> ExitCode {
                 }
             })
             .collect();
-        let outcome = run_job(ranks, &opts, &interrupt);
         let restarts = identity.restarts(incarnation);
+        // A control channel exists only for ranks started directly; one
+        // rank without it makes the job run without feature bit 5
+        // (protocol §18), so none gets one.
+        let recover_mode = args
+            .recover
+            .protocol_mode()
+            .filter(|_| rank_via.iter().all(|v| *v == Via::Direct));
+        if recover_mode.is_none() && args.recover != RecoverMode::Restart && restarts == 0 {
+            eprintln!(
+                "sperli: ranks started through a remote shell or srun have no control channel: the job runs as with --recover restart"
+            );
+        }
+        let spare_hosts: Vec<String> = spares
+            .iter()
+            .filter(|(h, v)| *v == Via::Direct && policy.check(&h.host).is_ok())
+            .map(|(h, _)| h.host.clone())
+            .collect();
+        let recovery = recover_mode.map(|mode| RecoveryPlan {
+            job: &plan,
+            mode,
+            replacements: args.restart_max.saturating_sub(restarts),
+            // The rank side of a replacement's join is not built yet
+            // (docs/launcher.md, "Recovery").
+            start_replacements: false,
+            spares: &spare_hosts,
+        });
+        let outcome = run_job_recovering(ranks, &opts, &interrupt, recovery);
         if !matches!(outcome, Outcome::Failed(_)) || restarts >= args.restart_max {
             at_end(
                 tree.as_ref(),
@@ -483,6 +517,7 @@ fn demo() -> ExitCode {
         hostfile: None,
         map_by: MapBy::Slot,
         restart_max: 1,
+        recover: RecoverMode::Restart,
         deny_hosts: None,
         checkpoint_dir: Some(scratch.clone()),
         job_key: None,

@@ -3,12 +3,13 @@
 //! reaper of its ranks' orphans (`PR_SET_CHILD_SUBREAPER`), and signals to
 //! a process group. (What `/proc` says about a process: [`crate::procfs`].)
 //!
-//! The one `unsafe` block of the crate is here: `Command::pre_exec` runs a
+//! The crate's `unsafe` blocks are here: `Command::pre_exec` runs a
 //! closure in the forked child before `exec`, where only async-signal-safe
-//! calls are allowed. nix's `prctl` and `getppid` wrappers are single
-//! system calls without allocation, so they qualify.
+//! calls are allowed. nix's `prctl`, `getppid`, `dup2` and `fcntl`
+//! wrappers are single system calls without allocation, so they qualify.
 #![allow(unsafe_code)]
 
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
@@ -34,6 +35,33 @@ pub fn rank_group_dying_with_launcher(cmd: &mut Command) {
             if getppid() != parent {
                 return Err(nix::errno::Errno::ESRCH.into());
             }
+            Ok(())
+        });
+    }
+}
+
+/// Hands `fd` to `cmd`'s child at descriptor number `target`, open across
+/// `exec` (the rank's end of its control channel, protocol §18.1). The
+/// parent's copy is closed when `cmd` is dropped.
+pub fn inherit_fd_at(cmd: &mut Command, fd: OwnedFd, target: RawFd) {
+    use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+    // SAFETY: the closure runs in the child between fork and exec. It makes
+    // two system calls (dup2, fcntl) through nix's thin wrappers, which
+    // neither allocate nor take locks. `target` is a descriptor number the
+    // child owns from here on; the `OwnedFd` made for it is never dropped
+    // (no close), and `fd` stays open in the closure until exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut at = std::mem::ManuallyDrop::new(OwnedFd::from_raw_fd(target));
+            if fd.as_raw_fd() != target {
+                nix::unistd::dup2(&fd, &mut at)?;
+            }
+            // dup2 clears close-on-exec; a descriptor already at `target`
+            // (the pair's own) keeps it unless cleared here.
+            fcntl(
+                BorrowedFd::borrow_raw(target),
+                FcntlArg::F_SETFD(FdFlag::empty()),
+            )?;
             Ok(())
         });
     }

@@ -53,6 +53,7 @@ impl Via {
 }
 
 /// How to start one rank.
+#[derive(Clone)]
 pub struct RankLaunch {
     /// The rank.
     pub rank: u32,

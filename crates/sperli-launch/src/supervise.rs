@@ -27,7 +27,8 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use sperli_wire::failure_record::{self, FailureRecord};
 
-use crate::os::{is_subreaper, signal_group};
+use crate::control::{ChannelLine, ControlPair, CONTROL_FD, CONTROL_FD_ENV};
+use crate::os::{inherit_fd_at, is_subreaper, signal_group};
 use crate::outcome::{Blame, Outcome};
 // `crate::supervise::EXIT_USAGE` is the path `mailbox_cli` uses.
 pub(crate) use crate::outcome::EXIT_USAGE;
@@ -35,12 +36,15 @@ use crate::output::{open_output_file, pump, PumpEvent, PumpTarget, Sink, Stream}
 use crate::procfs::{proc_state, ProcState};
 use crate::rank_exit::RankExit;
 use crate::record_dir::RecordDir;
+use crate::recovery::{Recovery, RecoveryPlan};
 use crate::root_cause::{root_cause, Cause, Failure, Liveness, Verdict};
 use crate::spawn::{
     command_for, os_error_text, Control, RankLaunch, SpawnFailure, StartError, Via,
 };
 use crate::stdin_feed::{StdinFeed, END_LINE};
 use crate::watchdog::Watchdog;
+
+pub(crate) mod recover;
 
 /// How long after its spawn a rank must have started (for a wrapped rank:
 /// its wrapper said so) before the launcher gives up on it: the ranks'
@@ -106,6 +110,7 @@ enum Event {
     Exited(usize, RankExit),
     GroupEmpty(usize),
     Pump(usize, PumpEvent),
+    Channel(usize, ChannelLine),
 }
 
 /// One started rank.
@@ -125,6 +130,10 @@ struct Slot {
     /// Dropping it closes a wrapped rank's stdin (its watchdog ends it)
     /// and stops the forwarding of the launcher's stdin to rank 0.
     _stdin_hold: Option<Sender<()>>,
+    /// The launcher's end of the rank's control channel.
+    control: Option<std::os::unix::net::UnixStream>,
+    /// Its incarnation (with a recovery: the job's, or a replacement's).
+    incarnation: u32,
 }
 
 /// Waits for every process of the group `pgid` the launcher is the parent
@@ -183,6 +192,7 @@ struct Spawned {
     child: Child,
     files: (Option<std::fs::File>, Option<std::fs::File>),
     at: Instant,
+    control: Option<std::os::unix::net::UnixStream>,
 }
 
 /// Starts the process of rank `r`. Every rank is spawned before any
@@ -192,6 +202,7 @@ fn spawn_rank(
     r: RankLaunch,
     opts: &Options,
     records: Option<&RecordDir>,
+    with_control: bool,
 ) -> Result<Spawned, SpawnFailure> {
     let fail = |error: StartError, what: String| SpawnFailure {
         rank: r.rank,
@@ -203,6 +214,18 @@ fn spawn_rank(
     let files = output_files(opts, r.rank).map_err(|e| fail(StartError::Other, e))?;
     if let (Some(d), Via::Direct) = (records, &r.via) {
         cmd.env(failure_record::ENV_VAR, d.file(r.rank));
+    }
+    let mut control = None;
+    if with_control && r.via == Via::Direct {
+        let pair = ControlPair::new().map_err(|e| {
+            fail(
+                StartError::Other,
+                format!("control channel: {}", os_error_text(&e)),
+            )
+        })?;
+        cmd.env(CONTROL_FD_ENV, CONTROL_FD.to_string());
+        inherit_fd_at(&mut cmd, pair.rank, CONTROL_FD);
+        control = Some(pair.launcher);
     }
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -219,6 +242,7 @@ fn spawn_rank(
         child,
         files,
         at: Instant::now(),
+        control,
     })
 }
 
@@ -231,7 +255,14 @@ fn attach_rank(idx: usize, s: Spawned, opts: &Options, lock: &Sink, tx: &Sender<
         mut child,
         files: (out_file, err_file),
         at,
+        control,
     } = s;
+    if let Some(reader) = control.as_ref().and_then(|c| c.try_clone().ok()) {
+        let tx = tx.clone();
+        thread::spawn(move || {
+            crate::control::read_lines(reader, |l| drop(tx.send(Event::Channel(idx, l))))
+        });
+    }
     let prefix = (!opts.raw_output).then(|| format!("[{}] ", r.rank));
     let report = |tx: Sender<Event>| move |e| drop(tx.send(Event::Pump(idx, e)));
     if let Some(out) = child.stdout.take() {
@@ -297,6 +328,8 @@ fn attach_rank(idx: usize, s: Spawned, opts: &Options, lock: &Sink, tx: &Sender<
         open_streams: 2,
         group_empty: false,
         _stdin_hold: hold,
+        control,
+        incarnation: 0,
     }
 }
 
@@ -313,6 +346,12 @@ const DRAIN: Duration = Duration::from_secs(1);
 
 /// The state of one run of a job.
 struct Job<'a> {
+    /// How each rank was started (without its description), for its
+    /// replacement.
+    launches: Vec<RankLaunch>,
+    /// For the helper threads of a replacement.
+    tx: Sender<Event>,
+    lock: Sink,
     slots: Vec<Slot>,
     opts: &'a Options,
     records: Option<RecordDir>,
@@ -325,6 +364,8 @@ struct Job<'a> {
     termed_at: Option<Instant>,
     killed: bool,
     reaper: bool,
+    /// The Decider's driver (`--recover inplace|shrink`).
+    recovery: Option<Recovery<'a>>,
 }
 
 impl Job<'_> {
@@ -336,6 +377,11 @@ impl Job<'_> {
                 let pgid = self.slots[i].pgid;
                 if let Some(w) = &mut self.watchdog {
                     w.forget(pgid);
+                }
+            }
+            Event::Channel(i, line) => {
+                if let Some(rec) = &mut self.recovery {
+                    rec.on_line(self.slots[i].rank, self.slots[i].incarnation, line);
                 }
             }
             Event::Pump(i, PumpEvent::Closed(_)) => {
@@ -391,17 +437,30 @@ impl Job<'_> {
                 (Via::Direct, None) => None,
                 _ => s.record.take(),
             };
-            self.failures.push(Failure {
+            let failure = Failure {
                 rank: s.rank,
                 exit,
                 record,
-            });
-            self.first_failure.get_or_insert_with(Instant::now);
+            };
+            match &mut self.recovery {
+                // A fenced rank's end is the launcher's doing.
+                Some(rec) if rec.active() && rec.fenced(s.rank, s.incarnation) => {}
+                Some(rec) if rec.active() => rec.on_exit(failure, s.incarnation),
+                _ => {
+                    self.failures.push(failure);
+                    self.first_failure.get_or_insert_with(Instant::now);
+                }
+            }
         }
     }
 
+    /// The newest process of `rank` (a replacement's, after one).
+    fn slot_of(&self, rank: u32) -> Option<&Slot> {
+        self.slots.iter().rev().find(|s| s.rank == rank)
+    }
+
     fn liveness(&self, rank: u32) -> Liveness {
-        let Some(s) = self.slots.iter().find(|s| s.rank == rank) else {
+        let Some(s) = self.slot_of(rank) else {
             return Liveness::Exited;
         };
         match s.exit {
@@ -544,14 +603,38 @@ impl Job<'_> {
     }
 }
 
+/// [`run_job_recovering`] without a recovery (`--recover restart`).
+#[cfg(test)]
+pub(crate) fn run_job(ranks: Vec<RankLaunch>, opts: &Options, interrupt: &AtomicI32) -> Outcome {
+    run_job_recovering(ranks, opts, interrupt, None)
+}
+
 /// Starts every rank, streams output, and waits for the job to end.
 /// `interrupt` holds the number of a SIGINT/SIGTERM the launcher received
 /// (0: none); it ends the job: SIGTERM to every rank's group, SIGKILL after
-/// the grace.
-pub fn run_job(ranks: Vec<RankLaunch>, opts: &Options, interrupt: &AtomicI32) -> Outcome {
+/// the grace. With a `recovery` (`--recover inplace|shrink`, protocol
+/// §18.6) each rank started directly gets a control channel, and a rank's
+/// failure goes to the recovery (the transport's Decider) before it can end
+/// the run; without one (`--recover restart`) the first failure ends it.
+pub fn run_job_recovering<'a>(
+    ranks: Vec<RankLaunch>,
+    opts: &'a Options,
+    interrupt: &AtomicI32,
+    recovery: Option<RecoveryPlan<'a>>,
+) -> Outcome {
     let lock: Sink = Arc::new(Mutex::new(()));
     let (tx, rx): (Sender<Event>, Receiver<Event>) = crossbeam_channel::unbounded();
+    let launches = ranks
+        .iter()
+        .map(|r| RankLaunch {
+            stdin_line: String::new(),
+            ..r.clone()
+        })
+        .collect();
     let mut job = Job {
+        launches,
+        tx: tx.clone(),
+        lock: lock.clone(),
         slots: Vec::new(),
         opts,
         records: RecordDir::create(),
@@ -563,10 +646,11 @@ pub fn run_job(ranks: Vec<RankLaunch>, opts: &Options, interrupt: &AtomicI32) ->
         termed_at: None,
         killed: false,
         reaper: is_subreaper(),
+        recovery: None,
     };
     let mut spawned = Vec::with_capacity(ranks.len());
     for r in ranks {
-        match spawn_rank(r, opts, job.records.as_ref()) {
+        match spawn_rank(r, opts, job.records.as_ref(), recovery.is_some()) {
             Ok(s) => {
                 if let Some(w) = &mut job.watchdog {
                     w.watch(s.child.id());
@@ -580,8 +664,12 @@ pub fn run_job(ranks: Vec<RankLaunch>, opts: &Options, interrupt: &AtomicI32) ->
             }
         }
     }
+    let incarnation = recovery.map_or(0, |p| p.job.incarnation);
+    job.recovery = recovery.map(Recovery::new);
     for (idx, s) in spawned.into_iter().enumerate() {
-        job.slots.push(attach_rank(idx, s, opts, &lock, &tx));
+        let mut slot = attach_rank(idx, s, opts, &lock, &tx);
+        slot.incarnation = incarnation;
+        job.slots.push(slot);
     }
     drop(tx);
     let start = Instant::now();
@@ -594,6 +682,7 @@ pub fn run_job(ranks: Vec<RankLaunch>, opts: &Options, interrupt: &AtomicI32) ->
             }
         }
         job.collect_failures();
+        job.recover();
         job.decide();
         job.check_starts();
         if job.outcome.is_none() {

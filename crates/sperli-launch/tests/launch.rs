@@ -17,6 +17,7 @@ mod messages;
 mod orphans;
 mod pipelined;
 mod procs;
+mod recover;
 mod reliability;
 mod requeue;
 mod slurm;

@@ -321,14 +321,26 @@ impl Launched {
     }
 }
 
-/// A shell script in a private directory, made executable.
+/// A shell script in a private directory, made executable. Each name is
+/// written once per test binary: rewriting a script that a concurrent
+/// test is starting fails that start with "text file busy".
 pub fn script(name: &str, body: &str) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
+    static WRITTEN: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
     let dir = std::env::temp_dir().join(format!("sperli-test-scripts-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(name);
-    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut written = WRITTEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match written.iter().find(|(n, _)| n == name) {
+        Some((_, b)) => assert_eq!(b, body, "two scripts named {name}"),
+        None => {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            written.push((name.to_owned(), body.to_owned()));
+        }
+    }
     p
 }
 
