@@ -340,12 +340,19 @@ impl<L: Peers> Comm<L> {
         Err(err)
     }
 
+    /// The job's communicator with every rank (its rank r is job rank r):
+    /// the link's untagged calls serve it. A shrunk job's communicator
+    /// (protocol §18.8) has id 0 too, but not every rank.
+    fn whole_job(&self) -> bool {
+        self.group.id == 0 && self.group.members.is_none()
+    }
+
     pub(crate) fn send_coll(&self, to: u32, payload: &[u8]) -> Result<(), Error> {
-        let sent = match self.group.id {
-            0 => self.link.send_collective(to, payload),
-            id => self
+        let sent = match self.whole_job() {
+            true => self.link.send_collective(to, payload),
+            false => self
                 .link
-                .send_collective_tagged(self.job_rank(to), id, payload),
+                .send_collective_tagged(self.job_rank(to), self.group.id, payload),
         };
         match sent {
             Ok(()) => Ok(()),
@@ -355,7 +362,7 @@ impl<L: Peers> Comm<L> {
 
     /// Sends a payload the link takes over (no copy).
     pub(crate) fn send_vec(&self, to: u32, payload: Vec<u8>) -> Result<(), Error> {
-        if self.group.id != 0 {
+        if !self.whole_job() {
             self.send_coll(to, &payload)?;
             self.link.recycle(payload);
             return Ok(());
@@ -380,7 +387,7 @@ impl<L: Peers> Comm<L> {
     }
 
     pub(crate) fn send_each(&self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
-        if self.group.id != 0 {
+        if !self.whole_job() {
             for &r in to {
                 self.send_coll(r, payload)?;
             }

@@ -1,5 +1,8 @@
-//! `shrink STEPS VICTIM AT`: an allreduce loop that loses a rank and goes
-//! on over the survivors (protocol §18.8; `sperli run --recover shrink`).
+//! `shrink STEPS LOSS...`: an allreduce loop that loses ranks and goes on
+//! over the survivors (protocol §18.8; `sperli run --recover shrink`).
+//! Each LOSS is `RANK:STEP` (the rank SIGKILLs itself before that step)
+//! or `RANK:STEP:stop` (it SIGSTOPs itself: its peers find it silent and
+//! the launcher fences it).
 
 use std::process::ExitCode;
 
@@ -21,18 +24,40 @@ pub fn shrink_fold(members: &[u32], s: u64) -> f64 {
     it.fold(first, |acc, r| acc + shrink_value(*r, s))
 }
 
+/// One rank's loss: before `step`, job rank `rank` raises SIGKILL, or
+/// SIGSTOP with `stop`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Loss {
+    rank: u32,
+    step: u64,
+    stop: bool,
+}
+
+fn parse_loss(s: &str) -> Option<Loss> {
+    let mut it = s.split(':');
+    let rank = it.next()?.parse().ok()?;
+    let step = it.next()?.parse().ok()?;
+    let stop = match it.next() {
+        None => false,
+        Some("stop") => true,
+        Some(_) => return None,
+    };
+    it.next().is_none().then_some(Loss { rank, step, stop })
+}
+
 /// Runs the `shrink` example (module docs): every rank makes STEPS
 /// allreduces of one f64 and checks each against [`shrink_fold`] over the
-/// members that took part; job rank VICTIM SIGKILLs itself before step AT.
+/// members that took part; each LOSS takes its rank away before its step.
 /// A survivor whose call returns the revoked error recovers into the
 /// launcher's membership ([`Comm::recover`]), prints `rank R: epoch E
 /// members [..] failed [..]`, and the survivors go on from the lowest step
 /// any of them is at. Each survivor ends with `rank R: shrink done: STEPS
 /// steps over [..], every fold checked`.
 pub fn run_shrink(args: &[String]) -> ExitCode {
-    let arg = |i: usize| args.get(i).and_then(|s| s.parse::<u64>().ok());
-    let (Some(steps), Some(victim), Some(at)) = (arg(1), arg(2), arg(3)) else {
-        eprintln!("usage: sperli-example shrink STEPS VICTIM AT");
+    let steps = args.get(1).and_then(|s| s.parse::<u64>().ok());
+    let losses: Option<Vec<Loss>> = args.iter().skip(2).map(|s| parse_loss(s)).collect();
+    let (Some(steps), Some(losses)) = (steps, losses) else {
+        eprintln!("usage: sperli-example shrink STEPS [RANK:STEP[:stop]]...");
         return ExitCode::from(2);
     };
     let comm = match Comm::from_stdin() {
@@ -43,7 +68,7 @@ pub fn run_shrink(args: &[String]) -> ExitCode {
         }
     };
     let me = comm.rank();
-    match shrink_loop(comm, steps, victim, at) {
+    match shrink_loop(comm, steps, &losses) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rank {me}: {e}");
@@ -55,17 +80,22 @@ pub fn run_shrink(args: &[String]) -> ExitCode {
 fn shrink_loop(
     comm: Comm<sperli_collective::Endpoint>,
     steps: u64,
-    victim: u64,
-    at: u64,
+    losses: &[Loss],
 ) -> Result<(), Error> {
     comm.link().set_errors(sperli_collective::ErrorMode::Return);
     let me = comm.rank();
+    println!("rank {me}: pid {}", std::process::id());
     let mut world = comm;
     let mut step = 0u64;
     while step < steps {
-        if u64::from(me) == victim && step == at {
-            println!("rank {me}: killing myself with SIGKILL before step {step}");
-            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+        if let Some(l) = losses.iter().find(|l| l.rank == me && l.step == step) {
+            use nix::sys::signal::{raise, Signal};
+            let (name, sig) = match l.stop {
+                true => ("SIGSTOP", Signal::SIGSTOP),
+                false => ("SIGKILL", Signal::SIGKILL),
+            };
+            println!("rank {me}: raising {name} before step {step}");
+            let _ = raise(sig);
         }
         match world.allreduce(&[shrink_value(me, step)], Reduction::Sum) {
             Ok(sum) => {
@@ -94,7 +124,10 @@ fn shrink_loop(
         }
     }
     let members: Vec<u32> = (0..world.size()).map(|r| world.job_rank(r)).collect();
-    println!("rank {me}: shrink done: {steps} steps over {members:?}, every fold checked");
+    println!(
+        "rank {me}: shrink done: {steps} steps over {members:?}, every fold checked, pid {}",
+        std::process::id()
+    );
     world.barrier()?;
     world.into_link().finish()
 }

@@ -20,6 +20,7 @@ mod procs;
 mod recover;
 mod reliability;
 mod requeue;
+mod shrink;
 mod slurm;
 mod stdin;
 

@@ -240,9 +240,8 @@ pub struct Settings {
     pub errors: ErrorMode,
     /// The HELLO feature bits this rank announces (protocol §7.1.1).
     /// Default: every extension this implementation has
-    /// ([`sperli_wire::limits::FEATURES_IMPLEMENTED`] and bit 5, which is
-    /// announced only with a [`Settings::control`] channel); bit 0 is always
-    /// sent. Clearing a bit makes this rank v1-only for that extension,
+    /// ([`sperli_wire::limits::FEATURES_IMPLEMENTED`]; bit 5 is announced
+    /// only with a [`Settings::control`] channel); bit 0 is always sent. Clearing a bit makes this rank v1-only for that extension,
     /// and so the whole job ([`Endpoint::features`]).
     pub features: u64,
     /// A listener already bound to this rank's host:port of the job
@@ -272,8 +271,7 @@ impl Default for Settings {
             spin: DEFAULT_SPIN,
             error_file: None,
             errors: ErrorMode::Fatal,
-            features: sperli_wire::limits::FEATURES_IMPLEMENTED
-                | sperli_wire::recovery::FEATURE_MEMBERSHIP,
+            features: sperli_wire::limits::FEATURES_IMPLEMENTED,
             listener: None,
             control: None,
         }

@@ -47,13 +47,15 @@ pub const DATA_HEADER_LEN: usize = 24;
 /// bit 3: the largest payload less the DATA header (protocol §16.2).
 pub const MAX_MESSAGE_FRAME_DATA: usize = MAX_PAYLOAD as usize - DATA_HEADER_LEN;
 /// The feature bits this implementation announces in its HELLO by
-/// default: the extensions it implements. An extension is used only when
-/// every rank of the job announced it (protocol §7.1.1).
+/// default: the extensions it implements (bit 5 only where the rank has a
+/// control channel, protocol §18.1). An extension is used only when every
+/// rank of the job announced it (protocol §7.1.1).
 pub const FEATURES_IMPLEMENTED: u64 = FEATURE_V1_CORE
     | FEATURE_PIPELINED
     | FEATURE_COMMUNICATORS
     | FEATURE_P2P_COMMUNICATORS
-    | FEATURE_ELEMENT_TYPES;
+    | FEATURE_ELEMENT_TYPES
+    | crate::recovery::FEATURE_MEMBERSHIP;
 /// Heartbeat interval: a connection that sent nothing for this long sends one.
 pub const HEARTBEAT_INTERVAL_MS: u64 = 1000;
 /// Default silence limit before a peer counts as lost.

@@ -146,7 +146,8 @@ fn a_relay_sigkilled_mid_pipeline_ends_every_rank_and_the_job_restarts() {
         "the job took {took:?} to end after the kill:\n{all}"
     );
     // Incarnation 2: one pipelined call (every implemented feature bit,
-    // bit 1 among them), the right result.
+    // bit 1 among them, and bit 5: the launcher gives every rank its
+    // control channel), the right result.
     let want = format!(
         "[0] allreduce of 64 MiB over 4 ranks in 1 call(s), features {}: correct",
         sperli_wire::limits::FEATURES_IMPLEMENTED
