@@ -290,3 +290,17 @@ fn a_replacement_takes_the_first_spare_host_then_its_own() {
     }
     assert_eq!(rec.hosts[1].host, "127.0.0.9");
 }
+
+#[test]
+fn a_replacement_that_cannot_start_restarts_in_full_for_the_failure_it_answered() {
+    let job = JobPlan::localhost(2).unwrap();
+    let mut rec = Recovery::new(plan(&job, Mode::Replace, 1, true));
+    rec.on_exit(failure(1, RankExit::Signal(9)), 1);
+    rec.on_line(0, 1, report(&job, 0, vec![1]));
+    assert!(matches!(rec.step(|_| true)[1], Action::Start { .. }));
+    let held = rec.replacement_failed();
+    let ranks: Vec<(u32, RankExit)> = held.iter().map(|(f, _)| (f.rank, f.exit)).collect();
+    assert_eq!(ranks, [(1, RankExit::Signal(9))]);
+    assert!(!rec.active());
+    assert_eq!(rec.step(|_| true), []);
+}
