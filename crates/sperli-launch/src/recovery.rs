@@ -57,16 +57,19 @@ impl RecoverMode {
     }
 }
 
+/// A `--recover` value that is none of the three.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--recover {0:?}: expected inplace, shrink or restart")]
+pub struct UnknownRecoverMode(pub String);
+
 impl std::str::FromStr for RecoverMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownRecoverMode;
+    fn from_str(s: &str) -> Result<Self, UnknownRecoverMode> {
         match s {
             "inplace" => Ok(RecoverMode::Inplace),
             "shrink" => Ok(RecoverMode::Shrink),
             "restart" => Ok(RecoverMode::Restart),
-            other => Err(format!(
-                "--recover {other:?}: expected inplace, shrink or restart"
-            )),
+            other => Err(UnknownRecoverMode(other.to_owned())),
         }
     }
 }

@@ -60,7 +60,10 @@ fn modes_parse() {
     assert_eq!("inplace".parse(), Ok(RecoverMode::Inplace));
     assert_eq!("shrink".parse(), Ok(RecoverMode::Shrink));
     assert_eq!("restart".parse(), Ok(RecoverMode::Restart));
-    assert!("replace".parse::<RecoverMode>().is_err());
+    assert_eq!(
+        "replace".parse::<RecoverMode>(),
+        Err(UnknownRecoverMode("replace".into()))
+    );
     assert_eq!(RecoverMode::default(), RecoverMode::Inplace);
     assert_eq!(RecoverMode::Inplace.protocol_mode(), Some(Mode::Replace));
     assert_eq!(RecoverMode::Shrink.protocol_mode(), Some(Mode::Shrink));
