@@ -45,7 +45,7 @@ pub use launch_hosts::{hosts_of, HostChoice, Hosts};
 pub use os::become_subreaper;
 pub use outcome::{Blame, Outcome, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_TIMEOUT, EXIT_USAGE};
 pub use rank_exit::RankExit;
-pub use recovery::{RecoverMode, RecoveryPlan};
+pub use recovery::{RecoverMode, RecoveryPlan, UnknownRecoverMode};
 pub use root_cause::{Cause, Verdict};
 pub use spawn::{RankLaunch, SpawnFailure, StartError, Via, DEFAULT_RSH};
 pub use stdin_feed::StdinFeed;

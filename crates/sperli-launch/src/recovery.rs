@@ -57,16 +57,19 @@ impl RecoverMode {
     }
 }
 
+/// A `--recover` value that is none of the three.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--recover {0:?}: expected inplace, shrink or restart")]
+pub struct UnknownRecoverMode(pub String);
+
 impl std::str::FromStr for RecoverMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownRecoverMode;
+    fn from_str(s: &str) -> Result<Self, UnknownRecoverMode> {
         match s {
             "inplace" => Ok(RecoverMode::Inplace),
             "shrink" => Ok(RecoverMode::Shrink),
             "restart" => Ok(RecoverMode::Restart),
-            other => Err(format!(
-                "--recover {other:?}: expected inplace, shrink or restart"
-            )),
+            other => Err(UnknownRecoverMode(other.to_owned())),
         }
     }
 }
@@ -144,6 +147,9 @@ pub struct Recovery<'a> {
     fenced: BTreeSet<(u32, u32)>,
     pending: VecDeque<DeciderOutput>,
     held: Vec<(Failure, Instant)>,
+    /// The failures the last record answered with replacements, until a
+    /// replacement of it cannot start.
+    replaced: Vec<(Failure, Instant)>,
     lost: BTreeMap<u32, Loss>,
     suspected_by: BTreeMap<u32, u32>,
     restarting: bool,
@@ -171,6 +177,7 @@ impl<'a> Recovery<'a> {
             fenced: BTreeSet::new(),
             pending: VecDeque::new(),
             held: Vec::new(),
+            replaced: Vec::new(),
             lost: BTreeMap::new(),
             suspected_by: BTreeMap::new(),
             restarting: false,
@@ -191,6 +198,16 @@ impl<'a> Recovery<'a> {
     /// is the launcher's doing.
     pub fn fenced(&self, rank: u32, incarnation: u32) -> bool {
         self.fenced.contains(&(rank, incarnation))
+    }
+
+    /// A replacement could not be started (protocol §18.6: a full
+    /// restart): the failures it answered and those held since are the
+    /// job's.
+    pub fn replacement_failed(&mut self) -> Vec<(Failure, Instant)> {
+        self.restarting = true;
+        let mut all = std::mem::take(&mut self.replaced);
+        all.append(&mut self.held);
+        all
     }
 
     /// Whether the process of `rank` at `incarnation` is of the current
@@ -349,7 +366,15 @@ impl<'a> Recovery<'a> {
         out.push(Action::Write { record: bytes, to });
         self.incarnations = record.incarnations.clone();
         let gone: BTreeSet<u32> = record.changes.iter().map(|c| c.rank).collect();
-        self.held.retain(|(f, _)| !gone.contains(&f.rank));
+        let (answered, held) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|(f, _)| gone.contains(&f.rank));
+        self.held = held;
+        self.replaced = if record.mode == Mode::Replace {
+            answered
+        } else {
+            Vec::new()
+        };
         self.lost.clear();
         self.suspected_by.clear();
     }

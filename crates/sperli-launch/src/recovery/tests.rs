@@ -60,7 +60,10 @@ fn modes_parse() {
     assert_eq!("inplace".parse(), Ok(RecoverMode::Inplace));
     assert_eq!("shrink".parse(), Ok(RecoverMode::Shrink));
     assert_eq!("restart".parse(), Ok(RecoverMode::Restart));
-    assert!("replace".parse::<RecoverMode>().is_err());
+    assert_eq!(
+        "replace".parse::<RecoverMode>(),
+        Err(UnknownRecoverMode("replace".into()))
+    );
     assert_eq!(RecoverMode::default(), RecoverMode::Inplace);
     assert_eq!(RecoverMode::Inplace.protocol_mode(), Some(Mode::Replace));
     assert_eq!(RecoverMode::Shrink.protocol_mode(), Some(Mode::Shrink));
@@ -289,4 +292,18 @@ fn a_replacement_takes_the_first_spare_host_then_its_own() {
         assert_eq!(replacement.description.hosts, rec.hosts);
     }
     assert_eq!(rec.hosts[1].host, "127.0.0.9");
+}
+
+#[test]
+fn a_replacement_that_cannot_start_restarts_in_full_for_the_failure_it_answered() {
+    let job = JobPlan::localhost(2).unwrap();
+    let mut rec = Recovery::new(plan(&job, Mode::Replace, 1, true));
+    rec.on_exit(failure(1, RankExit::Signal(9)), 1);
+    rec.on_line(0, 1, report(&job, 0, vec![1]));
+    assert!(matches!(rec.step(|_| true)[1], Action::Start { .. }));
+    let held = rec.replacement_failed();
+    let ranks: Vec<(u32, RankExit)> = held.iter().map(|(f, _)| (f.rank, f.exit)).collect();
+    assert_eq!(ranks, [(1, RankExit::Signal(9))]);
+    assert!(!rec.active());
+    assert_eq!(rec.step(|_| true), []);
 }

@@ -38,7 +38,11 @@ impl Job<'_> {
                 .is_none_or(|s| s.exit.is_some())
         };
         for action in rec.step(ended) {
+            // A replacement that could not start made it a full restart:
+            // no more replacements, no record for the survivors.
+            let restarting = self.recovery.as_ref().is_some_and(|r| !r.active());
             match action {
+                Action::Start { .. } | Action::Write { .. } if restarting => {}
                 Action::Kill(rank) => {
                     if let Some(s) = self.slot_of(rank) {
                         signal_group(s.pgid, Signal::SIGKILL);
@@ -69,7 +73,8 @@ impl Job<'_> {
     /// Starts the replacement of a rank (protocol §18.7): the rank's
     /// program and environment with its new incarnation, its description
     /// on stdin, the record as the first line on its control channel. A
-    /// replacement that cannot be started ends the run (a full restart).
+    /// replacement that cannot be started ends the run, as a full restart
+    /// for the failure it answered (protocol §18.6).
     fn start_replacement(&mut self, rep: Replacement, record: &[u8]) {
         let Some(template) = self.launches.get(rep.rank as usize) else {
             return;
@@ -89,9 +94,16 @@ impl Job<'_> {
         let spawned = match spawn_rank(launch, self.opts, self.records.as_ref(), true) {
             Ok(s) => s,
             Err(f) => {
-                self.outcome = Some(Outcome::SpawnFailed(f));
-                self.end_now = true;
-                return;
+                {
+                    let _g = self.lock.lock();
+                    eprintln!("sperli: {f} (its replacement): restarting the job in full");
+                }
+                let held = self
+                    .recovery
+                    .as_mut()
+                    .map(|r| r.replacement_failed())
+                    .unwrap_or_default();
+                return self.full_restart(held);
             }
         };
         if let Some(c) = &spawned.control {
