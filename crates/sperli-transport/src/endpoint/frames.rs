@@ -161,9 +161,12 @@ impl Endpoint {
         self.check_rank(from)?;
         self.check()?;
         self.wait(|| {
-            self.shared
-                .state()
-                .wait_on(Some(from), |m| m.pop_collective_where(from, tag, &pass))
+            let mut st = self.shared.state();
+            // Protocol §18.8.1: a revoked communicator's calls fail.
+            if let Err(e) = st.check_comm(tag) {
+                return Some(Err(e));
+            }
+            st.wait_on(Some(from), |m| m.pop_collective_where(from, tag, &pass))
         })
     }
 
@@ -185,6 +188,7 @@ impl Endpoint {
     ) -> Result<Option<u64>, Error> {
         self.check()?;
         self.check_rank(to)?;
+        self.shared.state().check_comm(tag)?;
         if tag != 0 {
             if self.features() & FEATURE_COMMUNICATORS == 0 {
                 return Err(UsageError::NoCommunicators.into());
@@ -240,9 +244,11 @@ impl Endpoint {
         self.check_rank(from)?;
         self.check()?;
         self.wait(|| {
-            self.shared
-                .state()
-                .wait_on(Some(from), |m| m.pop_collective(from).map(Ok))
+            let mut st = self.shared.state();
+            if let Err(e) = st.check_comm(0) {
+                return Some(Err(e));
+            }
+            st.wait_on(Some(from), |m| m.pop_collective(from).map(Ok))
         })
     }
 

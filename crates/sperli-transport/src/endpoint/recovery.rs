@@ -31,6 +31,38 @@ impl Endpoint {
         }
     }
 
+    /// Revokes communicator `comm` (ULFM's `MPIX_Comm_revoke`, protocol
+    /// §18.8.1): every pending and later call on it, here and, through
+    /// RECOVER REVOKE COMMUNICATOR, on its other members, fails with
+    /// `RecoveryError::CommunicatorRevoked`. In a job without feature bit
+    /// 5 (no RECOVER frame) only this rank's calls fail. Revoking a
+    /// revoked communicator changes nothing.
+    pub fn revoke_communicator(&self, comm: u32) -> Result<(), Error> {
+        self.check()?;
+        let shared = &self.shared;
+        let sent = match &shared.recovery {
+            Some(r) if self.features() & FEATURE_MEMBERSHIP != 0 => {
+                let mut st = shared.state();
+                r.revoke_communicator(comm, self.rank(), &mut st)
+            }
+            _ => {
+                shared.state().revoke(comm);
+                false
+            }
+        };
+        if sent {
+            shared.command(crate::io::shared::Command::Recovery);
+        }
+        shared.changed();
+        Ok(())
+    }
+
+    /// Whether communicator `comm` is revoked on this rank (protocol
+    /// §18.8.1).
+    pub fn is_communicator_revoked(&self, comm: u32) -> bool {
+        self.shared.state().is_revoked(comm)
+    }
+
     /// The membership in force (protocol §18.1): epoch 0 and every rank in
     /// a job without feature bit 5.
     pub fn membership(&self) -> Recovered {

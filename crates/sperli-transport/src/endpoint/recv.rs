@@ -260,7 +260,9 @@ impl Endpoint {
     ) -> Result<Option<Status>, Error> {
         self.check_source(source, tag)?;
         self.progress()?;
-        Ok(self.shared.state().probe_joined_on(comm, source, tag))
+        let st = self.shared.state();
+        st.check_comm(comm)?;
+        Ok(st.probe_joined_on(comm, source, tag))
     }
 
     /// [`Endpoint::probe_joined`] on communicator `comm`.
@@ -273,6 +275,9 @@ impl Endpoint {
         self.check_source(source, tag)?;
         self.wait(|| {
             let st = self.shared.state();
+            if let Err(e) = st.check_comm(comm) {
+                return Some(Err(e));
+            }
             if let Some(s) = st.probe_joined_on(comm, source, tag) {
                 return Some(Ok(s));
             }

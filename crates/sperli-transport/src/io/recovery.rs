@@ -184,6 +184,16 @@ impl Recovery {
     ) -> Result<(), Error> {
         let payload = RecoverPayload::decode(payload, size, from)?;
         let mut g = self.lock();
+        if let RecoverPayload::RevokeCommunicator { comm } = payload {
+            // Protocol §18.8.1: of the current epoch only (check 5 lets an
+            // older RECOVER through for its records).
+            if header_epoch == g.machine.epoch() {
+                let members: Vec<u32> = members(g.machine.incarnations()).collect();
+                let to = st.handle_revoke_notice(comm, from, &members);
+                self.notify_revoked(&mut g, comm, to);
+            }
+            return Ok(());
+        }
         let event = Event::Recover {
             from,
             header_epoch,
@@ -258,6 +268,36 @@ impl Recovery {
             .poll_timeout()
             .map(|t| Duration::from_millis(t.saturating_sub(now).max(1)));
         (g.ended.clone().map(Error::from), next)
+    }
+
+    /// Revokes communicator `comm` on this rank (protocol §18.8.1): the
+    /// receive state fails its calls; the first time, REVOKE COMMUNICATOR
+    /// goes to its other members. False when it was revoked already.
+    pub fn revoke_communicator(&self, comm: u32, me: u32, st: &mut Matching) -> bool {
+        let mut g = self.lock();
+        if !st.revoke(comm) {
+            return false;
+        }
+        let members: Vec<u32> = members(g.machine.incarnations()).collect();
+        let to: Vec<u32> = st
+            .members_of(comm, &members)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| *r != me)
+            .collect();
+        self.notify_revoked(&mut g, comm, to);
+        true
+    }
+
+    fn notify_revoked(&self, g: &mut Inner, comm: u32, to: Vec<u32>) {
+        let header_epoch = g.machine.epoch();
+        for to in to {
+            g.todo.push_back(Todo::Send {
+                to,
+                header_epoch,
+                payload: RecoverPayload::RevokeCommunicator { comm },
+            });
+        }
     }
 
     /// Takes what the I/O thread must send or close, in order.

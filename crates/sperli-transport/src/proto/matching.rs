@@ -47,6 +47,7 @@ use crate::proto::large::LargeAssembly;
 
 pub mod messages;
 use messages::P2p;
+pub mod revoked;
 
 /// What a completed receive reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,6 +164,8 @@ pub struct Matching {
     open_recvs: u64,
     /// Feature bit 3's state, once the job has it (protocol §16).
     p2p: Option<P2p>,
+    /// The communicators revoked one by one (protocol §18.8.1).
+    revoked: revoked::Revoked,
 }
 
 impl Matching {
@@ -184,6 +187,7 @@ impl Matching {
             open_sends: 0,
             open_recvs: 0,
             p2p: None,
+            revoked: revoked::Revoked::default(),
         }
     }
 
@@ -412,6 +416,10 @@ impl Matching {
     pub fn post_on(&mut self, comm: u32, source: Option<u32>, tag: Option<u32>) -> RecvId {
         self.next_id += 1;
         let id = self.next_id;
+        if let Err(e) = self.check_comm(comm) {
+            self.completed.insert(id, Err(e));
+            return id;
+        }
         if self.p2p.is_some() {
             self.post_message(id, comm, source, tag, None);
             return id;
@@ -455,6 +463,10 @@ impl Matching {
         }
         self.next_id += 1;
         let id = self.next_id;
+        if let Err(e) = self.check_comm(comm) {
+            self.completed.insert(id, Err(e));
+            return id;
+        }
         let Some((s, i)) = self.first_match_on(comm, source, tag) else {
             self.posted.push_back(Posted {
                 id,

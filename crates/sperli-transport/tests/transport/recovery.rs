@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use sperli_tls::composite_sig;
 use sperli_tls::job_plan::JobPlan;
 use sperli_transport::proto::recovery::decider::{Decider, DeciderOutput};
-use sperli_transport::Endpoint;
+use sperli_transport::{Endpoint, Settings};
 use sperli_wire::abort::AbortReason;
+use sperli_wire::job_description::JobDescription;
 use sperli_wire::recovery::{Mode, RecoveryError, Report, CONTEXT_MEMBER, FEATURE_MEMBERSHIP};
 use sperli_wire::Error;
 
@@ -28,8 +29,14 @@ fn revoked(r: Result<impl std::fmt::Debug, Error>) -> u32 {
 
 /// Plays the launcher for `survivors`' channels: reads their REPORTs,
 /// decides with the `Decider` (rank `lost` seen ending), signs and writes
-/// the record to every member it names. Returns the reports it read.
-fn launcher(plan: &JobPlan, ends: Vec<(u32, UnixStream)>, lost: u32) -> Vec<Report> {
+/// the record to every member it names. Returns the reports it read, and
+/// the channels (a launcher keeps them open while its ranks run: a rank
+/// whose channel ends treats the launcher as lost, protocol §18.6).
+fn launcher(
+    plan: &JobPlan,
+    ends: Vec<(u32, UnixStream)>,
+    lost: u32,
+) -> (Vec<Report>, Vec<(u32, UnixStream)>) {
     let mut decider = Decider::new(plan.job_id, 3, plan.incarnation, Mode::Shrink, 0);
     let start = Instant::now();
     let now = || start.elapsed().as_millis() as u64;
@@ -66,14 +73,31 @@ fn launcher(plan: &JobPlan, ends: Vec<(u32, UnixStream)>, lost: u32) -> Vec<Repo
                     let line = format!("{}\n", sperli_wire::hex::encode(&record.encode()));
                     for r in to {
                         let (_, s) = ends.iter().find(|(n, _)| *n == r).unwrap();
-                        (&*s).write_all(line.as_bytes()).unwrap();
+                        // A survivor may have the record from a peer already
+                        // (protocol §18.6), be done and gone: its channel
+                        // then refuses the write.
+                        let _ = (&*s).write_all(line.as_bytes());
                     }
-                    return reports;
+                    return (reports, ends);
                 }
                 DeciderOutput::FullRestart(c) => panic!("full restart: {c:?}"),
             }
         }
     }
+}
+
+/// Each rank of `plan`: its control channel's launcher end, its job
+/// description and its settings (its end of the channel, its listener).
+fn with_channels(plan: &JobPlan) -> Vec<(u32, UnixStream, JobDescription, Settings)> {
+    (0..plan.size())
+        .map(|r| {
+            let (ours, theirs) = UnixStream::pair().unwrap();
+            let mut s = settings();
+            s.control = Some(Arc::new(theirs));
+            s.listener = plan.take_listener(r);
+            (r, ours, plan.description(r), s)
+        })
+        .collect()
 }
 
 #[test]
@@ -82,13 +106,8 @@ fn a_lost_rank_is_revoked_reported_and_shrunk_away() {
         let plan = JobPlan::localhost_bound(3).unwrap();
         let mut launcher_ends = Vec::new();
         let mut ranks = Vec::new();
-        for r in 0..3u32 {
-            let (ours, theirs) = UnixStream::pair().unwrap();
+        for (r, ours, desc, s) in with_channels(&plan) {
             launcher_ends.push((r, ours));
-            let mut s = settings();
-            s.control = Some(Arc::new(theirs));
-            s.listener = plan.take_listener(r);
-            let desc = plan.description(r);
             ranks.push(std::thread::spawn(move || {
                 let ep = Endpoint::start(&desc, s).unwrap();
                 assert_eq!(ep.features() & FEATURE_MEMBERSHIP, FEATURE_MEMBERSHIP);
@@ -125,10 +144,50 @@ fn a_lost_rank_is_revoked_reported_and_shrunk_away() {
         // Rank 2's channel stays open (a launcher keeps it until the
         // process ended); its end is not read.
         let lost_end = launcher_ends.pop();
-        let reports = launcher(&plan, launcher_ends, 2);
+        let (reports, ends) = launcher(&plan, launcher_ends, 2);
         assert!(reports.iter().all(|r| r.epoch == 1 && r.suspects == [2]));
         let got: Vec<_> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
-        drop(lost_end);
+        drop((lost_end, ends));
         assert!(got[0].is_some() && got[1].is_some() && got[2].is_none());
+    });
+}
+
+fn comm_revoked(r: Result<impl std::fmt::Debug, Error>) -> u32 {
+    match r {
+        Err(Error::Recovery(RecoveryError::CommunicatorRevoked { comm })) => comm,
+        other => panic!("expected the communicator's revoked error, got {other:?}"),
+    }
+}
+
+/// Protocol §18.8.1: one rank revokes communicator 0; the others' pending
+/// receives on it fail, and so does every later call on it, everywhere.
+#[test]
+fn a_revoked_communicator_fails_its_calls_on_every_member() {
+    with_deadline(Duration::from_secs(60), || {
+        let plan = JobPlan::localhost_bound(3).unwrap();
+        let mut channels = Vec::new();
+        let mut ranks = Vec::new();
+        for (r, ours, desc, s) in with_channels(&plan) {
+            channels.push(ours);
+            ranks.push(std::thread::spawn(move || {
+                let ep = Endpoint::start(&desc, s).unwrap();
+                if r == 1 {
+                    assert!(!ep.is_communicator_revoked(0));
+                    ep.revoke_communicator(0).unwrap();
+                    assert_eq!(comm_revoked(ep.send(0, 5, b"late")), 0);
+                } else {
+                    // Nothing ever comes: the revoke ends the wait.
+                    assert_eq!(comm_revoked(ep.recv(1, 5)), 0);
+                    assert_eq!(comm_revoked(ep.send(2 - r, 5, b"late")), 0);
+                }
+                assert!(ep.is_communicator_revoked(0));
+                // The membership is untouched: no recovery, no REPORT.
+                assert_eq!(ep.membership().epoch, 1);
+            }));
+        }
+        for h in ranks {
+            h.join().unwrap();
+        }
+        drop(channels);
     });
 }

@@ -79,7 +79,7 @@ pub(super) struct P2p {
     /// The frame of each peer being handed over ends its message.
     frame_last: Vec<bool>,
     /// What this rank holds of its communicators, for check 4 (§16.4).
-    known: KnownCommunicators,
+    pub(super) known: KnownCommunicators,
     pending: Vec<PendingMessage>,
     notices: Vec<DueNotice>,
     noticed: HashSet<(u32, u64)>,
@@ -461,6 +461,10 @@ impl Matching {
         }
         self.next_id += 1;
         let id = self.next_id;
+        if let Err(e) = self.check_comm(comm) {
+            self.completed.insert(id, Err(e));
+            return id;
+        }
         self.post_message(id, comm, source, tag, Some(buf));
         id
     }
@@ -618,6 +622,7 @@ impl Matching {
         id: u32,
         members: Option<Arc<[u32]>>,
     ) -> Result<(), (u32, Error)> {
+        self.apply_early_revokes(id, members.as_deref());
         let Some(p2p) = self.p2p.as_mut() else {
             return Ok(());
         };
