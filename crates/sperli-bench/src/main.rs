@@ -4,6 +4,7 @@
 //! sperli-bench limits [--quick]          the machine's limits, in this process
 //! sperli-bench rank MODE [--quick]       a SPERLI rank (started by `sperli run`)
 //!     MODE: pingpong | coll | startup | rss | ckpt | resume | pipe | overlap | p2p
+//!         | shrink (`--recover shrink` or `restart`: a rank lost, the job goes on)
 //! sperli-bench rank rtt [ROUNDS [BYTES]] ROUNDS round trips of BYTES (default
 //!     10000 of 8) between ranks 0 and 1, with the context switches of both
 //!     rank processes over the loop (for `perf stat -e context-switches`)
@@ -28,6 +29,7 @@ mod overlap;
 mod p2p;
 mod pipelined;
 mod rank;
+mod recovery;
 
 /// Prints one figure in the format the xtask parses.
 pub fn result(name: &str, size: usize, value: f64) {

@@ -65,6 +65,9 @@ pub fn run(mode: &str, quick: bool) -> Result<(), Error> {
     }
     let mut comm = Comm::from_stdin()?;
     apply_spin(comm.link());
+    if mode == "shrink" {
+        return crate::recovery::run(comm);
+    }
     match mode {
         "pingpong" => pingpong(&comm, quick)?,
         "coll" => coll(&mut comm, quick)?,

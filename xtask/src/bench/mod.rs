@@ -39,6 +39,7 @@ mod pipelined;
 mod plot;
 mod programs;
 pub mod python;
+mod recovery;
 mod report;
 mod simnet;
 
@@ -434,6 +435,7 @@ fn measure(p: &Programs, opts: &Options, python: &Path) -> Result<Samples, Strin
         pipelined::jobs(p, opts, run, &mut samples)?;
         overlap::jobs(p, opts, &mut samples)?;
         jacobi::job(p, opts, run, &mut samples)?;
+        recovery::jobs(p, opts, &mut samples)?;
         python::job(p, opts, python, run, &mut samples)?;
         python::pingpong_job(p, opts, python, run, &mut samples)?;
         simnet::jobs(p, opts, run, &mut samples)?;

@@ -391,6 +391,7 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
     o.push_str(&super::pipelined::section(s, opts));
     super::overlap::section(&mut o, s);
     super::jacobi::section(&mut o, s, opts);
+    super::recovery::section(&mut o, s, opts.quick);
     super::python::section(&mut o, s);
     o.push_str(&super::simnet::section(s, opts));
 

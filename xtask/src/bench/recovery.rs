@@ -1,0 +1,131 @@
+//! The rows of losing a rank (protocol §18): `sperli-bench rank shrink`
+//! under `sperli run --recover shrink` and, for the same job, a full
+//! restart (`--recover restart --restart-max 1`). The last rank kills
+//! itself after three allreduces; the figures are the time from its kill
+//! to the next step every survivor completed, in both, and with the
+//! shrink the time from the earliest survivor that knew of the failure
+//! (its call returned the revoked error) to the last that recovered and
+//! agreed on where to go on (an allreduce over the survivors).
+
+use std::fmt::Write;
+
+use super::report::{cell, ratio, ratio_cell};
+use super::{group, run_retrying, sperli_argv, spread_hosts, Options, Programs, Samples};
+
+/// The job sizes: 4, 16 and 64 ranks (`--quick`: 4).
+fn ranks(quick: bool) -> &'static [u32] {
+    if quick {
+        &[4]
+    } else {
+        &[4, 16, 64]
+    }
+}
+
+/// The two ways the job goes on: the group word and the launcher's flags.
+const WAYS: [(&str, &[&str]); 2] = [
+    ("shrink", &["--recover", "shrink"]),
+    ("restart", &["--recover", "restart", "--restart-max", "1"]),
+];
+
+/// Runs the jobs and files their figures in `sperli.recovery-<way>.<n>`.
+pub(super) fn jobs(p: &Programs, opts: &Options, samples: &mut Samples) -> Result<(), String> {
+    for &n in ranks(opts.quick) {
+        for (way, flags) in WAYS {
+            let launcher: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+            let argv = sperli_argv(p, n, Some(spread_hosts(n)), &launcher, &["rank", "shrink"]);
+            let label = format!("sperli {way} n={n}");
+            let o = run_retrying(&label, &argv, &[], samples)?;
+            println!("    {label}: {:.1} s", o.secs);
+            let find = |k: &str| o.results.iter().find(|r| r.0 == k).map(|r| r.2);
+            let (Some(kill), Some(step)) = (find("kill_unix_ns"), find("step_after_kill_unix_ns"))
+            else {
+                return Err(format!("{label}: the kill or the next step is missing"));
+            };
+            let g = group("sperli", &format!("recovery-{way}"), n);
+            samples.add(&g, "kill_to_step_ms", 0, (step - kill) / 1e6);
+            if let Some(us) = find("shrink_agree_us") {
+                samples.add(&g, "shrink_agree_ms", 0, us / 1e3);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The report section.
+pub(super) fn section(o: &mut String, s: &Samples, quick: bool) {
+    let _ = writeln!(o, "## Losing a rank\n");
+    let _ = writeln!(
+        o,
+        "`sperli-bench rank shrink` (protocol §18): after three allreduces the last \
+         rank kills itself. With `sperli run --recover shrink` the survivors' next call \
+         returns the revoked error, the launcher fences the lost rank and signs the next \
+         membership, the survivors recover into it (`Comm::recover`), agree on where to \
+         go on (an allreduce over them) and make their next step, in the processes and \
+         connections they have. With `--recover restart` the same job ends every rank and \
+         starts again (set-up of the whole mesh included). Times in ms, the median \
+         (min..max) of the runs; from the kill to the next step every survivor completed, \
+         and for the shrink from the earliest survivor that knew of the failure to the \
+         last that agreed.\n"
+    );
+    let _ = writeln!(
+        o,
+        "| ranks | shrink: kill to next step | full restart: kill to next step | shrink / restart | shrink + agree after the failure is known |"
+    );
+    let _ = writeln!(o, "|---|---|---|---|---|");
+    for &n in ranks(quick) {
+        let shrink = group("sperli", "recovery-shrink", n);
+        let restart = group("sperli", "recovery-restart", n);
+        let (a, b) = (
+            s.get(&shrink, "kill_to_step_ms", 0),
+            s.get(&restart, "kill_to_step_ms", 0),
+        );
+        let _ = writeln!(
+            o,
+            "| {n} | {} | {} | {} | {} |",
+            cell(a),
+            cell(b),
+            ratio_cell(ratio(a, b)),
+            cell(s.get(&shrink, "shrink_agree_ms", 0))
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\nIn-place replacement (`--recover inplace`: a new process for the lost rank, \
+         the survivors rolled back to the last COMMIT in their processes) has no row yet: \
+         its rank side does not join, and `inplace` restarts in full.\n"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn section_shows_both_ways_and_their_ratio() {
+        let mut s = Samples::default();
+        s.add(
+            &group("sperli", "recovery-shrink", 4),
+            "kill_to_step_ms",
+            0,
+            20.0,
+        );
+        s.add(
+            &group("sperli", "recovery-restart", 4),
+            "kill_to_step_ms",
+            0,
+            400.0,
+        );
+        s.add(
+            &group("sperli", "recovery-shrink", 4),
+            "shrink_agree_ms",
+            0,
+            3.0,
+        );
+        let mut o = String::new();
+        section(&mut o, &s, true);
+        assert!(
+            o.contains("| 4 | 20 (20..20) | 400 (400..400) | 0.05 | 3 (3..3) |"),
+            "{o}"
+        );
+    }
+}
