@@ -124,7 +124,7 @@ mod tests {
         let mut o = String::new();
         section(&mut o, &s, true);
         assert!(
-            o.contains("| 4 | 20 (20..20) | 400 (400..400) | 0.05 | 3 (3..3) |"),
+            o.contains("| 4 | 20.0 (20.0..20.0) | 400 (400..400) | 0.05 | 3.00 (3.00..3.00) |"),
             "{o}"
         );
     }
