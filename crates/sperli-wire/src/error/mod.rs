@@ -131,6 +131,11 @@ pub enum Error {
         /// Open receive handles.
         recvs: u64,
     },
+    /// A failure of HELLO feature bit 5 or of ULFM's calls (protocol §18):
+    /// its code is [`RecoveryError::h_code`](crate::recovery::RecoveryError::h_code)
+    /// (H1610, H1613 or H1614), e.g. a call on a revoked communicator
+    /// (§18.8.1, H1613; the job goes on).
+    Recovery(crate::recovery::RecoveryError),
     /// The program used the API in a way it does not allow (no H-code:
     /// not bad input from a peer, and nothing was sent).
     Usage(UsageError),
@@ -212,6 +217,7 @@ impl fmt::Display for Error {
                 f,
                 "checkpoint with {sends} open send and {recvs} open receive handles"
             ),
+            Error::Recovery(e) => write!(f, "{e}"),
             Error::Usage(e) => write!(f, "{e}"),
             Error::Local(e) => write!(f, "{e}"),
             Error::FdLimit { needed, soft, hard } => write!(
@@ -235,6 +241,7 @@ impl std::error::Error for Error {
             Error::InvalidArguments(e) => Some(e),
             Error::BadCommit(e) => Some(e),
             Error::NoResumableEpoch { reason } => Some(reason.as_ref()),
+            Error::Recovery(e) => Some(e),
             Error::Usage(e) => Some(e),
             Error::Local(e) => Some(e),
             _ => None,
@@ -251,6 +258,12 @@ impl From<FrameError> for Error {
 impl From<ArgumentError> for Error {
     fn from(e: ArgumentError) -> Self {
         Error::InvalidArguments(e)
+    }
+}
+
+impl From<crate::recovery::RecoveryError> for Error {
+    fn from(e: crate::recovery::RecoveryError) -> Self {
+        Error::Recovery(e)
     }
 }
 
@@ -281,6 +294,7 @@ impl Error {
             Error::NoResumableEpoch { .. } => HCode::H1622,
             Error::CommitSizeMismatch { .. } => HCode::H1623,
             Error::OpenHandles { .. } => HCode::H1624,
+            Error::Recovery(e) => e.h_code(),
             Error::Io { .. } | Error::FdLimit { .. } | Error::Usage(_) | Error::Local(_) => {
                 return None
             }
@@ -322,6 +336,7 @@ mod tests {
                 },
             },
             Error::InvalidArguments(ArgumentError::Tag { tag: 1 << 31 }),
+            Error::Recovery(crate::recovery::RecoveryError::CommunicatorRevoked { comm: 4 }),
         ];
         for e in samples {
             let text = e.to_string();
