@@ -289,3 +289,31 @@ impl<E: AgreementLink> Agreement<E> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folds() {
+        assert_eq!(Fold::And.apply(0b1100, 0b1010), 0b1000);
+        assert_eq!(Fold::Max.apply(3, 9), 9);
+        assert_eq!(Fold::Max.apply(9, 3), 9);
+    }
+
+    #[test]
+    fn a_value_is_exactly_eight_bytes() {
+        assert_eq!(value_of(2, &7u64.to_le_bytes()), Ok(7));
+        for len in [0usize, 4, 7, 9, 16] {
+            assert_eq!(
+                value_of(2, &vec![0; len]),
+                Err(Error::CollectiveMismatch(MismatchError::Length {
+                    from: 2,
+                    expected: 8,
+                    got: len as u64,
+                })),
+                "{len} bytes"
+            );
+        }
+    }
+}

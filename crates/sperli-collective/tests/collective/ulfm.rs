@@ -5,6 +5,7 @@
 //! a healthy communicator has every member in its old order; a revoked
 //! communicator refuses its calls with H1613 but still agrees and shrinks.
 
+use sperli_collective::agreement::AGREE_TAG;
 use sperli_collective::prelude::*;
 
 use crate::common::xorshift;
@@ -184,5 +185,29 @@ fn intercomm_agree_and_shrink_at_4_ranks() {
             assert!(got.4);
             assert_eq!(got.5, 1);
         }
+    });
+}
+
+/// A member's agreement message of another length than 8 bytes fails the
+/// agreement at rank 0 with H1617; the job goes on.
+#[test]
+fn an_agreement_message_of_another_length_is_h1617() {
+    tls_test(|| {
+        let out = run_job(
+            2,
+            |ep| ep,
+            |c: Comm<Endpoint>| {
+                let got = if c.rank() == 1 {
+                    c.send(0, AGREE_TAG, &[1u32]).unwrap();
+                    None
+                } else {
+                    Some(h(&c.agree(1).unwrap_err()))
+                };
+                c.barrier().unwrap();
+                finish(c);
+                got
+            },
+        );
+        assert_eq!(out, vec![Some(Some(1617)), None]);
     });
 }
