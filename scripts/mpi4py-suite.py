@@ -56,6 +56,7 @@ DEFAULT_MODULES = [
     "status", "op", "exceptions", "msgspec", "msgzero", "environ",
     "errhandler", "errorcode", "group", "pickle", "objmodel", "attributes",
     "subclass", "comm_topo", "comm_inter", "cco_buf_inter", "cco_obj_inter", "cco_vec_inter",
+    "ulfm",
 ]
 
 # Runs inside every rank: the test module under unittest, its counts as one

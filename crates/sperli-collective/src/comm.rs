@@ -302,11 +302,14 @@ impl<L: Peers> Comm<L> {
     ///
     /// On the program's thread it first waits until every non-blocking call
     /// issued before is through, so calls go on the wire in issue order
-    /// (protocol §8.9).
+    /// (protocol §8.9). A call on a revoked communicator fails first, with
+    /// H1613, and takes no number (protocol §18.8.1: the communicator's
+    /// calls are over).
     pub(crate) fn begin(&self) -> Result<u64, Error> {
         if !self.progress_side {
             self.state.wait_idle();
         }
+        self.check_revoked()?;
         let seq = self.state.next_seq();
         match self.state.failure() {
             Some(e) => Err(e),

@@ -14,6 +14,8 @@
 //! ABORT reason 3 for a frame of a communicator this rank does not share
 //! with the sender).
 
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sperli_wire::abort::AbortReason;
@@ -36,6 +38,21 @@ pub(crate) struct Registry {
     known: Mutex<Known>,
     /// One split or dup at a time on this rank (protocol §15.3).
     one_at_a_time: Mutex<()>,
+    /// The revoked communicators of this rank (protocol §18.8.1).
+    revoked: Mutex<Revoked>,
+    /// Whether `revoked` holds an id (the calls' check reads only this
+    /// until a communicator is revoked).
+    any_revoked: AtomicBool,
+}
+
+/// What this rank knows of revoked communicators (protocol §18.8.1).
+#[derive(Debug, Default)]
+struct Revoked {
+    /// The ids of the communicators it holds that are revoked for good.
+    ids: BTreeSet<u32>,
+    /// Notices for ids above its highest, not made yet: (id, sender's job
+    /// rank), applied when it makes that id.
+    early: BTreeSet<(u32, u32)>,
 }
 
 impl Registry {
@@ -54,9 +71,69 @@ impl Registry {
     }
 
     /// The split or dup that made `id` is through on this rank: `members`
-    /// (job ranks) is this rank's new communicator, if it has one.
+    /// (job ranks) is this rank's new communicator, if it has one. A
+    /// remembered revoke notice of `id` from one of its members revokes
+    /// it from its birth (protocol §18.8.1); notices of ids up to `id` are
+    /// then stale and dropped.
     fn made(&self, id: u32, members: Option<Arc<[u32]>>) {
+        let born_revoked = {
+            let mut rv = lock(&self.revoked);
+            let early: Vec<(u32, u32)> = rv.early.iter().copied().filter(|n| n.0 <= id).collect();
+            for n in &early {
+                rv.early.remove(n);
+            }
+            members
+                .as_ref()
+                .is_some_and(|m| early.iter().any(|&(i, s)| i == id && m.contains(&s)))
+        };
         lock(&self.known).made(id, members);
+        if born_revoked {
+            self.revoke(id);
+        }
+    }
+
+    /// Revokes communicator `id` of this rank for good; whether it was
+    /// not revoked before.
+    pub(crate) fn revoke(&self, id: u32) -> bool {
+        let fresh = lock(&self.revoked).ids.insert(id);
+        self.any_revoked.store(true, Ordering::SeqCst);
+        fresh
+    }
+
+    /// Whether communicator `id` of this rank is revoked.
+    pub(crate) fn is_revoked(&self, id: u32) -> bool {
+        self.any_revoked.load(Ordering::SeqCst) && lock(&self.revoked).ids.contains(&id)
+    }
+
+    /// A RECOVER REVOKE COMMUNICATOR for `id` from job rank `sender`
+    /// (protocol §18.8.1): revokes this rank's communicator `id` if the
+    /// sender is a member of it (the job's, 0, has every rank); remembers
+    /// it if `id` is above this rank's highest (not made yet); ignores it
+    /// otherwise. Whether it revoked a communicator that was not revoked
+    /// (then this rank forwards the notice once).
+    pub(crate) fn notice(&self, id: u32, sender: u32) -> bool {
+        let member = {
+            let known = lock(&self.known);
+            match (id, known.comms.get(&id)) {
+                (0, _) => Some(true),
+                (_, Some(m)) => Some(m.contains(&sender)),
+                (_, None) if id > known.highest => None,
+                (_, None) => Some(false),
+            }
+        };
+        match member {
+            Some(true) => self.revoke(id),
+            Some(false) => false,
+            None => {
+                lock(&self.revoked).early.insert((id, sender));
+                false
+            }
+        }
+    }
+
+    /// Forgets communicator `id` (freed: its id is never made again).
+    fn forget(&self, id: u32) {
+        lock(&self.revoked).ids.remove(&id);
     }
 }
 
@@ -79,6 +156,7 @@ impl std::fmt::Debug for Membership {
 impl Drop for Membership {
     fn drop(&mut self) {
         lock(&self.registry.known).comms.remove(&self.id);
+        self.registry.forget(self.id);
         if let Some(f) = &self.freer {
             f(self.id);
         }

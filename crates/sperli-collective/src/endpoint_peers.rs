@@ -93,6 +93,18 @@ impl Peers for Endpoint {
     fn recover(&self) -> Result<sperli_transport::Recovered, Error> {
         Endpoint::recover(self)
     }
+
+    fn failed_ranks(&self) -> Vec<u32> {
+        Endpoint::membership(self).failed
+    }
+
+    fn revoke_communicator(&self, comm: u32) -> Result<(), Error> {
+        Endpoint::revoke_communicator(self, comm)
+    }
+
+    fn is_communicator_revoked(&self, comm: u32) -> bool {
+        Endpoint::is_communicator_revoked(self, comm)
+    }
 }
 
 /// The longest job description line accepted on stdin (4096 ranks with

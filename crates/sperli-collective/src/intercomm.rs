@@ -167,6 +167,12 @@ impl<L: HasEndpoint> Comm<L> {
 }
 
 impl<L: HasEndpoint> Intercomm<L> {
+    /// The intercommunicator of the point-to-point view `remote` and the
+    /// local group's communicator `local`.
+    pub(crate) fn from_parts(remote: Comm<L>, local: Comm<L>) -> Self {
+        Intercomm { remote, local }
+    }
+
     /// This rank's rank in its own (local) group.
     pub fn rank(&self) -> u32 {
         self.local.rank()

@@ -224,6 +224,7 @@
 #![warn(missing_docs)]
 
 mod abort;
+pub mod agreement;
 mod bit4;
 pub mod cart;
 mod collectives;
@@ -250,6 +251,7 @@ mod self_comm;
 mod special;
 mod star;
 mod state;
+mod ulfm;
 mod user;
 pub mod vcoll;
 
@@ -272,6 +274,7 @@ pub use sperli_transport::Status;
 pub use sperli_transport::{Endpoint, ErrorMode, Recovered};
 pub use sperli_wire::abort::AbortReason;
 pub use sperli_wire::{Error, HCode, Reduction};
+pub use ulfm::OwnsEndpoint;
 pub use user::UserFold;
 
 /// Everything a program needs, in one `use sperli_collective::prelude::*;`:

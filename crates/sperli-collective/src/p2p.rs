@@ -250,12 +250,26 @@ impl<L: HasEndpoint> Comm<L> {
 
     /// The communicator id its messages carry (protocol §16.2): its own
     /// with feature bit 3, else the job's (0; DATA carries none, §15.2).
-    fn wire(&self) -> u32 {
+    pub(crate) fn wire(&self) -> u32 {
         if self.ep().has_p2p_communicators() {
             self.id()
         } else {
             0
         }
+    }
+
+    /// [`Comm::wire`] of a call that may start: H1613 on a revoked
+    /// communicator (protocol §18.8.1).
+    fn live_wire(&self) -> Result<u32, Error> {
+        self.check_revoked()?;
+        Ok(self.wire())
+    }
+
+    /// The checks of a call with [`PROC_NULL`], which then completes: a
+    /// revoked communicator (H1613, protocol §18.8.1), a reserved tag.
+    fn null_call(&self, tag: Option<u32>) -> Result<(), Error> {
+        self.check_revoked()?;
+        check_tag(tag)
     }
 
     /// A source as a job rank; any source on every communicator with
@@ -278,10 +292,12 @@ impl<L: HasEndpoint> Comm<L> {
 
     fn joined(&self, source: Option<u32>, tag: Option<u32>) -> Result<Message, Error> {
         if source == Some(PROC_NULL) {
-            check_tag(tag)?;
+            self.null_call(tag)?;
             return Ok(null_message());
         }
-        let (st, b) = self.ep().recv_on(self.wire(), self.src(source)?, tag)?;
+        let (st, b) = self
+            .ep()
+            .recv_on(self.live_wire()?, self.src(source)?, tag)?;
         Ok((self.status(st), b))
     }
 
@@ -317,10 +333,10 @@ impl<L: HasEndpoint> Comm<L> {
 
     fn send_mode(&self, to: u32, tag: u32, data: &[u8], mode: SendMode) -> Result<(), Error> {
         if to == PROC_NULL {
-            return check_tag(Some(tag));
+            return self.null_call(Some(tag));
         }
         self.ep()
-            .send_on(self.wire(), self.dest(to)?, tag, data, mode)
+            .send_on(self.live_wire()?, self.dest(to)?, tag, data, mode)
     }
 
     /// Receives the next message from `from` with `tag`, of any length.
@@ -435,12 +451,12 @@ impl<L: HasEndpoint> Comm<L> {
         mode: SendMode,
     ) -> Result<SendRequest<'_>, Error> {
         if to == PROC_NULL {
-            check_tag(Some(tag))?;
+            self.null_call(Some(tag))?;
             return Ok(SendRequest { handle: None });
         }
         let h = self
             .ep()
-            .isend_on(self.wire(), self.dest(to)?, tag, data, mode)?;
+            .isend_on(self.live_wire()?, self.dest(to)?, tag, data, mode)?;
         Ok(SendRequest { handle: Some(h) })
     }
 
@@ -463,7 +479,7 @@ impl<L: HasEndpoint> Comm<L> {
         tag: Option<u32>,
     ) -> Result<RecvRequest<'_, T>, Error> {
         if source == Some(PROC_NULL) {
-            check_tag(tag)?;
+            self.null_call(tag)?;
             return Ok(RecvRequest {
                 handle: None,
                 members: None,
@@ -472,7 +488,10 @@ impl<L: HasEndpoint> Comm<L> {
             });
         }
         Ok(RecvRequest {
-            handle: Some(self.ep().irecv_on(self.wire(), self.src(source)?, tag)?),
+            handle: Some(
+                self.ep()
+                    .irecv_on(self.live_wire()?, self.src(source)?, tag)?,
+            ),
             members: self.group.members.clone(),
             taken: None,
             _t: PhantomData,
@@ -493,7 +512,9 @@ impl<L: HasEndpoint> Comm<L> {
         if source == Some(PROC_NULL) {
             return self.null_matched(tag);
         }
-        let (st, h) = self.ep().mprobe_on(self.wire(), self.src(source)?, tag)?;
+        let (st, h) = self
+            .ep()
+            .mprobe_on(self.live_wire()?, self.src(source)?, tag)?;
         Ok((self.status(st), self.matched(h)))
     }
 
@@ -510,7 +531,7 @@ impl<L: HasEndpoint> Comm<L> {
         }
         Ok(self
             .ep()
-            .improbe_on(self.wire(), self.src(source)?, tag)?
+            .improbe_on(self.live_wire()?, self.src(source)?, tag)?
             .map(|(st, h)| (self.status(st), self.matched(h))))
     }
 
@@ -524,7 +545,7 @@ impl<L: HasEndpoint> Comm<L> {
     }
 
     fn null_matched<T>(&self, tag: Option<u32>) -> Result<(Status, RecvRequest<'_, T>), Error> {
-        check_tag(tag)?;
+        self.null_call(tag)?;
         Ok((
             null_status(),
             RecvRequest {
@@ -590,22 +611,25 @@ impl<L: HasEndpoint> Comm<L> {
     /// from its first frame on, else once all its frames are there.
     pub fn probe(&self, source: Option<u32>, tag: Option<u32>) -> Result<Status, Error> {
         if source == Some(PROC_NULL) {
-            check_tag(tag)?;
+            self.null_call(tag)?;
             return Ok(null_status());
         }
-        Ok(self.status(self.ep().probe_on(self.wire(), self.src(source)?, tag)?))
+        Ok(self.status(
+            self.ep()
+                .probe_on(self.live_wire()?, self.src(source)?, tag)?,
+        ))
     }
 
     /// As [`Comm::probe`] without waiting: `Ok(None)` when no such message
     /// is there yet. Makes progress first.
     pub fn iprobe(&self, source: Option<u32>, tag: Option<u32>) -> Result<Option<Status>, Error> {
         if source == Some(PROC_NULL) {
-            check_tag(tag)?;
+            self.null_call(tag)?;
             return Ok(Some(null_status()));
         }
         Ok(self
             .ep()
-            .iprobe_on(self.wire(), self.src(source)?, tag)?
+            .iprobe_on(self.live_wire()?, self.src(source)?, tag)?
             .map(|st| self.status(st)))
     }
 

@@ -204,6 +204,24 @@ pub trait Peers {
         None
     }
 
+    /// The job ranks a MEMBERSHIP record of this run removed (protocol
+    /// §18.8), ascending. Default: none.
+    fn failed_ranks(&self) -> Vec<u32> {
+        Vec::new()
+    }
+
+    /// Revokes communicator `comm` on the link (protocol §18.8.1): its
+    /// other members are told. Default, for peers without it: nothing.
+    fn revoke_communicator(&self, _comm: u32) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// Whether the link holds communicator `comm` revoked (by a member's
+    /// notice, protocol §18.8.1). Default: never.
+    fn is_communicator_revoked(&self, _comm: u32) -> bool {
+        false
+    }
+
     /// Waits for the membership that follows a revoke and lets calls run
     /// again in it (feature bit 5, protocol §18.6; the transport's
     /// `Endpoint::recover`). Default, for peers without recovery: the job's
@@ -311,6 +329,15 @@ macro_rules! delegate_peers {
         }
         fn recover(&self) -> Result<Recovered, Error> {
             (**self).recover()
+        }
+        fn revoke_communicator(&self, comm: u32) -> Result<(), Error> {
+            (**self).revoke_communicator(comm)
+        }
+        fn failed_ranks(&self) -> Vec<u32> {
+            (**self).failed_ranks()
+        }
+        fn is_communicator_revoked(&self, comm: u32) -> bool {
+            (**self).is_communicator_revoked(comm)
         }
         }
     )*};

@@ -12,7 +12,7 @@
 //! ([`State::wait_idle`]); the progress thread runs the non-blocking calls
 //! one after another, in the order they were issued.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use sperli_wire::Error;
@@ -38,6 +38,8 @@ pub(crate) struct State {
     through: Condvar,
     /// Non-blocking requests not yet completed by `wait`/`test` or dropped.
     open: AtomicU64,
+    /// Failed members the program acknowledged (ULFM's `ack_failed`).
+    acked: AtomicU32,
 }
 
 impl State {
@@ -110,5 +112,11 @@ impl State {
     /// Open requests.
     pub(crate) fn open(&self) -> u64 {
         self.open.load(Ordering::SeqCst)
+    }
+
+    /// Acknowledges `n` failed members (never fewer than before); the
+    /// number acknowledged now.
+    pub(crate) fn acknowledge(&self, n: u32) -> u32 {
+        self.acked.fetch_max(n, Ordering::SeqCst).max(n)
     }
 }

@@ -4,7 +4,9 @@
 //!   (the H number, e.g. 1618, or `None` for a local failure), `hcode`
 //!   (`"H1618"` or `None`), `job_ended` (whether this rank's job step is
 //!   over: every later call fails too), `peer` (the rank an H1612/H1613
-//!   names, else `None`).
+//!   names, else `None`), `check` (the check word of a failure of protocol
+//!   §18, e.g. `"revoked"` for a call on a revoked communicator, else
+//!   `None`).
 //! - `sperli.JobError(SperliError)`: the job step is over (a lost peer, an
 //!   ABORT, a collective mismatch, a check only one rank could make).
 //! - `sperli.ArgumentError(SperliError)`: H1618, refused before anything
@@ -442,6 +444,15 @@ impl Cause {
         }
     }
 
+    /// The check word of a failure of protocol §18 (e.g. `"revoked"`: a
+    /// call on a revoked communicator, §18.8.1), else `None`.
+    fn check(&self) -> Option<&'static str> {
+        match self {
+            Cause::Wire(Error::Recovery(e)) => Some(e.check_name()),
+            _ => None,
+        }
+    }
+
     fn peer(&self) -> Option<u32> {
         match self {
             Cause::Wire(Error::AbortedByPeer { from, .. })
@@ -475,6 +486,7 @@ impl Fail {
         let _ = value.setattr("hcode", hcode);
         let _ = value.setattr("job_ended", self.job_over);
         let _ = value.setattr("peer", self.cause.peer());
+        let _ = value.setattr("check", self.cause.check());
         if let Cause::Mailbox(MailboxError::TaskFailed(replies)) = &self.cause {
             if let Ok(list) = crate::mailbox::replies_list(py, replies) {
                 let _ = value.setattr("replies", list);

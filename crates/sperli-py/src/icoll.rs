@@ -70,7 +70,7 @@ impl Comm {
     /// Issues one non-blocking call on this communicator's rank and files
     /// its request; `recv` is the buffer its result goes to at `Wait`.
     /// With `refused` (a root's check) the job ends instead.
-    fn issue(
+    pub(crate) fn issue(
         &self,
         py: Python<'_>,
         recv: Option<Buf>,

@@ -22,6 +22,7 @@
 //! | [`vcoll`] | `Gatherv`, `Scatterv`, `Allgatherv`, `Alltoallv` |
 //! | [`scan`] | `Scan`, `Exscan`, `scan`, `exscan` |
 //! | [`icoll`] | `Ibarrier`, `Ibcast`, `Ireduce`, `Iallreduce`, `Igather`, `Iscatter`, `Iallgather` |
+//! | [`ulfm`] | ULFM: `Revoke`, `Is_revoked`, `Agree`, `Iagree`, `Shrink`, `Get_failed`, `Ack_failed` |
 //! | [`objects`] | lowercase calls on picklable objects |
 //! | [`inter`], [`inter_buf`] | intercommunicators: `Create_intercomm`, `Merge`, the collectives across the groups |
 //! | [`ckpt`], [`state`] | `Checkpointer` and its state encoding |
@@ -65,6 +66,7 @@ pub mod rank;
 mod raw;
 pub mod scan;
 pub mod state;
+pub mod ulfm;
 pub mod userops;
 pub mod vcoll;
 

@@ -22,6 +22,7 @@ use sperli_collective::{Comm, Element, Endpoint, Peers, Reduction, Request as Co
 use sperli_transport::{OwnedRecvHandle, OwnedSendHandle, Status as WireStatus};
 use sperli_wire::abort::AbortReason;
 use sperli_wire::error::UsageError;
+use sperli_wire::recovery::RecoveryError;
 use sperli_wire::Error;
 
 use crate::buffer::Buf;
@@ -67,7 +68,7 @@ impl Open {
                 }
                 None => Ok(false),
             },
-            Open::Coll(p) => Ok(p.is_done()),
+            Open::Coll(p) => p.ready(),
             Open::Taken(_) => Ok(true),
         }
     }
@@ -82,6 +83,12 @@ pub(crate) trait Pending: Send {
 
     /// Whether the call is through (`poll` then completes it at once).
     fn is_done(&self) -> bool;
+
+    /// [`Pending::is_done`] after making what progress it can without
+    /// waiting (a request no thread runs makes it here).
+    fn ready(&mut self) -> Result<bool, Error> {
+        Ok(self.is_done())
+    }
 }
 
 /// A Rust [`CollRequest`] with the step that delivers its result.
@@ -522,10 +529,25 @@ impl Rank {
         self.subs.remove(&id);
     }
 
+    /// H1613 when the running call's communicator is revoked (protocol
+    /// §18.8.1): the check of every point-to-point call, which the binding
+    /// makes on the endpoint (the collectives' is the Rust `Comm`'s).
+    pub(crate) fn live(&mut self) -> Result<(), Fail> {
+        let c = self.comm();
+        let revoked = both!(&c, k => k.is_revoked());
+        if revoked {
+            let comm = c.id();
+            return Err(Error::from(RecoveryError::CommunicatorRevoked { comm }).into());
+        }
+        Ok(())
+    }
+
     /// The job rank of rank `r` of the running call's communicator: H1618
     /// when it is not below the communicator's size (the world's ranks go
-    /// to the transport as they are, which checks them).
-    pub(crate) fn job_rank_of(&mut self, arg: &'static str, r: u32) -> Result<u32, BindingError> {
+    /// to the transport as they are, which checks them); H1613 when the
+    /// communicator is revoked.
+    pub(crate) fn job_rank_of(&mut self, arg: &'static str, r: u32) -> Result<u32, Fail> {
+        self.live()?;
         if !self.on_sub() {
             return Ok(r);
         }
@@ -534,7 +556,8 @@ impl Rank {
             return Err(BindingError::Rank {
                 arg,
                 got: i64::from(r),
-            });
+            }
+            .into());
         }
         Ok(c.job_rank(r))
     }
@@ -543,6 +566,7 @@ impl Rank {
     /// communicator with HELLO feature bit 3, else only on the job's (as
     /// the Rust API: a message then carries no communicator).
     pub(crate) fn source_to_job(&mut self, s: Option<u32>) -> Result<Option<u32>, Fail> {
+        self.live()?;
         match s {
             Some(r) => Ok(Some(self.job_rank_of("source", r)?)),
             None if self.on_sub() && !self.ep().has_p2p_communicators() => {

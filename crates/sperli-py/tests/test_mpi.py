@@ -18,3 +18,10 @@ def test_mpi_intercomm(n):
     p = run_job(n, "mpi_intercomm.py")
     assert p.returncode == 0, describe(p)
     assert len(lines_of(p, "inter ok")) == n, describe(p)
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_mpi_ulfm(n):
+    p = run_job(n, "mpi_ulfm.py")
+    assert p.returncode == 0, describe(p)
+    assert len(lines_of(p, "ulfm ok")) == n, describe(p)

@@ -21,6 +21,8 @@
 //!   fold, and jobs where a rank lacks the bit;
 //! - [`user_tls`]: user-defined reductions (protocol §17.4) against a
 //!   serial left fold, between TLS ranks.
+//! - [`ulfm`]: ULFM's revoke, agree, iagree and shrink (protocol §18.8.1)
+//!   between TLS ranks.
 
 mod any_length;
 mod api;
@@ -39,5 +41,6 @@ mod pipelined_fake;
 mod pipelined_tls;
 mod scan;
 mod tls;
+mod ulfm;
 mod user_tls;
 mod vcoll;

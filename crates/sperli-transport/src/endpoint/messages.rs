@@ -164,7 +164,7 @@ impl Endpoint {
         sync: bool,
     ) -> Result<(u64, Option<(u32, u64)>), Error> {
         self.check_data(to, tag, 0)?;
-        self.shared.state().check_comm(comm)?;
+        self.shared.state().check_comm_tag(comm, Some(tag))?;
         if to == self.rank() {
             let payload = data.into_vec(&self.shared.pool);
             let message = self.shared.state().handle_local(comm, tag, payload, sync);

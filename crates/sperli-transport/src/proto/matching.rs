@@ -416,7 +416,7 @@ impl Matching {
     pub fn post_on(&mut self, comm: u32, source: Option<u32>, tag: Option<u32>) -> RecvId {
         self.next_id += 1;
         let id = self.next_id;
-        if let Err(e) = self.check_comm(comm) {
+        if let Err(e) = self.check_comm_tag(comm, tag) {
             self.completed.insert(id, Err(e));
             return id;
         }
@@ -463,7 +463,7 @@ impl Matching {
         }
         self.next_id += 1;
         let id = self.next_id;
-        if let Err(e) = self.check_comm(comm) {
+        if let Err(e) = self.check_comm_tag(comm, tag) {
             self.completed.insert(id, Err(e));
             return id;
         }

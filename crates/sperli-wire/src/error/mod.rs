@@ -131,9 +131,11 @@ pub enum Error {
         /// Open receive handles.
         recvs: u64,
     },
-    /// A failure of feature bit 5's recovery (protocol §18): a revoked
-    /// membership epoch, a record that does not verify or fit, this rank
-    /// fenced, the launcher lost; its H-code is the inner error's.
+    /// A failure of feature bit 5's recovery or of ULFM's calls (protocol
+    /// §18): a revoked membership epoch or communicator (§18.8.1), a record
+    /// that does not verify or fit, this rank fenced, the launcher lost;
+    /// its code is [`RecoveryError::h_code`](crate::recovery::RecoveryError::h_code)
+    /// (H1610, H1613 or H1614).
     Recovery(crate::recovery::RecoveryError),
     /// The program used the API in a way it does not allow (no H-code:
     /// not bad input from a peer, and nothing was sent).
@@ -335,6 +337,7 @@ mod tests {
                 },
             },
             Error::InvalidArguments(ArgumentError::Tag { tag: 1 << 31 }),
+            Error::Recovery(crate::recovery::RecoveryError::CommunicatorRevoked { comm: 4 }),
         ];
         for e in samples {
             let text = e.to_string();

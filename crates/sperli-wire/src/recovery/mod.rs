@@ -25,6 +25,19 @@ pub const RECOVER_FRAME_TYPE: u8 = 12;
 pub const CONTEXT_MEMBER: &[u8] = b"SPERLI-MEMBER-1";
 /// `rollback` of a shrink record: no rollback (protocol §18.3).
 pub const NO_ROLLBACK: u64 = u64::MAX;
+/// The reserved user tag of an agreement's messages on its communicator
+/// (protocol §18.8.1, "Agree and shrink in this implementation").
+pub const AGREE_TAG: u32 = crate::limits::MAX_USER_TAG - 2;
+/// The reserved user tag of the id exchange of a communicator's shrink
+/// (protocol §18.8.1).
+pub const SHRINK_TAG: u32 = crate::limits::MAX_USER_TAG - 3;
+
+/// Whether messages with `tag` still pass on a revoked communicator: the
+/// agreement's and the shrink's (protocol §18.8.1), how members leave it.
+pub fn passes_revoked(tag: u32) -> bool {
+    tag == AGREE_TAG || tag == SHRINK_TAG
+}
+
 /// A rank's wait for a record after its revoke before it treats the
 /// launcher as failed (protocol §18.6: 60 s).
 pub const RECORD_WAIT_MS: u64 = 60_000;

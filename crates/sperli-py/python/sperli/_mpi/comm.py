@@ -286,6 +286,72 @@ class Comm(_Handled, _AttrMixin, _PointToPoint, _Collectives):
         """As Free."""
         self.Free()
 
+    # ULFM (MPI 5's fault tolerance; protocol §18.8.1)
+
+    def Revoke(self):
+        """Revokes the communicator: from now on its calls on this rank
+        raise ERR_REVOKED, except Agree, Iagree, Shrink, Ishrink,
+        Get_failed, Ack_failed and Free."""
+        self._c.Revoke()
+
+    def Is_revoked(self):
+        """Whether the communicator is revoked."""
+        return self._c.Is_revoked()
+
+    def _check_revoked(self):
+        """ERR_REVOKED for a call that completes without reaching the
+        package (a send to or receive from PROC_NULL)."""
+        self._c._check_revoked()
+
+    def _failed_ranks(self):
+        """The job ranks of the failed members Get_failed reports."""
+        members = self._handle().members
+        return [members[r] for r in self._c.Get_failed()]
+
+    def Get_failed(self):
+        """The group of the members that failed (GROUP_EMPTY's ranks while
+        none did)."""
+        return Group._of(self._failed_ranks())
+
+    def Ack_failed(self, num_to_ack=None):
+        """Acknowledges the first `num_to_ack` failed members (all of them
+        when None); the number acknowledged."""
+        if num_to_ack is None:
+            num_to_ack = self.Get_size()
+        return self._c.Ack_failed(max(0, int(num_to_ack)))
+
+    def Agree(self, flag):
+        """The bitwise AND of every member's `flag` (a C int)."""
+        return self._c.Agree(int(flag))
+
+    def Iagree(self, flag):
+        """Starts Agree of `flag`, a buffer of one C int that gets the
+        result when the request completes (not before every member called
+        Iagree)."""
+        import struct
+        try:
+            view = memoryview(flag)
+        except TypeError:
+            raise TypeError(f"Iagree takes a buffer of one C int, not {type(flag).__name__}") from None
+        size = struct.calcsize("i")
+        if view.nbytes != size or not view.c_contiguous:
+            raise ValueError(f"Iagree takes a buffer of one C int ({size} bytes), not {view.nbytes} bytes")
+        ints = view.cast("B").cast("i")
+        from .requests import Request
+        return Request._of(self._c.Iagree(ints, ints[0]))
+
+    def Shrink(self):
+        """A new communicator of the members that have not failed, in
+        their order (all of them while none failed)."""
+        h = self._handle()
+        c = h.c.Shrink()
+        gone = set(self._failed_ranks())
+        return self._new(c, [m for m in h.members if m not in gone])
+
+    def Ishrink(self):
+        """Shrink, complete at the call: (comm, request)."""
+        return (self.Shrink(), _done())
+
     def Attach_buffer(self, buf):
         """Keeps `buf` until Detach_buffer (buffered sends are sends: the
         memory is not used)."""

@@ -176,6 +176,8 @@ def _from_sperli(e):
                 break
     elif e.code == 1617:
         cls = ERR_ARG
+    elif getattr(e, "check", None) == "revoked":
+        cls = ERR_REVOKED  # a call on a revoked communicator (protocol §18.8.1)
     elif e.code in (1612, 1613):
         cls = ERR_PROC_ABORTED if e.code == 1612 else ERR_PROC_FAILED
     elif e.code is None:

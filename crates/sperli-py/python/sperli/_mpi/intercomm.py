@@ -94,6 +94,15 @@ class Intercomm(Comm):
 
     Clone = Dup
 
+    def _failed_ranks(self):
+        remote = self._handle().remote
+        return [remote[r] for r in self._c.Get_failed()]
+
+    def Shrink(self):
+        """A new intercommunicator of both groups' members that have not
+        failed (all of them while none failed)."""
+        return Intercomm._made(self, self._handle().c.Shrink())
+
     def Split(self, color=0, key=0):
         """The ranks of each group with one color, against the other
         group's ranks of that color; COMM_NULL for UNDEFINED or a color the

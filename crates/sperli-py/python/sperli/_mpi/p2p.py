@@ -17,6 +17,7 @@ class _PointToPoint:
     def _rank_arg(self, r, what="rank"):
         n = self._peer_size()
         if r == PROC_NULL:
+            self._check_revoked()  # the call completes here (protocol §18.8.1)
             return r
         if not isinstance(r, int) or not 0 <= r < n:
             raise Exception(ERR_RANK, f"{what} {r} is not a rank of {n}")

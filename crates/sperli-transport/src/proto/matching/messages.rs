@@ -461,7 +461,7 @@ impl Matching {
         }
         self.next_id += 1;
         let id = self.next_id;
-        if let Err(e) = self.check_comm(comm) {
+        if let Err(e) = self.check_comm_tag(comm, tag) {
             self.completed.insert(id, Err(e));
             return id;
         }

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use sperli_wire::recovery::RecoveryError;
+use sperli_wire::recovery::{passes_revoked, RecoveryError};
 use sperli_wire::Error;
 
 use super::Matching;
@@ -38,6 +38,15 @@ impl Matching {
         }
     }
 
+    /// [`Matching::check_comm`] for a message with `tag` (`None`: any): the
+    /// agreement's tags pass (protocol §18.8.1).
+    pub fn check_comm_tag(&self, comm: u32, tag: Option<u32>) -> Result<(), Error> {
+        match tag {
+            Some(t) if passes_revoked(t) => Ok(()),
+            _ => self.check_comm(comm),
+        }
+    }
+
     /// Revokes `comm` here (protocol §18.8.1 step 1 and 2): for good; every
     /// receive posted on it fails with the revoked error. False when it
     /// was revoked already.
@@ -47,7 +56,7 @@ impl Matching {
         }
         let posted = std::mem::take(&mut self.posted);
         for p in posted {
-            if p.comm == comm {
+            if p.comm == comm && !p.tag.is_some_and(passes_revoked) {
                 self.completed.insert(p.id, Err(revoked_error(comm)));
             } else {
                 self.posted.push_back(p);
