@@ -93,11 +93,11 @@ struct RunArgs {
     #[arg(long, default_value_t = 0)]
     restart_max: u32,
     /// What a rank's failure costs (docs/launcher.md, "Recovery"):
+    /// `restart` (the default until a replacement can join: every rank is
+    /// ended and the job starts again, ranks without a control channel),
     /// `inplace` (the failed rank is replaced; until a replacement can
-    /// join, a full restart), `shrink` (the survivors go on without it),
-    /// `restart` (every rank is ended and the job starts again, ranks
-    /// without a control channel).
-    #[arg(long, default_value = "inplace")]
+    /// join, a full restart), `shrink` (the survivors go on without it).
+    #[arg(long, default_value = "restart")]
     recover: RecoverMode,
     /// More refused host names, separated by commas or whitespace (an
     /// unreadable file or an entry that is not a host stops the launcher).

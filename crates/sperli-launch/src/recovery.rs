@@ -37,12 +37,14 @@ pub enum RecoverMode {
     /// A replacement of the failed rank joins the survivors, which roll
     /// back to a COMMIT (protocol §18.7). Until a replacement can join,
     /// carried out as a full restart.
-    #[default]
     Inplace,
     /// The survivors go on without the failed ranks (protocol §18.8).
     Shrink,
     /// Every rank is ended and the job starts again (protocol §10.1): no
-    /// control channel, so the ranks run without feature bit 5.
+    /// control channel, so the ranks run without feature bit 5. The
+    /// default while a replacement cannot join yet: a program that knows
+    /// nothing of recovery sees the errors of a lost peer it always saw.
+    #[default]
     Restart,
 }
 

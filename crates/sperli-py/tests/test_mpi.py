@@ -25,3 +25,11 @@ def test_mpi_ulfm(n):
     p = run_job(n, "mpi_ulfm.py")
     assert p.returncode == 0, describe(p)
     assert len(lines_of(p, "ulfm ok")) == n, describe(p)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_mpi_ulfm_after_a_lost_rank(n):
+    p = run_job(n, "mpi_ulfm_kill.py", flags=("--recover", "shrink"))
+    assert p.returncode == 0, describe(p)
+    assert len(lines_of(p, "ulfm kill ok")) == n - 1, describe(p)
+    assert "shrunk to" in p.stderr, describe(p)

@@ -20,6 +20,9 @@ def flag_of(r):
 
 d = world.Dup()
 assert not d.Is_revoked()
+# A member's revoke reaches every member (protocol 18.8.1), so each checks
+# the fresh communicator before anyone revokes it.
+world.Barrier()
 d.Revoke()
 assert d.Is_revoked() and not world.Is_revoked()
 for call in (d.Barrier, lambda: d.Send(b"", (me + 1) % size),
