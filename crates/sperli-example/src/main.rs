@@ -50,10 +50,11 @@
 //!   rank 0) as `rank R stdin: LINE`, then `rank R stdin: end of file`;
 //!   with CODE, rank 0 of the first incarnation exits with CODE after its
 //!   first line (a restart's rank 0 reads the rest of the stream);
-//! - `shrink STEPS [RANK:STEP[:stop]]...` (protocol §18.8, `sperli run
-//!   --recover shrink`): an allreduce loop whose every fold is checked;
-//!   each RANK raises SIGKILL (or SIGSTOP) before its STEP and the
-//!   survivors go on without it ([`shrink::run_shrink`]);
+//! - `shrink STEPS [RANK:STEP[:stop|:recovery]]...` (protocol §18.8,
+//!   `sperli run --recover shrink`): an allreduce loop whose every fold is
+//!   checked; each RANK raises SIGKILL (or SIGSTOP) before its STEP, or
+//!   SIGKILL in the recovery of its STEP, and the survivors go on without
+//!   it ([`shrink::run_shrink`]);
 //! - `ckpt-reference SIZE STEPS`: no job; prints `result <hex>`, the line
 //!   rank 0 of an undisturbed `ckpt` run of SIZE ranks and STEPS steps
 //!   prints ([`ckpt_reference`]), so that a test can compare a run that

@@ -1,8 +1,10 @@
 //! `shrink STEPS LOSS...`: an allreduce loop that loses ranks and goes on
 //! over the survivors (protocol §18.8; `sperli run --recover shrink`).
-//! Each LOSS is `RANK:STEP` (the rank SIGKILLs itself before that step)
-//! or `RANK:STEP:stop` (it SIGSTOPs itself: its peers find it silent and
-//! the launcher fences it).
+//! Each LOSS is `RANK:STEP` (the rank SIGKILLs itself before that step),
+//! `RANK:STEP:stop` (it SIGSTOPs itself: its peers find it silent and the
+//! launcher fences it) or `RANK:STEP:recovery` (it SIGKILLs itself once
+//! a call of that step or a later one returned the revoked error: in the
+//! first recovery it takes part in from then on).
 
 use std::process::ExitCode;
 
@@ -30,19 +32,43 @@ pub fn shrink_fold(members: &[u32], s: u64) -> f64 {
 struct Loss {
     rank: u32,
     step: u64,
-    stop: bool,
+    how: How,
+}
+
+/// How a rank is lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// SIGKILL before its step.
+    Kill,
+    /// SIGSTOP before its step.
+    Stop,
+    /// SIGKILL in a recovery from its step on.
+    InRecovery,
+}
+
+/// Raises `how`'s signal on this process, saying so.
+fn lose(me: u32, step: u64, how: How) {
+    use nix::sys::signal::{raise, Signal};
+    let (name, sig, when) = match how {
+        How::Kill => ("SIGKILL", Signal::SIGKILL, "before"),
+        How::Stop => ("SIGSTOP", Signal::SIGSTOP, "before"),
+        How::InRecovery => ("SIGKILL", Signal::SIGKILL, "in the recovery at"),
+    };
+    println!("rank {me}: raising {name} {when} step {step}");
+    let _ = raise(sig);
 }
 
 fn parse_loss(s: &str) -> Option<Loss> {
     let mut it = s.split(':');
     let rank = it.next()?.parse().ok()?;
     let step = it.next()?.parse().ok()?;
-    let stop = match it.next() {
-        None => false,
-        Some("stop") => true,
+    let how = match it.next() {
+        None => How::Kill,
+        Some("stop") => How::Stop,
+        Some("recovery") => How::InRecovery,
         Some(_) => return None,
     };
-    it.next().is_none().then_some(Loss { rank, step, stop })
+    it.next().is_none().then_some(Loss { rank, step, how })
 }
 
 /// Runs the `shrink` example (module docs): every rank makes STEPS
@@ -57,7 +83,7 @@ pub fn run_shrink(args: &[String]) -> ExitCode {
     let steps = args.get(1).and_then(|s| s.parse::<u64>().ok());
     let losses: Option<Vec<Loss>> = args.iter().skip(2).map(|s| parse_loss(s)).collect();
     let (Some(steps), Some(losses)) = (steps, losses) else {
-        eprintln!("usage: sperli-example shrink STEPS [RANK:STEP[:stop]]...");
+        eprintln!("usage: sperli-example shrink STEPS [RANK:STEP[:stop|:recovery]]...");
         return ExitCode::from(2);
     };
     let comm = match Comm::from_stdin() {
@@ -88,14 +114,15 @@ fn shrink_loop(
     let mut world = comm;
     let mut step = 0u64;
     while step < steps {
-        if let Some(l) = losses.iter().find(|l| l.rank == me && l.step == step) {
-            use nix::sys::signal::{raise, Signal};
-            let (name, sig) = match l.stop {
-                true => ("SIGSTOP", Signal::SIGSTOP),
-                false => ("SIGKILL", Signal::SIGKILL),
-            };
-            println!("rank {me}: raising {name} before step {step}");
-            let _ = raise(sig);
+        let mine = |how: How| {
+            losses
+                .iter()
+                .any(|l| l.rank == me && l.step == step && l.how == how)
+        };
+        for how in [How::Kill, How::Stop] {
+            if mine(how) {
+                lose(me, step, how);
+            }
         }
         match world.allreduce(&[shrink_value(me, step)], Reduction::Sum) {
             Ok(sum) => {
@@ -110,6 +137,10 @@ fn shrink_loop(
                 step += 1;
             }
             Err(Error::Recovery(RecoveryError::Revoked { .. })) => {
+                let in_recovery = |l: &&Loss| l.how == How::InRecovery && l.step <= step;
+                if losses.iter().filter(in_recovery).any(|l| l.rank == me) {
+                    lose(me, step, How::InRecovery);
+                }
                 let (w, m) = world.recover()?;
                 println!(
                     "rank {me}: epoch {} members {:?} failed {:?}",

@@ -66,3 +66,10 @@ fn two_ranks_killed_one_after_the_other() {
 fn a_stopped_rank_is_fenced_and_the_others_go_on() {
     shrink_job(3, 12, &["2:4:stop"], &[2], &["--silence-ms", "1500"]);
 }
+
+#[test]
+fn a_rank_killed_during_a_recovery() {
+    // Rank 3 is lost before step 4; rank 1 dies once its call returned
+    // the revoked error, while the launcher decides.
+    shrink_job(5, 12, &["3:4", "1:0:recovery"], &[1, 3], &[]);
+}

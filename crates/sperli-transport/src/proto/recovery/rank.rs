@@ -369,6 +369,16 @@ impl RankRecovery {
         for c in &changed {
             self.out.push_back(Output::Close { peer: *c });
         }
+        // Protocol §18.6: a rank this one saw fail that the record keeps (the
+        // launcher signed before it learned of it) is a failure of the new
+        // epoch, suspected again at once.
+        let kept: Vec<u32> = self
+            .suspects
+            .iter()
+            .copied()
+            .filter(|s| rec.incarnations.get(*s as usize).is_some_and(|i| *i != 0))
+            .filter(|s| !changed.contains(s))
+            .collect();
         self.view.epoch = rec.epoch;
         self.view.incarnations = rec.incarnations.clone();
         self.view.current_record = bytes.to_vec();
@@ -382,6 +392,9 @@ impl RankRecovery {
             deadline: now + JOIN_WINDOW_MS,
         };
         self.finish_join(&rec);
+        if !kept.is_empty() {
+            self.suspect(&kept, now);
+        }
     }
 
     fn finish_join(&mut self, rec: &MembershipRecord) {
@@ -543,6 +556,52 @@ mod tests {
             13,
         );
         assert!(outputs(&mut r).is_empty());
+    }
+
+    #[test]
+    fn a_suspect_the_record_keeps_revokes_the_new_epoch() {
+        // Rank 0 of 4 saw ranks 2 and 3 fail; the launcher signed before it
+        // knew of rank 3 (rank 1's report named only rank 2).
+        let mut r = RankRecovery::new(0, view(4), Box::new(|_, _| true));
+        r.handle_event(Event::PeerLost { peer: 2 }, 10);
+        let first = outputs(&mut r);
+        let Some(Output::Report(rep)) = first.last().cloned() else {
+            panic!("{first:?}")
+        };
+        let mut d = Decider::new(JobId([3; 16]), 4, 1, Mode::Shrink, 0);
+        for rank in [0, 1, 3] {
+            d.handle_report(
+                Report {
+                    rank,
+                    ..rep.clone()
+                },
+                11,
+            );
+        }
+        r.handle_event(Event::PeerLost { peer: 3 }, 12);
+        outputs(&mut r);
+        let _fence = d.poll_output();
+        let Some(DeciderOutput::Issue { record, .. }) = d.poll_output() else {
+            panic!()
+        };
+        assert_eq!(record.incarnations, vec![1, 1, 0, 1]);
+        r.handle_event(
+            Event::Control {
+                record: record.encode(),
+            },
+            13,
+        );
+        let out = outputs(&mut r);
+        let decided = out
+            .iter()
+            .position(|o| matches!(o, Output::Decided(Decision { epoch: 2, .. })))
+            .expect("the record applies");
+        // Then epoch 2 is revoked at once, naming rank 3.
+        let Some(Output::Report(again)) = out[decided..].last().cloned() else {
+            panic!("{out:?}")
+        };
+        assert_eq!((again.epoch, again.suspects), (2, vec![3]));
+        assert!(matches!(r.phase(), Phase::Revoked { .. }));
     }
 
     #[test]
