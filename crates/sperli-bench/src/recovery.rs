@@ -41,19 +41,23 @@ pub fn run(comm: Comm<Endpoint>) -> Result<(), Error> {
         return comm.into_link().finish();
     }
     comm.link().set_errors(ErrorMode::Return);
-    for _ in 0..3 {
-        comm.allreduce(&[1u64], Reduction::Sum)?;
-    }
-    if u64::from(comm.rank()) == n - 1 {
-        println!("RESULT kill_unix_ns {n} {}", unix_ns());
-        std::process::abort();
-    }
-    let known = match comm.allreduce(&[1u64], Reduction::Sum) {
-        Err(Error::Recovery(RecoveryError::Revoked { .. })) => unix_ns(),
-        Err(e) => return Err(e),
-        Ok(_) => {
-            eprintln!("sperli-bench shrink: a step completed without the lost rank");
-            std::process::exit(1);
+    let victim = u64::from(comm.rank()) == n - 1;
+    // A survivor may still be in the step before the kill when the revoke
+    // comes (the lost rank had that step's result, not every survivor).
+    let mut step = 0;
+    let known = loop {
+        if victim && step == 3 {
+            println!("RESULT kill_unix_ns {n} {}", unix_ns());
+            std::process::abort();
+        }
+        match comm.allreduce(&[1u64], Reduction::Sum) {
+            Ok(_) if step < 3 => step += 1,
+            Ok(_) => {
+                eprintln!("sperli-bench shrink: a step completed without the lost rank");
+                std::process::exit(1);
+            }
+            Err(Error::Recovery(RecoveryError::Revoked { .. })) => break unix_ns(),
+            Err(e) => return Err(e),
         }
     };
     let (world, _) = comm.recover()?;

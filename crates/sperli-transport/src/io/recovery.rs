@@ -302,7 +302,12 @@ impl Recovery {
 
     /// Takes what the I/O thread must send or close, in order.
     pub fn take_todo(&self) -> Vec<Todo> {
-        self.lock().todo.drain(..).collect()
+        let todo: Vec<Todo> = self.lock().todo.drain(..).collect();
+        if !todo.is_empty() {
+            // A waiter of `recover` waits for the queue to be handed over.
+            self.decided.notify_all();
+        }
+        todo
     }
 
     /// Carries out the machine's outputs that need no socket; queues the
