@@ -136,7 +136,11 @@ def run_one(sperli, python, tests, shim, module, n, timeout):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(shim)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    cmd = [sperli, "run", "-n", str(n), "--", python, str(driver), str(tests), module, str(log)]
+    # ULFM's module runs as a ULFM program would: with the launcher's
+    # control channel (feature bit 5), so a revoke reaches every member
+    # (protocol 18.8.1).
+    recover = ["--recover", "shrink"] if module == "ulfm" else []
+    cmd = [sperli, "run", "-n", str(n), *recover, "--", python, str(driver), str(tests), module, str(log)]
     p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, env=env,
                          start_new_session=True)
