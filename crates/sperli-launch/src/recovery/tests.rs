@@ -64,7 +64,8 @@ fn modes_parse() {
         "replace".parse::<RecoverMode>(),
         Err(UnknownRecoverMode("replace".into()))
     );
-    assert_eq!(RecoverMode::default(), RecoverMode::Inplace);
+    // Restart until a replacement can join (docs/launcher.md, "Recovery").
+    assert_eq!(RecoverMode::default(), RecoverMode::Restart);
     assert_eq!(RecoverMode::Inplace.protocol_mode(), Some(Mode::Replace));
     assert_eq!(RecoverMode::Shrink.protocol_mode(), Some(Mode::Shrink));
     assert_eq!(RecoverMode::Restart.protocol_mode(), None);
