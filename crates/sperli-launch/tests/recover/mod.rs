@@ -128,7 +128,7 @@ fn shrink_a_killed_rank_s_peers_get_one_signed_record_and_finish() {
 fn inplace_restarts_in_full_until_a_replacement_can_join() {
     let _cpu = crate::shared_cpu();
     let dir = scratch("inplace");
-    let out = run(3, 1, &["--restart-max", "1"], &dir);
+    let out = run(3, 1, &["--restart-max", "1", "--recover", "inplace"], &dir);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -176,10 +176,13 @@ if [ -n "$SPERLI_CONTROL_FD" ]; then echo "channel $SPERLI_CONTROL_FD"; elif { t
         lines.sort();
         (lines, String::from_utf8_lossy(&out.stderr).into_owned())
     };
-    let (lines, stderr) = go(Some("restart"));
-    assert_eq!(lines, ["[0] none", "[1] none"]);
-    assert_eq!(stderr, "");
-    for mode in [None, Some("inplace"), Some("shrink")] {
+    // Restart is the default (docs/launcher.md, "Recovery").
+    for mode in [None, Some("restart")] {
+        let (lines, stderr) = go(mode);
+        assert_eq!(lines, ["[0] none", "[1] none"], "{mode:?}");
+        assert_eq!(stderr, "");
+    }
+    for mode in [Some("inplace"), Some("shrink")] {
         let (lines, _) = go(mode);
         assert_eq!(lines, ["[0] channel 3", "[1] channel 3"], "{mode:?}");
     }
