@@ -243,17 +243,16 @@ impl Shared {
     }
 
     /// Takes `error` into the recovery when it is the loss of a peer (a
-    /// close without BYE, silence, a reset, or ABORT reason 1 or 2: the
-    /// peer ends itself, protocol §18.6) and the rank is
+    /// close without BYE, silence, a reset, or ABORT reason 1: the peer
+    /// ends itself; reason 2, the program's abort of the job, ends it as in
+    /// v1, protocol §18.6) and the rank is
     /// [`Shared::recovering`]: the epoch is revoked, the I/O thread sends
     /// the REVOKEs. True when the recovery took it.
     pub fn recover_from(&self, error: &Error) -> bool {
         let peer = match error {
             Error::PeerLost { peer, .. } => *peer,
             Error::AbortedByPeer {
-                from,
-                reason: 1 | 2,
-                ..
+                from, reason: 1, ..
             } => *from,
             _ => return false,
         };

@@ -1,8 +1,9 @@
 //! Feature bit 5 over TLS (protocol §18.6, §18.8): three ranks as threads,
 //! each with a control channel whose other end this test holds and drives
 //! as the launcher does (the `Decider`, the record signed with the job
-//! key). Rank 2 leaves with ABORT reason 2; ranks 0 and 1 revoke, report,
-//! apply the shrink record and go on talking in the new epoch.
+//! key). Rank 2 leaves with ABORT reason 1 (a rank that ends itself);
+//! ranks 0 and 1 revoke, report, apply the shrink record and go on talking
+//! in the new epoch.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -116,7 +117,7 @@ fn a_lost_rank_is_revoked_reported_and_shrunk_away() {
                     // Both others are set up once their words came.
                     ep.recv(0, 1).unwrap();
                     ep.recv(1, 1).unwrap();
-                    ep.abort(AbortReason::Application, 0, "rank 2 leaves on purpose");
+                    ep.abort(AbortReason::PeerLost, 1613, "rank 2 leaves on purpose");
                     return None;
                 }
                 ep.send(2, 1, b"ready").unwrap();
@@ -182,6 +183,38 @@ fn a_revoked_communicator_fails_its_calls_on_every_member() {
                 }
                 assert!(ep.is_communicator_revoked(0));
                 // The membership is untouched: no recovery, no REPORT.
+                assert_eq!(ep.membership().epoch, 1);
+            }));
+        }
+        for h in ranks {
+            h.join().unwrap();
+        }
+        drop(channels);
+    });
+}
+
+/// Protocol §18.6: the program's own abort (ABORT reason 2, MPI's
+/// `MPI_Abort`) ends the job as in v1, with bit 5 too: no recovery.
+#[test]
+fn an_application_abort_ends_the_job_with_bit_5_too() {
+    with_deadline(Duration::from_secs(60), || {
+        let plan = JobPlan::localhost_bound(3).unwrap();
+        let mut channels = Vec::new();
+        let mut ranks = Vec::new();
+        for (r, ours, desc, s) in with_channels(&plan) {
+            channels.push(ours);
+            ranks.push(std::thread::spawn(move || {
+                let ep = Endpoint::start(&desc, s).unwrap();
+                if r == 2 {
+                    ep.abort(AbortReason::Application, 7, "the program gives up");
+                    return;
+                }
+                match ep.recv(2, 5) {
+                    Err(Error::AbortedByPeer {
+                        from: 2, reason: 2, ..
+                    }) => {}
+                    other => panic!("expected rank 2's abort, got {other:?}"),
+                }
                 assert_eq!(ep.membership().epoch, 1);
             }));
         }
