@@ -160,36 +160,43 @@ fn comm_revoked(r: Result<impl std::fmt::Debug, Error>) -> u32 {
     }
 }
 
+/// Runs `body(rank, endpoint)` on each of three ranks with control
+/// channels whose launcher ends nobody reads (no recovery comes).
+fn three_ranks(body: fn(u32, Endpoint)) {
+    let plan = JobPlan::localhost_bound(3).unwrap();
+    let mut channels = Vec::new();
+    let mut ranks = Vec::new();
+    for (r, ours, desc, s) in with_channels(&plan) {
+        channels.push(ours);
+        ranks.push(std::thread::spawn(move || {
+            body(r, Endpoint::start(&desc, s).unwrap())
+        }));
+    }
+    for h in ranks {
+        h.join().unwrap();
+    }
+    drop(channels);
+}
+
 /// Protocol §18.8.1: one rank revokes communicator 0; the others' pending
 /// receives on it fail, and so does every later call on it, everywhere.
 #[test]
 fn a_revoked_communicator_fails_its_calls_on_every_member() {
     with_deadline(Duration::from_secs(60), || {
-        let plan = JobPlan::localhost_bound(3).unwrap();
-        let mut channels = Vec::new();
-        let mut ranks = Vec::new();
-        for (r, ours, desc, s) in with_channels(&plan) {
-            channels.push(ours);
-            ranks.push(std::thread::spawn(move || {
-                let ep = Endpoint::start(&desc, s).unwrap();
-                if r == 1 {
-                    assert!(!ep.is_communicator_revoked(0));
-                    ep.revoke_communicator(0).unwrap();
-                    assert_eq!(comm_revoked(ep.send(0, 5, b"late")), 0);
-                } else {
-                    // Nothing ever comes: the revoke ends the wait.
-                    assert_eq!(comm_revoked(ep.recv(1, 5)), 0);
-                    assert_eq!(comm_revoked(ep.send(2 - r, 5, b"late")), 0);
-                }
-                assert!(ep.is_communicator_revoked(0));
-                // The membership is untouched: no recovery, no REPORT.
-                assert_eq!(ep.membership().epoch, 1);
-            }));
-        }
-        for h in ranks {
-            h.join().unwrap();
-        }
-        drop(channels);
+        three_ranks(|r, ep| {
+            if r == 1 {
+                assert!(!ep.is_communicator_revoked(0));
+                ep.revoke_communicator(0).unwrap();
+                assert_eq!(comm_revoked(ep.send(0, 5, b"late")), 0);
+            } else {
+                // Nothing ever comes: the revoke ends the wait.
+                assert_eq!(comm_revoked(ep.recv(1, 5)), 0);
+                assert_eq!(comm_revoked(ep.send(2 - r, 5, b"late")), 0);
+            }
+            assert!(ep.is_communicator_revoked(0));
+            // The membership is untouched: no recovery, no REPORT.
+            assert_eq!(ep.membership().epoch, 1);
+        })
     });
 }
 
@@ -198,29 +205,18 @@ fn a_revoked_communicator_fails_its_calls_on_every_member() {
 #[test]
 fn an_application_abort_ends_the_job_with_bit_5_too() {
     with_deadline(Duration::from_secs(60), || {
-        let plan = JobPlan::localhost_bound(3).unwrap();
-        let mut channels = Vec::new();
-        let mut ranks = Vec::new();
-        for (r, ours, desc, s) in with_channels(&plan) {
-            channels.push(ours);
-            ranks.push(std::thread::spawn(move || {
-                let ep = Endpoint::start(&desc, s).unwrap();
-                if r == 2 {
-                    ep.abort(AbortReason::Application, 7, "the program gives up");
-                    return;
-                }
-                match ep.recv(2, 5) {
-                    Err(Error::AbortedByPeer {
-                        from: 2, reason: 2, ..
-                    }) => {}
-                    other => panic!("expected rank 2's abort, got {other:?}"),
-                }
-                assert_eq!(ep.membership().epoch, 1);
-            }));
-        }
-        for h in ranks {
-            h.join().unwrap();
-        }
-        drop(channels);
+        three_ranks(|r, ep| {
+            if r == 2 {
+                ep.abort(AbortReason::Application, 7, "the program gives up");
+                return;
+            }
+            match ep.recv(2, 5) {
+                Err(Error::AbortedByPeer {
+                    from: 2, reason: 2, ..
+                }) => {}
+                other => panic!("expected rank 2's abort, got {other:?}"),
+            }
+            assert_eq!(ep.membership().epoch, 1);
+        })
     });
 }
