@@ -207,15 +207,32 @@ fn an_application_abort_ends_the_job_with_bit_5_too() {
     with_deadline(Duration::from_secs(60), || {
         three_ranks(|r, ep| {
             if r == 2 {
+                // Both others are set up once their words came.
+                ep.recv(0, 1).unwrap();
+                ep.recv(1, 1).unwrap();
                 ep.abort(AbortReason::Application, 7, "the program gives up");
                 return;
             }
-            match ep.recv(2, 5) {
-                Err(Error::AbortedByPeer {
-                    from: 2, reason: 2, ..
-                }) => {}
-                other => panic!("expected rank 2's abort, got {other:?}"),
-            }
+            ep.send(2, 1, b"ready").unwrap();
+            // The other survivor ends with the job too and closes: a rank
+            // may see that close before rank 2's ABORT, and revoke first;
+            // its recovery then ends with the ABORT (protocol §18.6).
+            let e = match ep.recv(2, 5) {
+                Err(Error::Recovery(RecoveryError::Revoked { .. })) => ep.recover().unwrap_err(),
+                Err(e) => e,
+                Ok(m) => panic!("a message came: {m:?}"),
+            };
+            assert!(
+                matches!(
+                    e,
+                    Error::AbortedByPeer {
+                        from: 2,
+                        reason: 2,
+                        ..
+                    }
+                ),
+                "expected rank 2's abort, got {e:?}"
+            );
             assert_eq!(ep.membership().epoch, 1);
         })
     });
