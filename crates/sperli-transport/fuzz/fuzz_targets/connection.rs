@@ -54,6 +54,7 @@ fn fixture() -> &'static Fixture {
             job_public_key: desc.job_public_key.clone(),
             refused: sperli_wire::refused_hosts::RefusedHosts::builtin(),
             features: sperli_wire::limits::FEATURE_V1_CORE,
+            membership: Default::default(),
         };
         let h = FrameHeader::new(FrameType::Hello, plan.job_id, 2, 1, plan.incarnation);
         let hello = Hello {
