@@ -141,15 +141,23 @@ fn shrink_loop(
                 if losses.iter().filter(in_recovery).any(|l| l.rank == me) {
                     lose(me, step, How::InRecovery);
                 }
-                let (w, m) = world.recover()?;
-                println!(
-                    "rank {me}: epoch {} members {:?} failed {:?}",
-                    m.epoch, m.members, m.failed
-                );
-                world = w;
-                // Go on from the lowest step a survivor is at (one may have
-                // finished a step another saw revoked).
-                step = world.allreduce(&[step], Reduction::Min)?[0];
+                // A rank lost during the recovery revokes the new epoch too:
+                // recover again until the survivors agree.
+                step = loop {
+                    let (w, m) = world.recover()?;
+                    println!(
+                        "rank {me}: epoch {} members {:?} failed {:?}",
+                        m.epoch, m.members, m.failed
+                    );
+                    world = w;
+                    // Go on from the lowest step a survivor is at (one may
+                    // have finished a step another saw revoked).
+                    match world.allreduce(&[step], Reduction::Min) {
+                        Ok(v) => break v[0],
+                        Err(Error::Recovery(RecoveryError::Revoked { .. })) => continue,
+                        Err(e) => return Err(e),
+                    }
+                };
             }
             Err(e) => return Err(e),
         }
