@@ -98,6 +98,10 @@ impl Peers for Endpoint {
         Endpoint::membership(self).failed
     }
 
+    fn set_best_commit(&self, epoch: u64) {
+        Endpoint::set_best_commit(self, epoch)
+    }
+
     fn revoke_communicator(&self, comm: u32) -> Result<(), Error> {
         Endpoint::revoke_communicator(self, comm)
     }

@@ -222,6 +222,11 @@ pub trait Peers {
         false
     }
 
+    /// Notes that this rank holds a verified COMMIT of checkpoint `epoch`
+    /// (feature bit 5, protocol §18.4; the transport's
+    /// `Endpoint::set_best_commit`). Default: nothing.
+    fn set_best_commit(&self, _epoch: u64) {}
+
     /// Waits for the membership that follows a revoke and lets calls run
     /// again in it (feature bit 5, protocol §18.6; the transport's
     /// `Endpoint::recover`). Default, for peers without recovery: the job's
@@ -335,6 +340,9 @@ macro_rules! delegate_peers {
         }
         fn failed_ranks(&self) -> Vec<u32> {
             (**self).failed_ranks()
+        }
+        fn set_best_commit(&self, epoch: u64) {
+            (**self).set_best_commit(epoch)
         }
         fn is_communicator_revoked(&self, comm: u32) -> bool {
             (**self).is_communicator_revoked(comm)

@@ -57,6 +57,17 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Notes that this rank holds a COMMIT file of checkpoint `epoch`
+    /// whose signature verifies (protocol §18.4: the REPORT's
+    /// `best_commit`; the launcher rolls the replace mode back to the
+    /// lowest of the reports, §18.6). Without feature bit 5's recovery
+    /// it changes nothing.
+    pub fn set_best_commit(&self, epoch: u64) {
+        if let Some(r) = &self.shared.recovery {
+            r.set_best_commit(epoch);
+        }
+    }
+
     /// Whether communicator `comm` is revoked on this rank (protocol
     /// §18.8.1).
     pub fn is_communicator_revoked(&self, comm: u32) -> bool {

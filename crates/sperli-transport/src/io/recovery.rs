@@ -300,6 +300,11 @@ impl Recovery {
         }
     }
 
+    /// Notes the highest COMMIT epoch this rank holds (protocol §18.4).
+    pub fn set_best_commit(&self, epoch: u64) {
+        self.lock().machine.set_best_commit(epoch);
+    }
+
     /// Takes what the I/O thread must send or close, in order.
     pub fn take_todo(&self) -> Vec<Todo> {
         let todo: Vec<Todo> = self.lock().todo.drain(..).collect();

@@ -199,6 +199,12 @@ impl RankRecovery {
         self.best_commit = best_commit;
     }
 
+    /// The highest COMMIT epoch this rank holds whose signature verifies
+    /// (protocol §18.4 `best_commit`), for its next REPORT.
+    pub fn set_best_commit(&mut self, best_commit: u64) {
+        self.best_commit = best_commit;
+    }
+
     /// The rank's current phase.
     pub fn phase(&self) -> &Phase {
         &self.phase
