@@ -210,6 +210,8 @@ impl Comm<Endpoint> {
         let mut settings = Settings {
             // Protocol §18.1: the launcher's control channel, if it gave one.
             control: sperli_transport::control_channel::from_env()?,
+            // Protocol §18.7: a replacement joins with the record on it.
+            replacement: sperli_transport::control_channel::is_replacement(),
             ..Settings::default()
         };
         if let Some(ms) = std::env::var(sperli_wire::env::SILENCE_MS)

@@ -413,9 +413,7 @@ fn run(args: RunArgs) -> ExitCode {
             job: &plan,
             mode,
             replacements: args.restart_max.saturating_sub(restarts),
-            // The rank side of a replacement's join is not built yet
-            // (docs/launcher.md, "Recovery").
-            start_replacements: false,
+            start_replacements: true,
             spares: &spare_hosts,
         });
         let outcome = run_job_recovering(ranks, &opts, &interrupt, recovery);

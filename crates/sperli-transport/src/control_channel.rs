@@ -19,6 +19,62 @@ use sperli_wire::Error;
 /// channel (protocol §18.1; a number, not a secret).
 pub const CONTROL_FD_ENV: &str = "SPERLI_CONTROL_FD";
 
+/// The environment variable the launcher sets to `1` for a replacement
+/// it starts (protocol §18.7): the first line of the control channel is
+/// then the MEMBERSHIP record the rank joins with. Not a secret.
+pub const REPLACEMENT_ENV: &str = "SPERLI_REPLACEMENT";
+
+/// Whether the launcher started this process as a replacement
+/// ([`REPLACEMENT_ENV`] is `1`).
+pub fn is_replacement() -> bool {
+    std::env::var(REPLACEMENT_ENV).is_ok_and(|v| v.trim() == "1")
+}
+
+/// Reads the first record line of `channel` (a replacement's MEMBERSHIP
+/// record, protocol §18.7), waiting at most `wait`. Returns the record's
+/// bytes and what came after its line. A channel that ends or stays
+/// silent is the launcher's loss (H1613); a line that is not hex is a
+/// record that does not decode (protocol §18.3 check 1: empty bytes, which
+/// fail it).
+pub fn read_first_record(
+    channel: &UnixStream,
+    wait: std::time::Duration,
+) -> Result<(Vec<u8>, Vec<u8>), Error> {
+    use std::io::Read;
+    let lost = || Error::Recovery(sperli_wire::recovery::RecoveryError::LauncherLost);
+    let deadline = std::time::Instant::now() + wait;
+    let mut line = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        if let Some(end) = line.iter().position(|b| *b == b'\n') {
+            let rest = line.split_off(end + 1);
+            let record = sperli_wire::hex::decode(&line[..end]).unwrap_or_default();
+            return Ok((record, rest));
+        }
+        if line.len() > MAX_RECORD_LINE {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(lost());
+        }
+        channel
+            .set_read_timeout(Some(left))
+            .map_err(|e| Error::io("waiting on the control channel", &e))?;
+        match (&*channel).read(&mut buf) {
+            Ok(0) => return Err(lost()),
+            Ok(n) => line.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => return Err(Error::io("reading the control channel", &e)),
+        }
+    }
+}
+
 /// The longest record line this rank reads from its channel: the hex of
 /// the largest MEMBERSHIP record (4096 ranks, 4095 change entries with
 /// 253-byte hosts, protocol §18.3) and its newline, rounded up.

@@ -259,6 +259,12 @@ pub struct Settings {
     /// peer is recovered from instead of ending the job step, crate docs
     /// "Recovery"); without it, bit 5 is cleared. Default none.
     pub control: Option<Arc<std::os::unix::net::UnixStream>>,
+    /// This rank is a replacement the launcher started for a failed rank
+    /// (protocol §18.7; [`control_channel::is_replacement`]): the first
+    /// line of [`Settings::control`] is the MEMBERSHIP record it joins
+    /// with, and it dials every member of that record's epoch instead of
+    /// the set-up of section 5. Default false.
+    pub replacement: bool,
 }
 
 impl Default for Settings {
@@ -274,6 +280,7 @@ impl Default for Settings {
             features: sperli_wire::limits::FEATURES_IMPLEMENTED,
             listener: None,
             control: None,
+            replacement: false,
         }
     }
 }

@@ -85,6 +85,11 @@ impl Job<'_> {
                 *v = rep.incarnation.to_string();
             }
         }
+        // Protocol §18.7: the first line on its channel is the record.
+        env.push((
+            sperli_transport::control_channel::REPLACEMENT_ENV.to_owned(),
+            "1".to_owned(),
+        ));
         let launch = RankLaunch {
             host: rep.endpoint.host.clone(),
             env,

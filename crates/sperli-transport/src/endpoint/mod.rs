@@ -1,11 +1,13 @@
 //! The user-facing handle of one rank: [`Endpoint`].
 
 use crate::io::recovery::Recovery;
+use crate::proto::setup::Setup;
 use sperli_wire::recovery::FEATURE_MEMBERSHIP;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use std::time::Instant;
 
 use mio::{Poll, Waker};
 use sperli_tls::config::PrivatePemDir;
@@ -153,6 +155,38 @@ fn announced(settings: &Settings) -> u64 {
     }
 }
 
+/// Feature bit 5's recovery of this rank, when it has a control channel
+/// and announces the bit (protocol §18.1); for a replacement, from the
+/// MEMBERSHIP record on the first line of its channel (protocol §18.7).
+fn recovery_of(ctx: &JobContext, settings: &Settings) -> Result<Option<Recovery>, Error> {
+    let Some(control) = settings.control.clone() else {
+        return Ok(None);
+    };
+    if ctx.features & FEATURE_MEMBERSHIP == 0 {
+        return Ok(None);
+    }
+    if !settings.replacement {
+        return Ok(Some(Recovery::new(
+            ctx.rank,
+            ctx.size,
+            ctx.job_id,
+            ctx.incarnation,
+            ctx.job_public_key.clone(),
+            control,
+        )));
+    }
+    let (record, rest) =
+        crate::control_channel::read_first_record(&control, settings.setup_window)?;
+    let r = Recovery::replacement(
+        (ctx.rank, ctx.incarnation),
+        &record,
+        rest,
+        ctx.job_public_key.clone(),
+        control,
+    )?;
+    Ok(Some(r))
+}
+
 impl Endpoint {
     /// Starts rank `desc.rank` of the job with the refused-host policy of
     /// `SPERLI_REFUSED_HOSTS` (and the built-in names); see
@@ -222,21 +256,33 @@ impl Endpoint {
             spin: settings.spin,
             linger: settings.linger,
             error_file: settings.error_file.clone(),
-            recovery: settings
-                .control
-                .clone()
-                .filter(|_| ctx.features & FEATURE_MEMBERSHIP != 0)
-                .map(|control| {
-                    Recovery::new(
-                        ctx.rank,
-                        ctx.size,
-                        ctx.job_id,
-                        ctx.incarnation,
-                        ctx.job_public_key.clone(),
-                        control,
-                    )
-                }),
+            recovery: recovery_of(&ctx, &settings)?,
         }));
+        let setup = match &shared.recovery {
+            Some(r) if settings.replacement => {
+                // Protocol §18.7: the record is applied before set-up (its
+                // epoch, incarnations and endpoints), and frames carry its
+                // epoch at once.
+                r.settle(&mut shared.state(), &ctx.membership);
+                ctx.membership.start_carrying();
+                let (inc, replaced) = r.join_plan();
+                Setup::replacement(
+                    ctx.rank,
+                    &inc,
+                    &replaced,
+                    settings.setup_window,
+                    settings.connect_retry,
+                    Instant::now(),
+                )
+            }
+            _ => Setup::new(
+                ctx.rank,
+                ctx.size,
+                settings.setup_window,
+                settings.connect_retry,
+                Instant::now(),
+            ),
+        };
         fatal::install_panic_hook();
         warm_malloc();
         let mut lp = EventLoop::new(
@@ -248,6 +294,7 @@ impl Endpoint {
             client,
             listener,
             cmd_rx,
+            setup,
         )
         .map_err(|e| Error::io("registering the listener", &e))?;
         // The thread that waits for set-up drives it.

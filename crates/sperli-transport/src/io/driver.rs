@@ -260,22 +260,16 @@ impl Shared {
             return;
         }
         // A sender that saw a leader did not kick: look for its bytes.
-        for (rank, l) in self.links.iter().enumerate() {
-            let Some(link) = l.get().and_then(|w| w.upgrade()) else {
-                continue;
-            };
+        for (rank, link) in self.links() {
             if !link.io_owns.load(Ordering::SeqCst) && link.backlog.load(Ordering::SeqCst) {
-                self.command(Command::Kick { to: rank as u32 });
+                self.command(Command::Kick { to: rank });
             }
         }
     }
 
     /// Takes every socket the I/O thread has out of its poller.
     fn take_sockets(&self) {
-        for l in &self.links {
-            let Some(link) = l.get().and_then(|w| w.upgrade()) else {
-                continue;
-            };
+        for (_, link) in self.links() {
             if !link.io_owns.load(Ordering::SeqCst) {
                 continue;
             }

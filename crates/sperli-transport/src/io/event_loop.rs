@@ -55,6 +55,10 @@ pub(crate) struct Sock {
     pub connected: bool,
     /// Authenticated (HELLO verified) as this rank.
     pub peer: Option<u32>,
+    /// The membership epoch in force when it authenticated (protocol
+    /// §18.6: a record closes the connections of the ranks it replaces
+    /// that are older than it).
+    pub epoch: u32,
 }
 
 /// The loop's state (see the module docs).
@@ -89,6 +93,7 @@ impl EventLoop {
         client: Arc<ClientConfig>,
         mut listener: TcpListener,
         cmds: Receiver<Command>,
+        setup: Setup,
     ) -> std::io::Result<Self> {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
@@ -101,14 +106,6 @@ impl EventLoop {
             )?;
         }
         let now = Instant::now();
-        let ctx = &shared.ctx;
-        let setup = Setup::new(
-            ctx.rank,
-            ctx.size,
-            settings.setup_window,
-            settings.connect_retry,
-            now,
-        );
         let ending = Ending::new(settings.linger, settings.silence);
         Ok(Self {
             poll,
@@ -354,19 +351,20 @@ impl EventLoop {
                     kicked.push(to);
                 }
                 Todo::Close { peer } => {
-                    if let Some(link) = self.shared.link(peer) {
-                        let mut g = link.lock();
-                        g.closing = true;
-                        g.dead = true;
-                        if let Some(c) = g.conn.as_mut() {
-                            c.discard_queued();
-                            c.close();
+                    // Not a replacement that joined the epoch in force
+                    // (its join may come before this close is carried out).
+                    let current = self.shared.ctx.membership.current();
+                    self.socks.retain(|_, s| {
+                        if s.peer != Some(peer) || s.epoch >= current {
+                            return true;
                         }
-                    }
-                    self.socks.retain(|_, s| s.peer != Some(peer));
+                        s.link.lock().close_now();
+                        false
+                    });
                 }
             }
         }
+        r.todo_done();
         self.shared.changed();
     }
 
@@ -551,8 +549,10 @@ impl EventLoop {
             }
             Err(e) => {
                 l.dead = true;
+                let stale = service::stale(&self.shared, l);
                 drop(g);
                 match peer {
+                    Some(_) if stale => {}
                     Some(_) => {
                         if self.ending.counts(&e) {
                             self.fail(e, None);

@@ -161,6 +161,17 @@ impl Link {
 }
 
 impl LinkIo {
+    /// Closes the connection at once, without BYE: what is queued is
+    /// dropped (a failed peer's, protocol §18.6).
+    pub fn close_now(&mut self) {
+        self.closing = true;
+        self.dead = true;
+        if let Some(c) = self.conn.as_mut() {
+            c.discard_queued();
+            c.close();
+        }
+    }
+
     /// Reads at most `limit` bytes from the socket (and what rustls holds
     /// already), feeding the plaintext to the connection, which delivers
     /// to `out`. `drain_only`: the bytes are read and dropped (after a

@@ -82,6 +82,9 @@ struct Inner {
     line: Vec<u8>,
     /// The step ended with this error (the machine's `End`).
     ended: Option<RecoveryError>,
+    /// Batches of `todo` the I/O thread took and has not queued on the
+    /// connections yet ([`Recovery::todo_done`]).
+    in_flight: usize,
 }
 
 /// The recovery of one rank (see the module docs).
@@ -114,28 +117,65 @@ impl Recovery {
             incarnations: vec![incarnation; size as usize],
             current_record: Vec::new(),
         };
-        // Protocol §18.3 check 16: the job key, context SPERLI-MEMBER-1.
-        let verify = Box::new(move |msg: &[u8], sig: &[u8]| {
-            sperli_tls::composite_sig::verify_bytes(
-                &job_public_key,
-                msg,
-                sperli_wire::recovery::CONTEXT_MEMBER,
-                sig,
-            )
-        });
+        let machine = RankRecovery::new(rank, view, verifier(job_public_key));
+        Self::with_machine(machine, Vec::new(), control)
+    }
+
+    fn with_machine(machine: RankRecovery, line: Vec<u8>, control: Arc<UnixStream>) -> Self {
         Self {
             inner: Mutex::new(Inner {
-                machine: RankRecovery::new(rank, view, verify),
+                machine,
                 todo: VecDeque::new(),
                 decided: None,
                 removed: BTreeSet::new(),
-                line: Vec::new(),
+                line,
                 ended: None,
+                in_flight: 0,
             }),
             decided: Condvar::new(),
             revoked: AtomicU32::new(0),
             control,
         }
+    }
+
+    /// The recovery of a replacement (protocol §18.7): `record` is the
+    /// MEMBERSHIP record the first line of its control channel held
+    /// (`rest`: what followed that line), checked against this rank and
+    /// its incarnation (from its job description) and the job public key.
+    /// [`Recovery::settle`] then applies it.
+    pub fn replacement(
+        own: (u32, u32),
+        record: &[u8],
+        rest: Vec<u8>,
+        job_public_key: Vec<u8>,
+        control: Arc<UnixStream>,
+    ) -> Result<Self, Error> {
+        let machine = RankRecovery::replacement(own, record, verifier(job_public_key), now_ms())?;
+        Ok(Self::with_machine(machine, rest, control))
+    }
+
+    /// Carries out what the machine has to do now (a replacement's record
+    /// applied: its epoch, incarnations and endpoints).
+    pub fn settle(&self, st: &mut Matching, epoch: &crate::proto::connection::MembershipEpoch) {
+        let mut g = self.lock();
+        self.after(&mut g, st, epoch);
+    }
+
+    /// The ranks this rank's set-up must reach, for a replacement: `inc[n]`
+    /// of the epoch it joins and the ranks that record replaces.
+    pub fn join_plan(&self) -> (Vec<u32>, Vec<u32>) {
+        let g = self.lock();
+        let inc = g.machine.incarnations().to_vec();
+        let replaced = match g.machine.phase() {
+            Phase::Joining { waiting, .. } => waiting
+                .iter()
+                .copied()
+                .filter(|r| g.machine.awaits_join(*r).is_some())
+                .chain(std::iter::once(g.machine.rank()))
+                .collect(),
+            _ => vec![g.machine.rank()],
+        };
+        (inc, replaced)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -300,19 +340,62 @@ impl Recovery {
         }
     }
 
+    /// Whether this rank waits for `rank` to join (protocol §18.7), and the
+    /// SHA-256 of the certificate its change entry names.
+    pub fn awaits_join(&self, rank: u32) -> Option<sperli_wire::ids::Sha256Digest> {
+        self.lock().machine.awaits_join(rank)
+    }
+
+    /// Whether this rank waits for any replacement to join (protocol §18.7).
+    pub fn awaits_any_join(&self) -> bool {
+        let g = self.lock();
+        match g.machine.phase() {
+            Phase::Joining { waiting, .. } => {
+                waiting.iter().any(|r| g.machine.awaits_join(*r).is_some())
+            }
+            _ => false,
+        }
+    }
+
+    /// `peer`'s connection of the new epoch authenticated (protocol
+    /// §18.7): once every one this rank waits for did, the epoch stands.
+    pub fn joined(
+        &self,
+        peer: u32,
+        st: &mut Matching,
+        epoch: &crate::proto::connection::MembershipEpoch,
+    ) {
+        let mut g = self.lock();
+        g.machine.handle_event(Event::Joined { peer }, now_ms());
+        self.after(&mut g, st, epoch);
+    }
+
     /// Notes the highest COMMIT epoch this rank holds (protocol §18.4).
     pub fn set_best_commit(&self, epoch: u64) {
         self.lock().machine.set_best_commit(epoch);
     }
 
-    /// Takes what the I/O thread must send or close, in order.
+    /// Takes what the I/O thread must send or close, in order; it calls
+    /// [`Recovery::todo_done`] once the frames are queued on their
+    /// connections.
     pub fn take_todo(&self) -> Vec<Todo> {
-        let todo: Vec<Todo> = self.lock().todo.drain(..).collect();
+        let mut g = self.lock();
+        let todo: Vec<Todo> = g.todo.drain(..).collect();
         if !todo.is_empty() {
-            // A waiter of `recover` waits for the queue to be handed over.
-            self.decided.notify_all();
+            g.in_flight += 1;
         }
         todo
+    }
+
+    /// What [`Recovery::take_todo`] gave is queued on the connections: a
+    /// frame the program sends from now on comes after it on each
+    /// (protocol §18.6: a record goes out before its epoch is used).
+    pub fn todo_done(&self) {
+        let mut g = self.lock();
+        g.in_flight = g.in_flight.saturating_sub(1);
+        drop(g);
+        // A waiter of `recover` waits for the queue to be handed over.
+        self.decided.notify_all();
     }
 
     /// Carries out the machine's outputs that need no socket; queues the
@@ -336,13 +419,17 @@ impl Recovery {
                 }),
                 Output::Close { peer } => g.todo.push_back(Todo::Close { peer }),
                 Output::Report(r) => self.report(&r),
-                Output::Decided(d) => {
-                    // Protocol §18.2 "What starts again in a new epoch".
-                    epoch.advance(d.epoch);
-                    st.new_epoch(RecoveryError::Revoked { epoch: d.epoch - 1 }.into());
-                    let was: BTreeSet<u32> = (0..d.incarnations.len() as u32).collect();
-                    let now: BTreeSet<u32> = members(&d.incarnations).collect();
+                Output::Applied(a) => {
+                    // Protocol §18.3 "applied", §18.2 "What starts again
+                    // in a new epoch": before any frame of the new epoch
+                    // is sent or judged.
+                    epoch.apply(a.epoch, &a.incarnations, &a.hosts);
+                    st.new_epoch(RecoveryError::Revoked { epoch: a.epoch - 1 }.into());
+                    let was: BTreeSet<u32> = (0..a.incarnations.len() as u32).collect();
+                    let now: BTreeSet<u32> = members(&a.incarnations).collect();
                     g.removed.extend(was.difference(&now));
+                }
+                Output::Decided(d) => {
                     g.decided = Some(d);
                     self.decided.notify_all();
                 }
@@ -391,7 +478,8 @@ impl Recovery {
             }
             let revoked = self.revoked.load(Ordering::SeqCst);
             let running = matches!(g.machine.phase(), Phase::Running);
-            if running && g.todo.is_empty() && g.machine.epoch() > revoked {
+            let handed = g.todo.is_empty() && g.in_flight == 0;
+            if running && handed && g.machine.epoch() > revoked {
                 self.revoked.store(0, Ordering::SeqCst);
                 return Ok(self.recovered(&g));
             }
@@ -424,6 +512,18 @@ impl Recovery {
     pub fn wake(&self) {
         self.decided.notify_all();
     }
+}
+
+/// Protocol §18.3 check 16: the job public key, context `SPERLI-MEMBER-1`.
+fn verifier(job_public_key: Vec<u8>) -> crate::proto::recovery::rank::Verifier {
+    Box::new(move |msg: &[u8], sig: &[u8]| {
+        sperli_tls::composite_sig::verify_bytes(
+            &job_public_key,
+            msg,
+            sperli_wire::recovery::CONTEXT_MEMBER,
+            sig,
+        )
+    })
 }
 
 fn now_ms() -> u64 {

@@ -202,6 +202,10 @@ fn failed(shared: &Shared, l: &mut LinkIo, peer: u32, f: SockFail, out: &mut Ser
 /// `peer` left normally: what was queued to it can never be written (its
 /// senders must not wait for it), and waits on it end (H1613 `Departed`).
 fn departed(shared: &Shared, l: &mut LinkIo, peer: u32, out: &mut Serviced) {
+    if stale(shared, l) {
+        l.dead = true;
+        return;
+    }
     let mut seqs = l.conn.as_mut().map_or(Vec::new(), |c| c.take_queued_seqs());
     seqs.append(&mut l.drain_seqs);
     let mut st = shared.state();
@@ -215,7 +219,19 @@ fn departed(shared: &Shared, l: &mut LinkIo, peer: u32, out: &mut Serviced) {
     out.departed = true;
 }
 
+/// A connection to an incarnation a record replaced (protocol §18.7): its
+/// end is no news of the peer's current incarnation.
+pub(crate) fn stale(shared: &Shared, l: &LinkIo) -> bool {
+    l.conn
+        .as_ref()
+        .is_some_and(|c| c.peer_incarnation() < shared.ctx.peer_incarnation(c.peer()))
+}
+
 fn lost(shared: &Shared, l: &mut LinkIo, peer: u32, e: Error, out: &mut Serviced) {
+    if stale(shared, l) {
+        l.dead = true;
+        return;
+    }
     if let Some(s) = l.stream.take() {
         s.cut(shared, peer, e.clone());
     }

@@ -14,6 +14,7 @@ use rustls::{ClientConnection, ServerConnection};
 use sperli_tls::config::{check_peer, server_name_for_host};
 use sperli_tls::pki::peer_identity;
 use sperli_wire::error::{AuthError, TlsFailure, UsageError};
+use sperli_wire::ids::Sha256Digest;
 use sperli_wire::Error;
 
 use crate::io::deliver::ToMatching;
@@ -87,7 +88,7 @@ impl EventLoop {
             };
             match l.accept() {
                 Ok((tcp, _)) => {
-                    if self.setup.is_done() || self.ending.is_ending() {
+                    if (self.setup.is_done() && !self.awaits_joins()) || self.ending.is_ending() {
                         continue; // dropped: set-up is over
                     }
                     let _ = tcp.set_nodelay(true);
@@ -107,6 +108,7 @@ impl EventLoop {
                             dialled: None,
                             connected: true,
                             peer: None,
+                            epoch: 0,
                         },
                     );
                 }
@@ -149,6 +151,7 @@ impl EventLoop {
                 dialled: Some(rank),
                 connected: false,
                 peer: None,
+                epoch: 0,
             },
         );
     }
@@ -289,16 +292,34 @@ impl EventLoop {
         let rank = match dialled {
             Some(r) => r,
             None => {
-                let cn = l
-                    .tls
-                    .peer_certificates()
-                    .and_then(|c| c.first())
+                let cert = l.tls.peer_certificates().and_then(|c| c.first());
+                let cn = cert
                     .and_then(|c| peer_identity(c).ok())
                     .map(|id| id.common_name)
                     .unwrap_or_default();
-                self.setup
-                    .accepted_rank(&job, &cn)
-                    .map_err(|e| Dropped::Socket(Some(e)))?
+                let rank = if self.setup.is_done() {
+                    self.joining_rank(&job, &cn)
+                } else {
+                    self.setup.accepted_rank(&job, &cn)
+                }
+                .map_err(|e| Dropped::Socket(Some(e)))?;
+                // Protocol §18.7 check 3: a replacement's certificate is
+                // the one its change entry names.
+                if let Some(want) = self
+                    .shared
+                    .recovery
+                    .as_ref()
+                    .and_then(|r| r.awaits_join(rank))
+                {
+                    let der = cert.map(|c| c.as_ref()).unwrap_or_default();
+                    if Sha256Digest::of(der) != want {
+                        return Err(Dropped::Socket(Some(Error::Authentication {
+                            peer: Some(rank),
+                            error: AuthError::NotRecorded { rank },
+                        })));
+                    }
+                }
+                rank
             }
         };
         check_peer(&l.tls, &job, rank).map_err(|e| Dropped::Socket(Some(e)))?;
@@ -323,6 +344,9 @@ impl EventLoop {
     /// second connection claiming an authenticated rank.
     /// `held` is socket `t`'s link, locked by the caller.
     fn authenticated(&mut self, t: Token, rank: u32, features: u64, held: &mut LinkIo) -> bool {
+        if self.setup.is_done() {
+            return self.joined(t, rank, features, held);
+        }
         if !self.setup.handle_authenticated(rank) {
             return false;
         }
@@ -333,10 +357,14 @@ impl EventLoop {
             .fetch_and(features, Ordering::Relaxed);
         if let Some(s) = self.socks.get_mut(&t) {
             s.peer = Some(rank);
-            if let Some(slot) = self.shared.links.get(rank as usize) {
-                let _ = slot.set(Arc::downgrade(&s.link));
-            }
+            s.epoch = self.shared.ctx.membership.current();
+            self.shared.set_link(rank, &s.link);
             let _ = self.shared.driver.register(rank, &s.link);
+        }
+        // A replacement's set-up is its join (protocol §18.7).
+        if let Some(rec) = &self.shared.recovery {
+            let mut st = self.shared.state();
+            rec.joined(rank, &mut st, &self.shared.ctx.membership);
         }
         self.check_setup_done_holding(Some((t, held)));
         true
@@ -357,14 +385,20 @@ impl EventLoop {
         if self.ending.is_ending() {
             return;
         }
-        if let Some(mut l) = self.listener.take() {
-            let _ = self.poll.registry().deregister(&mut l);
+        let job = self.shared.job_features.load(Ordering::Relaxed);
+        // Protocol §18.7: with bit 5 a rank keeps listening for the
+        // replacements of later epochs.
+        let keep_listening =
+            self.shared.recovery.is_some() && job & sperli_wire::recovery::FEATURE_MEMBERSHIP != 0;
+        if !keep_listening {
+            if let Some(mut l) = self.listener.take() {
+                let _ = self.poll.registry().deregister(&mut l);
+            }
         }
         self.socks.retain(|_, s| s.peer.is_some());
         // Protocol §6.2 checks 12 and 13: from now on every connection
         // judges with the job's features, and what came before is judged
         // again with them.
-        let job = self.shared.job_features.load(Ordering::Relaxed);
         let (held_token, held) = match held {
             Some((t, l)) => (Some(t), Some(l)),
             None => (None, None),
@@ -398,5 +432,91 @@ impl EventLoop {
         }
         self.shared.setup_done.store(true, Ordering::SeqCst);
         self.shared.bump();
+    }
+}
+
+impl EventLoop {
+    /// Whether the recovery waits for a replacement to join (protocol
+    /// §18.7): only then does the listener take connections after set-up.
+    fn awaits_joins(&self) -> bool {
+        self.shared
+            .recovery
+            .as_ref()
+            .is_some_and(|r| r.awaits_any_join())
+    }
+
+    /// The rank an accepted connection after set-up may be (protocol §18.7
+    /// check 2): one with a change entry of the current epoch that has not
+    /// joined yet.
+    fn joining_rank(&self, job: &sperli_wire::JobId, cn: &str) -> Result<u32, Error> {
+        let r = sperli_tls::pki::rank_from_cn(job, cn);
+        match r {
+            Some(rank)
+                if self
+                    .shared
+                    .recovery
+                    .as_ref()
+                    .is_some_and(|rec| rec.awaits_join(rank).is_some()) =>
+            {
+                Ok(rank)
+            }
+            Some(rank) => Err(Error::Authentication {
+                peer: Some(rank),
+                error: AuthError::NotAwaited { rank },
+            }),
+            None => Err(Error::Authentication {
+                peer: None,
+                error: AuthError::Subject {
+                    expected: format!("sperli-{}-<a replacement>", job.to_hex()),
+                    got: cn.to_owned(),
+                },
+            }),
+        }
+    }
+
+    /// A replacement's HELLO verified on socket `t` after set-up (protocol
+    /// §18.7): check 5 (its features hold the job's), then it is `rank`'s
+    /// connection, and the recovery learns that it joined. False: the
+    /// socket is dropped (it does not count).
+    fn joined(&mut self, t: Token, rank: u32, features: u64, held: &mut LinkIo) -> bool {
+        let Some(rec) = self.shared.recovery.as_ref() else {
+            return false;
+        };
+        if rec.awaits_join(rank).is_none() {
+            return false;
+        }
+        let job = self.shared.job_features.load(Ordering::Relaxed);
+        if features & job != job {
+            return false;
+        }
+        // The failed rank's old connection, if the record's close has not
+        // reached it yet.
+        let old: Vec<Token> = self
+            .socks
+            .iter()
+            .filter(|(k, s)| **k != t && s.peer == Some(rank))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in old {
+            if let Some(s) = self.socks.remove(&k) {
+                s.link.lock().close_now();
+            }
+        }
+        if let Some(c) = held.conn.as_mut() {
+            c.set_job_features(job);
+        }
+        if let Some(s) = self.socks.get_mut(&t) {
+            s.peer = Some(rank);
+            s.epoch = self.shared.ctx.membership.current();
+            self.shared.set_link(rank, &s.link);
+            let _ = self.shared.driver.register(rank, &s.link);
+        }
+        {
+            let mut st = self.shared.state();
+            st.handle_rejoined(rank);
+            rec.joined(rank, &mut st, &self.shared.ctx.membership);
+        }
+        self.shared.changed();
+        true
     }
 }

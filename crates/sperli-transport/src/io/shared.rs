@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
@@ -58,10 +58,11 @@ pub(crate) struct Shared {
     /// This rank's HELLO features ANDed with every authenticated peer's
     /// (protocol §7.1.1).
     pub job_features: AtomicU64,
-    /// Per rank: the authenticated peer's link, set once at its
-    /// authentication. Weak: the I/O thread owns the sockets and closes
-    /// them by dropping its references.
-    pub links: Vec<OnceLock<Weak<Link>>>,
+    /// Per rank: the authenticated peer's link, set at its
+    /// authentication (again for a replacement that joins, protocol
+    /// §18.7). Weak: the I/O thread owns the sockets and closes them by
+    /// dropping its references.
+    links: Vec<RwLock<Weak<Link>>>,
     /// The callers' side of the sockets.
     pub driver: Driver,
     cmds: Sender<Command>,
@@ -124,7 +125,7 @@ impl Shared {
             local_abort: AtomicBool::new(false),
             pool: Arc::default(),
             job_features: AtomicU64::new(p.ctx.features),
-            links: (0..size).map(|_| OnceLock::new()).collect(),
+            links: (0..size).map(|_| RwLock::new(Weak::new())).collect(),
             driver: p.driver,
             cmds: p.cmds,
             io_waker: p.io_waker,
@@ -278,7 +279,24 @@ impl Shared {
 
     /// The link to `rank`, while its socket exists.
     pub fn link(&self, rank: u32) -> Option<Arc<Link>> {
-        self.links.get(rank as usize)?.get()?.upgrade()
+        self.links
+            .get(rank as usize)?
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .upgrade()
+    }
+
+    /// The links of every rank that has one now, by rank.
+    pub fn links(&self) -> impl Iterator<Item = (u32, Arc<Link>)> + '_ {
+        (0..self.links.len() as u32).filter_map(|r| Some((r, self.link(r)?)))
+    }
+
+    /// `link` is `rank`'s authenticated connection from now on (at set-up,
+    /// or a replacement's join, protocol §18.7).
+    pub fn set_link(&self, rank: u32, link: &Arc<Link>) {
+        if let Some(slot) = self.links.get(rank as usize) {
+            *slot.write().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(link);
+        }
     }
 
     /// The job's state for a new call: the error, or after the normal end

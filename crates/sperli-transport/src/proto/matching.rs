@@ -371,6 +371,14 @@ impl Matching {
         }
     }
 
+    /// A replacement of `rank` joined (protocol §18.7): the rank has not
+    /// left, whatever its failed incarnation did.
+    pub fn handle_rejoined(&mut self, rank: u32) {
+        if let Some(d) = self.departed.get_mut(rank as usize) {
+            *d = false;
+        }
+    }
+
     /// True once `from` has left.
     pub fn departed(&self, from: u32) -> bool {
         self.departed.get(from as usize).copied().unwrap_or(false)

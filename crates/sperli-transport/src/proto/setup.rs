@@ -15,7 +15,6 @@ use sperli_wire::{Error, JobId};
 /// One rank's set-up (see the module docs).
 #[derive(Debug)]
 pub struct Setup {
-    rank: u32,
     window: Duration,
     retry: Duration,
     deadline: Instant,
@@ -23,6 +22,9 @@ pub struct Setup {
     /// the peer is authenticated, or a lower rank: it dials us).
     redial: Vec<Option<Instant>>,
     authenticated: Vec<bool>,
+    /// Per rank: whether it may dial us (v1: the lower ranks, protocol
+    /// §2.1; a replacement: the lower replacements, §18.7).
+    accepts: Vec<bool>,
     /// The last failure to authenticate: H1611 at the deadline.
     auth_error: Option<Error>,
     done: bool,
@@ -44,15 +46,45 @@ impl Setup {
             *me = true;
         }
         Self {
-            rank,
             window,
             retry,
             deadline: now + window,
             redial,
             authenticated,
+            accepts: (0..size).map(|r| r < rank).collect(),
             auth_error: None,
             done: size <= 1,
         }
+    }
+
+    /// The set-up of a replacement of `rank` (protocol §18.7) into the
+    /// membership `incarnations` (`inc[n]`, 0: not a member) whose
+    /// replaced ranks are `replaced`: it dials every member, lower and
+    /// higher, except the lower replacements, which dial it ("between two
+    /// replacements the lower dials the higher"); ranks that are not
+    /// members are not waited for.
+    pub fn replacement(
+        rank: u32,
+        incarnations: &[u32],
+        replaced: &[u32],
+        window: Duration,
+        retry: Duration,
+        now: Instant,
+    ) -> Self {
+        let size = incarnations.len() as u32;
+        let mut me = Self::new(rank, size, window, retry, now);
+        for r in 0..size {
+            let i = r as usize;
+            let member = incarnations[i] != 0;
+            let lower_replacement = r < rank && replaced.contains(&r);
+            me.accepts[i] = member && lower_replacement;
+            me.redial[i] = (member && r != rank && !lower_replacement).then_some(now);
+            if !member {
+                me.authenticated[i] = true;
+            }
+        }
+        me.done = me.authenticated.iter().all(|a| *a);
+        me
     }
 
     /// True once every peer is authenticated: "When every one of its `size -
@@ -105,6 +137,10 @@ impl Setup {
             .unwrap_or(false)
     }
 
+    fn may_dial_us(&self, rank: u32) -> bool {
+        self.accepts.get(rank as usize).copied().unwrap_or(false)
+    }
+
     /// A connection that did not (yet) authenticate was dropped: the TLS
     /// handshake, the subject check or the HELLO failed, or its socket
     /// did. `dialled` names the rank we dialled (dialled again after the
@@ -155,7 +191,7 @@ impl Setup {
     pub fn accepted_rank(&self, job: &JobId, cn: &str) -> Result<u32, Error> {
         let r = rank_from_cn(job, cn);
         match r {
-            Some(r) if r < self.rank && !self.is_authenticated(r) => Ok(r),
+            Some(r) if self.may_dial_us(r) && !self.is_authenticated(r) => Ok(r),
             _ => Err(Error::Authentication {
                 peer: r,
                 error: AuthError::Subject {
@@ -258,6 +294,32 @@ mod tests {
         // No dial after the deadline.
         s.handle_dial_failed(3, at(t0, 29_950));
         assert!(s.poll_dials(at(t0, 30_050)).is_empty());
+    }
+
+    #[test]
+    fn a_replacement_dials_every_member_but_the_lower_replacements() {
+        let t0 = Instant::now();
+        let w = Duration::from_secs(30);
+        let r = Duration::from_millis(100);
+        // Rank 2 of 6 replaced with rank 1 (lower, dials it) and rank 4
+        // (higher, dialled); rank 5 was shrunk away.
+        let mut s = Setup::replacement(2, &[1, 2, 2, 1, 2, 0], &[1, 2, 4], w, r, t0);
+        assert_eq!(s.poll_dials(t0), vec![0, 3, 4]);
+        let job = JobId([0xab; 16]);
+        let cn = |r: u32| format!("sperli-{}-{r}", job.to_hex());
+        assert_eq!(s.accepted_rank(&job, &cn(1)), Ok(1));
+        assert!(
+            s.accepted_rank(&job, &cn(0)).is_err(),
+            "a survivor is dialled"
+        );
+        assert!(s.accepted_rank(&job, &cn(5)).is_err(), "not a member");
+        assert_eq!(s.missing(), vec![0, 1, 3, 4]);
+        for p in [0, 1, 3] {
+            assert!(s.handle_authenticated(p));
+        }
+        assert!(!s.is_done());
+        assert!(s.handle_authenticated(4));
+        assert!(s.is_done());
     }
 
     #[test]

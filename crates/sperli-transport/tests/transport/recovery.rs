@@ -101,47 +101,65 @@ fn with_channels(plan: &JobPlan) -> Vec<(u32, UnixStream, JobDescription, Settin
         .collect()
 }
 
+/// Starts the three ranks of `plan` as threads, each running
+/// `body(rank, endpoint)` after set-up, except rank 2, which leaves with
+/// ABORT reason 1 (a rank that ends itself) once both others are set up.
+/// Returns the launcher ends of the channels and the threads.
+#[allow(clippy::type_complexity)]
+fn rank_2_leaves<T: Send + 'static>(
+    plan: &JobPlan,
+    body: fn(u32, Endpoint) -> T,
+) -> (
+    Vec<(u32, UnixStream)>,
+    Vec<std::thread::JoinHandle<Option<T>>>,
+) {
+    let mut launcher_ends = Vec::new();
+    let mut ranks = Vec::new();
+    for (r, ours, desc, s) in with_channels(plan) {
+        launcher_ends.push((r, ours));
+        ranks.push(std::thread::spawn(move || {
+            let ep = Endpoint::start(&desc, s).unwrap();
+            assert_eq!(ep.features() & FEATURE_MEMBERSHIP, FEATURE_MEMBERSHIP);
+            assert_eq!(ep.membership().epoch, 1);
+            if r == 2 {
+                // Both others are set up once their words came.
+                ep.recv(0, 1).unwrap();
+                ep.recv(1, 1).unwrap();
+                ep.abort(AbortReason::PeerLost, 1613, "rank 2 leaves on purpose");
+                return None;
+            }
+            Some(body(r, ep))
+        }));
+    }
+    (launcher_ends, ranks)
+}
+
 #[test]
 fn a_lost_rank_is_revoked_reported_and_shrunk_away() {
     with_deadline(Duration::from_secs(90), || {
         let plan = JobPlan::localhost_bound(3).unwrap();
-        let mut launcher_ends = Vec::new();
-        let mut ranks = Vec::new();
-        for (r, ours, desc, s) in with_channels(&plan) {
-            launcher_ends.push((r, ours));
-            ranks.push(std::thread::spawn(move || {
-                let ep = Endpoint::start(&desc, s).unwrap();
-                assert_eq!(ep.features() & FEATURE_MEMBERSHIP, FEATURE_MEMBERSHIP);
-                assert_eq!(ep.membership().epoch, 1);
-                if r == 2 {
-                    // Both others are set up once their words came.
-                    ep.recv(0, 1).unwrap();
-                    ep.recv(1, 1).unwrap();
-                    ep.abort(AbortReason::PeerLost, 1613, "rank 2 leaves on purpose");
-                    return None;
-                }
-                ep.send(2, 1, b"ready").unwrap();
-                let other = 1 - r;
-                // Rank 2 never answers: the pending receive is revoked.
-                assert_eq!(revoked(ep.recv(2, 7)), 1);
-                // So is every call until the program recovers.
-                assert_eq!(revoked(ep.send(other, 3, b"too early")), 1);
-                let m = ep.recover().unwrap();
-                assert_eq!((m.epoch, m.mode), (2, Some(Mode::Shrink)));
-                assert_eq!(
-                    (m.members.as_slice(), m.failed.as_slice()),
-                    (&[0, 1][..], &[2][..])
-                );
-                // The new epoch: messages between the survivors, both ways,
-                // numbered from 1 again (protocol §18.2).
-                for i in 0..3u8 {
-                    ep.send(other, 9, &[r as u8, i]).unwrap();
-                    assert_eq!(ep.recv(other, 9).unwrap(), vec![other as u8, i]);
-                }
-                ep.set_errors(sperli_transport::ErrorMode::Return);
-                Some(m)
-            }));
-        }
+        let (mut launcher_ends, ranks) = rank_2_leaves(&plan, |r, ep| {
+            ep.send(2, 1, b"ready").unwrap();
+            let other = 1 - r;
+            // Rank 2 never answers: the pending receive is revoked.
+            assert_eq!(revoked(ep.recv(2, 7)), 1);
+            // So is every call until the program recovers.
+            assert_eq!(revoked(ep.send(other, 3, b"too early")), 1);
+            let m = ep.recover().unwrap();
+            assert_eq!((m.epoch, m.mode), (2, Some(Mode::Shrink)));
+            assert_eq!(
+                (m.members.as_slice(), m.failed.as_slice()),
+                (&[0, 1][..], &[2][..])
+            );
+            // The new epoch: messages between the survivors, both ways,
+            // numbered from 1 again (protocol §18.2).
+            for i in 0..3u8 {
+                ep.send(other, 9, &[r as u8, i]).unwrap();
+                assert_eq!(ep.recv(other, 9).unwrap(), vec![other as u8, i]);
+            }
+            ep.set_errors(sperli_transport::ErrorMode::Return);
+            m
+        });
         // Rank 2's channel stays open (a launcher keeps it until the
         // process ended); its end is not read.
         let lost_end = launcher_ends.pop();
@@ -235,5 +253,166 @@ fn an_application_abort_ends_the_job_with_bit_5_too() {
             );
             assert_eq!(ep.membership().epoch, 1);
         })
+    });
+}
+
+/// What the test's launcher issues for the replacement of `rank`
+/// (protocol §18.7): a new certificate, a join token for the new
+/// incarnation, on a new port of 127.0.0.1 (its listener, bound), and the
+/// record's change entry.
+fn replacement_of(
+    plan: &JobPlan,
+    rank: u32,
+    incarnation: u32,
+) -> (JobDescription, Settings, sperli_wire::recovery::Change) {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let identity = plan.ca.issue_rank(rank, "127.0.0.1").unwrap();
+    let der = CertificateDer::from_pem_slice(identity.cert_pem.as_bytes()).unwrap();
+    let mut desc = plan.description(rank);
+    desc.incarnation = incarnation;
+    desc.hosts[rank as usize] = sperli_wire::job_description::HostEntry {
+        host: "127.0.0.1".to_owned(),
+        port,
+    };
+    desc.join_token = sperli_tls::join_token::create_token(
+        &plan.job_key,
+        &sperli_wire::join_token::JoinTokenMessage {
+            job_id: plan.job_id,
+            rank,
+            size: plan.size(),
+            incarnation,
+            expires_at_ms: plan.expires_at_ms,
+            host: "127.0.0.1",
+        },
+    )
+    .unwrap();
+    desc.rank_cert_pem = identity.cert_pem.as_bytes().to_vec();
+    desc.rank_key_pem = identity.key_pem().as_bytes().to_vec();
+    let mut s = settings();
+    s.listener = Some(Arc::new(listener));
+    s.replacement = true;
+    let change = sperli_wire::recovery::Change {
+        rank,
+        cert_sha256: sperli_wire::ids::Sha256Digest::of(der.as_ref()),
+        endpoint: Some((port, "127.0.0.1".to_owned())),
+    };
+    (desc, s, change)
+}
+
+/// Protocol §18.7: rank 2 leaves; the launcher issues its replacement
+/// (incarnation 2, a new certificate and port) and a replace record; the
+/// survivors keep their processes and connections, accept the
+/// replacement's connection after set-up, and all three talk in epoch 2.
+/// The failed rank's old certificate is refused (check 3).
+#[test]
+fn a_lost_rank_is_replaced_and_the_survivors_keep_their_connections() {
+    with_deadline(Duration::from_secs(90), || {
+        let plan = JobPlan::localhost_bound(3).unwrap();
+        let (mut launcher_ends, ranks) = rank_2_leaves(&plan, |r, ep| {
+            ep.set_errors(sperli_transport::ErrorMode::Return);
+            ep.send(2, 1, b"ready").unwrap();
+            assert_eq!(revoked(ep.recv(2, 7)), 1);
+            let m = ep.recover().unwrap();
+            assert_eq!(
+                (m.epoch, m.mode, m.rollback),
+                (2, Some(Mode::Replace), Some(0))
+            );
+            assert_eq!((m.members.as_slice(), m.failed.len()), (&[0, 1, 2][..], 0));
+            let other = 1 - r;
+            for i in 0..3u8 {
+                ep.send(2, 9, &[r as u8, i]).unwrap();
+                ep.send(other, 9, &[r as u8, i]).unwrap();
+                assert_eq!(ep.recv(2, 9).unwrap(), vec![2, i]);
+                assert_eq!(ep.recv(other, 9).unwrap(), vec![other as u8, i]);
+            }
+            m
+        });
+        let lost_end = launcher_ends.pop();
+        // The launcher's side, with a replace decision.
+        let mut decider = Decider::new(plan.job_id, 3, plan.incarnation, Mode::Replace, 1);
+        let start = Instant::now();
+        let now = || start.elapsed().as_millis() as u64;
+        decider.handle_exit(2, plan.incarnation, now());
+        let mut readers: Vec<BufReader<UnixStream>> = launcher_ends
+            .iter()
+            .map(|(_, s)| {
+                let s = s.try_clone().unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+                BufReader::new(s)
+            })
+            .collect();
+        let replacement = loop {
+            assert!(start.elapsed() < Duration::from_secs(20), "no decision");
+            for reader in &mut readers {
+                let mut line = String::new();
+                if reader.read_line(&mut line).is_ok() && line.ends_with('\n') {
+                    let bytes = sperli_wire::hex::decode(line.trim_end().as_bytes()).unwrap();
+                    decider.handle_report(Report::decode(&bytes).unwrap(), now());
+                }
+            }
+            decider.poll_timers(now());
+            let (mut record, to) = match decider.poll_output() {
+                None => continue,
+                // It ended already (its exit is known).
+                Some(DeciderOutput::Fence { rank: 2 }) => continue,
+                Some(DeciderOutput::Issue { record, to }) => (record, to),
+                Some(out) => panic!("expected a record, got {out:?}"),
+            };
+            assert_eq!((record.mode, to.as_slice()), (Mode::Replace, &[0, 1][..]));
+            let inc = record.incarnations[2];
+            let (desc, mut s, change) = replacement_of(&plan, 2, inc);
+            record.changes = vec![change];
+            let sig =
+                composite_sig::sign(&plan.job_key, &record.signed_bytes(), CONTEXT_MEMBER).unwrap();
+            record.signature = sig.0.to_vec();
+            let line = format!("{}\n", sperli_wire::hex::encode(&record.encode()));
+            for (_, c) in &launcher_ends {
+                let _ = (&*c).write_all(line.as_bytes());
+            }
+            // Check 3: the failed rank's old certificate, with the new
+            // join token, is refused; the survivors wait on.
+            let mut old = desc.clone();
+            let first = plan.description(2);
+            old.rank_cert_pem = first.rank_cert_pem.clone();
+            old.rank_key_pem = first.rank_key_pem.clone();
+            let (old_ours, old_theirs) = UnixStream::pair().unwrap();
+            (&old_ours).write_all(line.as_bytes()).unwrap();
+            let mut old_s = settings();
+            old_s.control = Some(Arc::new(old_theirs));
+            old_s.listener = s.listener.clone();
+            old_s.replacement = true;
+            old_s.setup_window = Duration::from_millis(1500);
+            match Endpoint::start(&old, old_s) {
+                Err(Error::Authentication { .. } | Error::SetupTimeout { .. }) => {}
+                other => panic!("the old certificate joined: {:?}", other.map(|_| ())),
+            }
+            drop(old_ours);
+            let (ours, theirs) = UnixStream::pair().unwrap();
+            (&ours).write_all(line.as_bytes()).unwrap();
+            s.control = Some(Arc::new(theirs));
+            let rep = std::thread::spawn(move || {
+                let ep = Endpoint::start(&desc, s).unwrap();
+                let m = ep.membership();
+                assert_eq!((m.epoch, m.mode), (2, Some(Mode::Replace)));
+                for i in 0..3u8 {
+                    for p in [0u32, 1] {
+                        ep.send(p, 9, &[2, i]).unwrap();
+                    }
+                    for p in [0u32, 1] {
+                        assert_eq!(ep.recv(p, 9).unwrap(), vec![p as u8, i]);
+                    }
+                }
+                m
+            });
+            break (rep, ours);
+        };
+        let got: Vec<_> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
+        let (rep, ours) = replacement;
+        assert_eq!(rep.join().unwrap().epoch, 2);
+        drop((lost_end, launcher_ends, ours));
+        assert!(got[0].is_some() && got[1].is_some() && got[2].is_none());
     });
 }

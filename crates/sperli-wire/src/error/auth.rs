@@ -38,6 +38,30 @@ pub enum AuthError {
     /// HELLO was accepted.
     #[error("first frame rejected: {0}")]
     BadFirstFrame(FrameError),
+    /// A connection after set-up from a rank this rank does not wait for
+    /// (feature bit 5: no change entry of its current epoch names it, or
+    /// it already joined; protocol §18.7 check 2).
+    #[error("rank {rank} is not a replacement this rank waits for")]
+    NotAwaited {
+        /// The rank the certificate names.
+        rank: u32,
+    },
+    /// A replacement's certificate is not the one its change entry names
+    /// (protocol §18.7 check 3: e.g. the failed rank's old certificate).
+    #[error("certificate of rank {rank} is not the one its MEMBERSHIP record names")]
+    NotRecorded {
+        /// The rank.
+        rank: u32,
+    },
+    /// A replacement's HELLO lacks a feature bit of the job's set
+    /// (protocol §18.7 check 5).
+    #[error("HELLO features {got:#x} lack the job's {job:#x}")]
+    Features {
+        /// The job's negotiated features.
+        job: u64,
+        /// The HELLO's.
+        got: u64,
+    },
 }
 
 /// Why a TLS handshake failed, in our words (the TLS crate maps its errors here).

@@ -2,7 +2,7 @@
 //! of a peer's join token (protocol §7.1.2).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use sperli_tls::composite_sig::PublicKey;
 use sperli_tls::join_token::{self, TokenExpectation};
@@ -37,11 +37,24 @@ pub struct JobContext {
 }
 
 /// A rank's current membership epoch (protocol §18.1, §18.2), which its
-/// frames carry once its set-up ended with feature bit 5 in the job.
+/// frames carry once its set-up ended with feature bit 5 in the job, and
+/// what the records applied so far changed: each rank's incarnation and
+/// the endpoints of replaced ranks.
 #[derive(Debug)]
 pub struct MembershipEpoch {
     carried: AtomicBool,
     epoch: AtomicU32,
+    peers: RwLock<PeerTable>,
+}
+
+/// The per-rank part of a membership (protocol §18.3 "applied").
+#[derive(Debug, Default)]
+struct PeerTable {
+    /// `inc[n]` (0: not a member); empty: every rank at the job's
+    /// incarnation (set-up's membership, and v1).
+    incarnations: Vec<u32>,
+    /// The endpoints of ranks a record replaced (protocol §18.7).
+    hosts: Vec<(u32, HostEntry)>,
 }
 
 impl Default for MembershipEpoch {
@@ -50,6 +63,7 @@ impl Default for MembershipEpoch {
         Self {
             carried: AtomicBool::new(false),
             epoch: AtomicU32::new(1),
+            peers: RwLock::default(),
         }
     }
 }
@@ -79,6 +93,43 @@ impl MembershipEpoch {
     pub fn advance(&self, epoch: u32) {
         self.epoch.fetch_max(epoch, Ordering::SeqCst);
     }
+
+    /// A MEMBERSHIP record was applied (protocol §18.3): the epoch, every
+    /// rank's incarnation in it, and the endpoints of the ranks it
+    /// replaced (`hosts`: rank, host, port).
+    pub fn apply(&self, epoch: u32, incarnations: &[u32], hosts: &[(u32, String, u16)]) {
+        {
+            let mut t = self.peers.write().unwrap_or_else(|e| e.into_inner());
+            t.incarnations = incarnations.to_vec();
+            for (rank, host, port) in hosts {
+                t.hosts.retain(|(r, _)| r != rank);
+                t.hosts.push((
+                    *rank,
+                    HostEntry {
+                        host: host.clone(),
+                        port: *port,
+                    },
+                ));
+            }
+        }
+        self.advance(epoch);
+    }
+
+    /// `inc[rank]` of the current membership, when a record set it
+    /// (protocol §18.2 check 9); `None`: the job's incarnation.
+    pub fn incarnation_of(&self, rank: u32) -> Option<u32> {
+        let t = self.peers.read().unwrap_or_else(|e| e.into_inner());
+        t.incarnations.get(rank as usize).copied()
+    }
+
+    /// The endpoint a record gave `rank` (protocol §18.7), if one did.
+    pub fn host_of(&self, rank: u32) -> Option<HostEntry> {
+        let t = self.peers.read().unwrap_or_else(|e| e.into_inner());
+        t.hosts
+            .iter()
+            .find(|(r, _)| *r == rank)
+            .map(|(_, h)| h.clone())
+    }
 }
 
 impl JobContext {
@@ -92,14 +143,33 @@ impl JobContext {
         };
         FrameHeader::new(t, self.job_id, self.rank, peer, self.incarnation).with_membership_epoch(m)
     }
+
+    /// The incarnation frames of `peer` carry (protocol §18.2 check 9):
+    /// `inc[peer]` of the current membership with feature bit 5, else the
+    /// job's (v1, protocol §6.2 check 9).
+    pub fn peer_incarnation(&self, peer: u32) -> u32 {
+        self.membership
+            .incarnation_of(peer)
+            .unwrap_or(self.incarnation)
+    }
+
+    /// `peer`'s host-list entry: the one a record gave it (protocol
+    /// §18.7), else the job description's.
+    pub fn peer_host(&self, peer: u32) -> Option<HostEntry> {
+        self.membership
+            .host_of(peer)
+            .or_else(|| self.hosts.get(peer as usize).cloned())
+    }
 }
 
 /// Checks a join token presented in a peer's HELLO (protocol §7.1, §7.1.2)
 /// with `sperli_tls::join_token::verify_token`:
 /// signature with the job public key, job id, rank = header source =
 /// certificate rank (`peer`, the only source the header check lets
-/// through), size, incarnation, host = host-list entry of that rank (and
-/// not refused), expiry after the receiver's clock `now_ms` (Unix ms).
+/// through), size, incarnation (`inc[peer]` of the current membership
+/// with feature bit 5, protocol §18.7 check 4), host = host-list entry of
+/// that rank (the record's, for a replaced rank) and not refused, expiry
+/// after the receiver's clock `now_ms` (Unix ms).
 /// Fails with H1611 (H1614 for a refused host).
 pub fn verify_token(ctx: &JobContext, peer: u32, token: &[u8], now_ms: u64) -> Result<(), Error> {
     let auth = |error| Error::Authentication {
@@ -108,17 +178,14 @@ pub fn verify_token(ctx: &JobContext, peer: u32, token: &[u8], now_ms: u64) -> R
     };
     let pk =
         PublicKey::from_bytes(&ctx.job_public_key).map_err(|_| auth(TokenError::BadSignature))?;
-    let host = ctx
-        .hosts
-        .get(peer as usize)
-        .map(|h| h.host.as_str())
-        .unwrap_or("");
+    let entry = ctx.peer_host(peer);
+    let host = entry.as_ref().map(|h| h.host.as_str()).unwrap_or("");
     let exp = TokenExpectation {
         job_id: ctx.job_id,
         rank_from_header: peer,
         rank_from_cert: peer,
         size: ctx.size,
-        incarnation: ctx.incarnation,
+        incarnation: ctx.peer_incarnation(peer),
         host_of_that_rank: host,
         now_ms,
         refused: &ctx.refused,

@@ -142,6 +142,8 @@ pub struct Connection {
     /// and 13): this rank's until the peer's HELLO, then the AND of both,
     /// then the job's ([`Connection::set_job_features`]).
     features: u64,
+    /// `inc[peer]` when the connection was made (protocol §18.2 check 9).
+    peer_incarnation: u32,
 }
 
 /// The frame of [`Connection::open_direct`] in progress.
@@ -160,11 +162,12 @@ impl Connection {
     /// handshake just finished, at time `now`; HELLO is not sent yet.
     pub fn new(ctx: Arc<JobContext>, peer: u32, silence: Duration, now: Instant) -> Self {
         let features = ctx.features | FEATURE_V1_CORE;
+        let peer_incarnation = ctx.peer_incarnation(peer);
         let rx = Receiver {
             job_id: ctx.job_id,
             own_rank: ctx.rank,
             peer_rank: peer,
-            incarnation: ctx.incarnation,
+            incarnation: peer_incarnation,
             size: ctx.size,
             features,
             membership_epoch: 0,
@@ -185,7 +188,15 @@ impl Connection {
             direct: None,
             pool: None,
             features,
+            peer_incarnation,
         }
+    }
+
+    /// The peer's incarnation this connection was made with (protocol
+    /// §18.2 check 9): lower than `inc[peer]` of the current membership
+    /// once a record replaced the peer (feature bit 5, protocol §18.7).
+    pub fn peer_incarnation(&self) -> u32 {
+        self.peer_incarnation
     }
 
     /// As [`Connection::new`], with payload buffers from `pool`: received

@@ -100,7 +100,7 @@ impl Connection {
             job_id: self.ctx.job_id,
             own_rank: self.ctx.rank,
             peer_rank: self.peer,
-            incarnation: self.ctx.incarnation,
+            incarnation: self.peer_incarnation,
             size: self.ctx.size,
             features: self.features,
             membership_epoch: self.ctx.membership.current(),

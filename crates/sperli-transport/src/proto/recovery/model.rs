@@ -250,6 +250,8 @@ impl World {
                 }
             }
             Output::Decided(d) => self.procs[p].decision = Some(d),
+            // The epoch's frames: the model's links carry RECOVER only.
+            Output::Applied(_) => {}
             Output::End(e) => {
                 self.procs[p].ended = Some(Output::End(e));
                 self.stop(p, true);

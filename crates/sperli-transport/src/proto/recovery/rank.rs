@@ -56,6 +56,34 @@ pub struct Decision {
     pub incarnations: Vec<u32>,
 }
 
+/// A record as a rank applies it (protocol §18.3 "applied").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// The new epoch.
+    pub epoch: u32,
+    /// `inc[n]` of the new epoch.
+    pub incarnations: Vec<u32>,
+    /// The endpoints of the replaced ranks: rank, host, port.
+    pub hosts: Vec<(u32, String, u16)>,
+}
+
+impl Applied {
+    fn of(rec: &MembershipRecord) -> Self {
+        Applied {
+            epoch: rec.epoch,
+            incarnations: rec.incarnations.clone(),
+            hosts: rec
+                .changes
+                .iter()
+                .filter_map(|c| {
+                    let (port, host) = c.endpoint.clone()?;
+                    Some((c.rank, host, port))
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Events a rank's recovery takes (protocol §18.6).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -106,6 +134,10 @@ pub enum Output {
         /// The peer.
         peer: u32,
     },
+    /// A record is applied (protocol §18.3): frames of its epoch are sent
+    /// and judged from now on, and what the old epoch left starts again
+    /// (protocol §18.2).
+    Applied(Applied),
     /// The new membership stands on this rank.
     Decided(Decision),
     /// The job step ends with this error (sends ABORT reason 1 or 7 as v1,
@@ -189,6 +221,7 @@ impl RankRecovery {
             waiting,
             deadline: now + JOIN_WINDOW_MS,
         };
+        me.out.push_back(Output::Applied(Applied::of(&rec)));
         me.finish_join(&rec);
         Ok(me)
     }
@@ -205,9 +238,31 @@ impl RankRecovery {
         self.best_commit = best_commit;
     }
 
+    /// Whether this rank waits for `rank` to join its epoch (protocol
+    /// §18.7 check 2), and if so the SHA-256 its certificate (DER) must
+    /// have (check 3).
+    pub fn awaits_join(&self, rank: u32) -> Option<sperli_wire::ids::Sha256Digest> {
+        let Phase::Joining { waiting, .. } = &self.phase else {
+            return None;
+        };
+        if !waiting.contains(&rank) {
+            return None;
+        }
+        self.current_record()?
+            .changes
+            .iter()
+            .find(|c| c.rank == rank && c.endpoint.is_some())
+            .map(|c| c.cert_sha256)
+    }
+
     /// The rank's current phase.
     pub fn phase(&self) -> &Phase {
         &self.phase
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
     }
 
     /// The rank's current membership epoch.
@@ -389,6 +444,7 @@ impl RankRecovery {
         self.view.incarnations = rec.incarnations.clone();
         self.view.current_record = bytes.to_vec();
         self.suspects.clear();
+        self.out.push_back(Output::Applied(Applied::of(&rec)));
         let waiting = match rec.mode {
             Mode::Replace => changed,
             Mode::Shrink => BTreeSet::new(),
