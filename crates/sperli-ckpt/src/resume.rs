@@ -76,6 +76,13 @@ impl<L: Peers> Checkpointer<L> {
     /// then `epoch + 1`. The epoch is the newest whose COMMIT verifies, or
     /// the one before it when some rank cannot load the newest.
     ///
+    /// With a rollback pending (protocol §18.7: a replacement from its
+    /// start, a survivor after [`Checkpointer::recover`] in the replace
+    /// mode) the exchange runs at any incarnation and the epoch is the
+    /// record's rollback epoch E (or E − 1); E = 0 is `Ok(None)` on every
+    /// rank, by the exchange's epoch 0. [`Checkpointer::rolled_back`] then
+    /// says `Some(epoch)`.
+    ///
     /// Errors (every rank returns one and the job ends): H1621 or H1623 on
     /// rank 0 when the only COMMIT fails (H1622 when several do); H1622 on
     /// every rank when no epoch can be loaded, its reason the first failure
@@ -83,17 +90,27 @@ impl<L: Peers> Checkpointer<L> {
     /// H1620, or which rank could not load); H1610 for a frame that does
     /// not fit (ABORT reason 6); H1612 when another rank aborted.
     pub fn resume<T: Checkpointable>(&mut self) -> Result<Option<(u64, T)>, Error> {
-        if self.keys.incarnation() < 2 {
+        let rollback = self.rollback;
+        if rollback.is_none() && self.keys.incarnation() < 2 {
+            self.rolled_back = None;
             return Ok(None);
         }
         let r = if self.rank() == 0 {
-            self.lead::<T>()
+            self.lead::<T>(rollback)
         } else {
-            self.follow::<T>()
+            self.follow::<T>(rollback)
         };
         match r {
             Ok(r) => {
-                self.epoch = r.as_ref().map_or(0, |(e, _)| *e);
+                let epoch = r.as_ref().map_or(0, |(e, _)| *e);
+                self.epoch = epoch;
+                self.rollback = None;
+                self.rolled_back = rollback.map(|_| epoch);
+                // A checkpoint that was under way is void (§18.7): no COMMIT
+                // above the resumed epoch stays in this rank's tree, and the
+                // REPORT names the resumed epoch (§18.4).
+                self.store.void_above(epoch);
+                self.link().set_best_commit(epoch);
                 Ok(r)
             }
             Err(Fail::Quiet(e)) => Err(e),
@@ -106,9 +123,18 @@ impl<L: Peers> Checkpointer<L> {
 
     // ---- rank 0 ----------------------------------------------------------
 
-    /// Rank 0: offers, choices, rounds, "go on" or status 2.
-    fn lead<T: Checkpointable>(&self) -> Result<Option<(u64, T)>, Fail> {
-        let choices = self.choose()?;
+    /// Rank 0: offers, choices, rounds, "go on" or status 2. With a
+    /// rollback E (§18.7) it chooses E, not the highest epoch: no epoch
+    /// above E counts.
+    fn lead<T: Checkpointable>(&self, rollback: Option<u64>) -> Result<Option<(u64, T)>, Fail> {
+        let choices = self.choose(rollback)?;
+        if let (None, Some(epoch @ 1..)) = (choices.first(), rollback) {
+            // Every member holds E (the lowest best_commit of the reports,
+            // §18.6): none here is no place to start from.
+            return Err(Fail::Abort(no_epoch(ResumeFailure::NoRollbackCommit {
+                epoch,
+            })));
+        }
         let Some(first) = choices.first() else {
             // "If no COMMIT exists anywhere, E = 0: start from the
             // beginning." Every rank reports 0 ("ready").
@@ -167,8 +193,9 @@ impl<L: Peers> Checkpointer<L> {
     /// Rank 0, steps 1-2: every offer and its own COMMIT files; the epochs
     /// whose COMMIT passes §9.3 steps 1-4, newest first (empty: no COMMIT
     /// anywhere). When COMMIT files exist but none passes: the code of the
-    /// one failed COMMIT, or H1622 when several failed.
-    fn choose(&self) -> Result<Vec<Choice>, Fail> {
+    /// one failed COMMIT, or H1622 when several failed. With a rollback
+    /// epoch (§18.7) only the COMMIT files of it and older epochs count.
+    fn choose(&self, rollback: Option<u64>) -> Result<Vec<Choice>, Fail> {
         let mut candidates = self.store.commits();
         for r in 1..self.size() {
             let f = self.link().recv_ckpt(r)?;
@@ -203,6 +230,9 @@ impl<L: Peers> Checkpointer<L> {
                 }
                 Err(e) => return Err(e.into()),
             }
+        }
+        if let Some(ceiling) = rollback {
+            candidates.retain(|(epoch, _)| *epoch <= ceiling);
         }
         let mut valid: Vec<Choice> = Vec::new();
         let mut failures: Vec<(u64, Error)> = Vec::new();
@@ -282,15 +312,19 @@ impl<L: Peers> Checkpointer<L> {
     // ---- ranks other than 0 ---------------------------------------------
 
     /// A rank other than 0: offer, then every round rank 0 starts, until
-    /// "go on" or status 2.
-    fn follow<T: Checkpointable>(&self) -> Result<Option<(u64, T)>, Fail> {
-        self.offer()?;
-        let (mut epoch, mut commit) = match self.next_from_rank0(0)? {
-            FromRank0::Choice { epoch, commit } if epoch != 0 => (epoch, commit),
+    /// "go on" or status 2. With a rollback E (§18.7) a first choice above
+    /// E does not fit (H1610): rank 0 holds the same record.
+    fn follow<T: Checkpointable>(&self, rollback: Option<u64>) -> Result<Option<(u64, T)>, Fail> {
+        self.offer(rollback)?;
+        let fits = |epoch: u64| rollback.is_none_or(|e| epoch <= e);
+        // Before its report, an ABORT of rank 0 is what it is (H1612): rank
+        // 0 chose nothing (§10.2 step 2).
+        let (mut epoch, mut commit) = match self.next_from_rank0(None)? {
+            FromRank0::Choice { epoch, commit } if epoch != 0 && fits(epoch) => (epoch, commit),
             FromRank0::Go { epoch: 0 } => {
                 // E = 0: nothing to load, report "ready".
                 self.report(0, ResumeStatus::Go)?;
-                return match self.next_from_rank0(0)? {
+                return match self.next_from_rank0(Some(0))? {
                     FromRank0::Go { epoch: 0 } => Ok(None),
                     FromRank0::Abort { epoch } => {
                         Err(Fail::Quiet(no_epoch(ResumeFailure::Abandoned { epoch })))
@@ -322,7 +356,7 @@ impl<L: Peers> Checkpointer<L> {
             // §10.2 step 7: for a second choice "every rank verifies it,
             // loads its file of E − 1, ... and answers".
             self.report(epoch, status)?;
-            match self.next_from_rank0(epoch)? {
+            match self.next_from_rank0(Some(epoch))? {
                 FromRank0::Go { epoch: e } if e == epoch => {
                     return match loaded {
                         Ok((state, _)) => Ok(Some((epoch, state))),
@@ -355,13 +389,16 @@ impl<L: Peers> Checkpointer<L> {
 
     /// Step 1: RESUME status 3 with the best COMMIT this rank has (the
     /// highest epoch whose signature, job id and epoch check out; the size
-    /// is rank 0's to judge), or empty with epoch 0.
-    fn offer(&self) -> Result<(), Error> {
+    /// is rank 0's to judge), or empty with epoch 0. With a rollback epoch
+    /// E (§18.7) the best is the highest at or below E: rank 0 chooses E,
+    /// and a replacement rank 0 may hold no COMMIT of its own.
+    fn offer(&self, rollback: Option<u64>) -> Result<(), Error> {
         let best = self.store.commits().into_iter().find(|(epoch, bytes)| {
-            matches!(
-                self.verify_commit(bytes, *epoch),
-                Ok(_) | Err(Error::CommitSizeMismatch { .. })
-            )
+            rollback.is_none_or(|e| *epoch <= e)
+                && matches!(
+                    self.verify_commit(bytes, *epoch),
+                    Ok(_) | Err(Error::CommitSizeMismatch { .. })
+                )
         });
         let (epoch, commit) = match &best {
             Some((e, b)) => (*e, Some(decode_file(b)?)),
@@ -389,21 +426,25 @@ impl<L: Peers> Checkpointer<L> {
         )
     }
 
-    /// The next RESUME frame from rank 0. Rank 0's ABORT reason 6 code
-    /// 1622 (it may overtake the RESUME status 2 it follows) counts as
-    /// status 2 for `epoch`.
-    fn next_from_rank0(&self, epoch: u64) -> Result<FromRank0, Error> {
-        let f = match self.link().recv_ckpt(0) {
-            Ok(f) => f,
-            Err(Error::AbortedByPeer {
-                from: 0,
-                reason,
-                code,
-                ..
-            }) if reason == AbortReason::ResumeFailed.code() && code == HCode::H1622.number() => {
+    /// The next RESUME frame from rank 0. After this rank's report for
+    /// `reported`, rank 0's ABORT reason 6 code 1622 (it may overtake the
+    /// RESUME status 2 it follows) counts as status 2 for that epoch;
+    /// before any report (`None`) it is the error it is.
+    fn next_from_rank0(&self, reported: Option<u64>) -> Result<FromRank0, Error> {
+        let f = match (self.link().recv_ckpt(0), reported) {
+            (Ok(f), _) => f,
+            (
+                Err(Error::AbortedByPeer {
+                    from: 0,
+                    reason,
+                    code,
+                    ..
+                }),
+                Some(epoch),
+            ) if reason == AbortReason::ResumeFailed.code() && code == HCode::H1622.number() => {
                 return Ok(FromRank0::Abort { epoch });
             }
-            Err(e) => return Err(e),
+            (Err(e), _) => return Err(e),
         };
         if f.frame_type != FrameType::Resume {
             return Err(misfit(f.frame_type, "during resume (RESUME expected)"));
@@ -448,29 +489,13 @@ impl<L: Peers> Checkpointer<L> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_job::{flip_byte, TestJob};
+    use crate::test_job::{flip_byte, state, TestJob, S};
     use sperli_tls::composite_sig;
     use sperli_wire::ckpt_data::CkptData;
     use sperli_wire::ckpt_path::{buddy_file_name, rank_file_name, COMMIT_FILE_NAME};
     use sperli_wire::commit_file::{assemble, signed_message};
     use sperli_wire::limits::CONTEXT_COMMIT;
     use sperli_wire::Sha256Digest;
-
-    type S = (u64, Vec<u32>);
-
-    fn state(r: u32, e: u64) -> S {
-        (e, vec![r * 1000 + e as u32; 300 + e as usize])
-    }
-
-    /// Incarnation 1 writes epochs 1..=n.
-    fn epochs(job: &TestJob, n: u64) {
-        job.run(1, |r, ck| {
-            assert_eq!(ck.resume::<S>().unwrap(), None);
-            for e in 1..=n {
-                assert_eq!(ck.checkpoint(&state(r, e)).unwrap(), e);
-            }
-        });
-    }
 
     /// Incarnation `inc` must resume `want` on every rank, then
     /// checkpoints epoch `want + 1`.
@@ -488,14 +513,14 @@ mod tests {
     #[test]
     fn the_newest_epoch_is_resumed() {
         let job = TestJob::new("newest", 3);
-        epochs(&job, 2);
+        job.epochs(2);
         resumes(&job, 2, 2);
     }
 
     #[test]
     fn own_file_and_buddy_copy_both_bad_fall_back_to_the_older_epoch() {
         let job = TestJob::new("both-bad", 3);
-        epochs(&job, 2);
+        job.epochs(2);
         flip_byte(&job.edir(1, 2).join(rank_file_name(1)), 200);
         flip_byte(&job.edir(2, 2).join(buddy_file_name(1)), 300);
         resumes(&job, 2, 1);
@@ -507,7 +532,7 @@ mod tests {
     #[test]
     fn own_file_and_buddy_copy_both_deleted_fall_back_to_the_older_epoch() {
         let job = TestJob::new("both-deleted", 4);
-        epochs(&job, 3);
+        job.epochs(3);
         std::fs::remove_file(job.edir(3, 3).join(rank_file_name(3))).unwrap();
         std::fs::remove_file(job.edir(0, 3).join(buddy_file_name(3))).unwrap();
         resumes(&job, 2, 2);
@@ -516,7 +541,7 @@ mod tests {
     #[test]
     fn a_signed_commit_with_a_wrong_hash_for_one_rank_falls_back_to_the_older_epoch() {
         let job = TestJob::new("wrong-hash", 3);
-        epochs(&job, 2);
+        job.epochs(2);
         // A correctly signed COMMIT of epoch 2 whose entry for rank 2 does
         // not match rank 2's file (nor its buddy copy), on every rank.
         let mut hashes: Vec<Sha256Digest> = (0..3)
@@ -537,7 +562,7 @@ mod tests {
     #[test]
     fn no_epoch_left_is_h1622_everywhere_with_the_first_failure() {
         let job = TestJob::new("none-left", 3);
-        epochs(&job, 2);
+        job.epochs(2);
         for e in [1, 2] {
             flip_byte(&job.edir(1, e).join(rank_file_name(1)), 100);
             std::fs::remove_file(job.edir(2, e).join(buddy_file_name(1))).unwrap();
@@ -570,7 +595,7 @@ mod tests {
     #[test]
     fn a_choice_newer_than_the_first_is_refused_with_h1610() {
         let job = TestJob::new("newer-choice", 2);
-        epochs(&job, 2);
+        job.epochs(2);
         flip_byte(&job.edir(1, 2).join(rank_file_name(1)), 100);
         flip_byte(&job.edir(0, 2).join(buddy_file_name(1)), 100);
         let commit2 = std::fs::read(job.edir(0, 2).join(COMMIT_FILE_NAME)).unwrap();
