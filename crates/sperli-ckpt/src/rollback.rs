@@ -19,7 +19,7 @@
 //! ```
 
 use sperli_collective::{ErrorMode, Peers, Recovered};
-use sperli_wire::recovery::{Mode, RecoveryError, FEATURE_MEMBERSHIP};
+use sperli_wire::recovery::{RecoveryError, FEATURE_MEMBERSHIP};
 use sperli_wire::Error;
 
 use crate::checkpointer::{replace_rollback, Checkpointer};
@@ -79,11 +79,13 @@ impl<L: Peers> Checkpointer<L> {
         });
         let out = loop {
             match body(self) {
-                Err(Error::Recovery(RecoveryError::Revoked { epoch })) => match self.recover() {
-                    Ok(m) if m.mode == Some(Mode::Replace) => {}
-                    Ok(_) => break Err(RecoveryError::Revoked { epoch }.into()),
-                    Err(e) => break Err(e),
-                },
+                Err(Error::Recovery(RecoveryError::Revoked { epoch })) => {
+                    match self.recover_in_place() {
+                        Ok((_, true)) => {}
+                        Ok((_, false)) => break Err(RecoveryError::Revoked { epoch }.into()),
+                        Err(e) => break Err(e),
+                    }
+                }
                 other => break other,
             }
         };
@@ -104,14 +106,23 @@ impl<L: Peers> Checkpointer<L> {
     /// [`Checkpointer::run`] calls it; a program that handles the revoked
     /// error itself may too.
     pub fn recover(&mut self) -> Result<Recovered, Error> {
+        self.recover_in_place().map(|(m, _)| m)
+    }
+
+    /// [`Checkpointer::recover`], and whether the checkpointer took the
+    /// new epoch's communicator and a rollback (the replace mode).
+    fn recover_in_place(&mut self) -> Result<(Recovered, bool), Error> {
         let (world, m) = self.comm.recover()?;
-        if let Some(e) = replace_rollback(&m) {
-            if world.size() == self.size() {
+        let rolled = match replace_rollback(&m) {
+            // Replace keeps every rank a member (§18.7).
+            Some(e) if world.size() == self.size() => {
                 self.comm = world;
                 self.rollback = Some(e);
+                true
             }
-        }
-        Ok(m)
+            _ => false,
+        };
+        Ok((m, rolled))
     }
 
     /// The COMMIT epoch the last [`Checkpointer::resume`] rolled this rank
@@ -139,7 +150,8 @@ mod tests {
     use super::*;
     use crate::test_job::{replace_record, state, TestJob, S};
     use sperli_collective::Reduction;
-    use sperli_wire::ckpt_path::{buddy_file_name, rank_file_name, COMMIT_FILE_NAME};
+    use sperli_wire::ckpt_path::{buddy_file_name, rank_file_name, temp_name, COMMIT_FILE_NAME};
+    use sperli_wire::recovery::Mode;
 
     /// Whether rank `r` holds a COMMIT of `epoch`.
     fn has_commit(job: &TestJob, r: u32, epoch: u64) -> bool {
@@ -188,6 +200,10 @@ mod tests {
         std::fs::write(half(1), b"an own file of an epoch never committed").unwrap();
         std::fs::create_dir_all(job.edir(2, 4)).unwrap();
         std::fs::write(half(2), [7u8; 40]).unwrap();
+        // Rank 0's push to rank 1 was cut short in a temporary file longer
+        // than the file the next checkpoint pushes.
+        let copy = temp_name(&buddy_file_name(0));
+        std::fs::write(job.edir(1, 4).join(copy), vec![9u8; 100_000]).unwrap();
         // Survivors of incarnation 1 roll back to epoch 2; epoch 3's COMMIT
         // is void afterwards, and the next checkpoint writes it again.
         let record = replace_record(3, 2);
@@ -202,6 +218,9 @@ mod tests {
         job.run(2, |r, ck| {
             assert_eq!(ck.resume::<S>().unwrap(), Some((4, state(r, 103))));
         });
+        // Rank 1's copy of rank 0's file of epoch 4 is rank 0's file.
+        let copy = std::fs::read(job.edir(1, 4).join(buddy_file_name(0))).unwrap();
+        assert_eq!(copy, std::fs::read(half(0)).unwrap());
     }
 
     #[test]
@@ -268,6 +287,51 @@ mod tests {
             Err(Error::AbortedByPeer { from: 0, code, .. }) => assert_eq!(*code, 1622),
             other => panic!("rank 1: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_choice_above_the_rollback_epoch_is_refused_with_h1610() {
+        use sperli_wire::commit_file::decode_file;
+        use sperli_wire::payload::Payload;
+        use sperli_wire::resume::{Resume, ResumeStatus};
+        let job = TestJob::new("rb-above", 2);
+        job.epochs(3);
+        let commit3 = std::fs::read(job.edir(0, 3).join(COMMIT_FILE_NAME)).unwrap();
+        let record = replace_record(2, 2);
+        let out = job.run_as(&[1, 1], Some(&record), |r, ck| {
+            if r == 1 {
+                return ck.resume::<S>().map(drop);
+            }
+            // A rank 0 that takes the offer (epoch 2, the rollback) and
+            // chooses the newest epoch all the same.
+            let link = ck.comm().link();
+            assert_eq!(link.recv_ckpt(1).unwrap().epoch, 2);
+            let choice = Payload::Resume(Resume {
+                status: ResumeStatus::Go,
+                commit: Some(decode_file(&commit3).unwrap()),
+            });
+            link.send_ckpt(1, 3, &choice)
+        });
+        let e = out[1].as_ref().unwrap_err();
+        assert_eq!(e.h_code(), Some(sperli_wire::HCode::H1610), "{e}");
+    }
+
+    #[test]
+    fn a_revoked_checkpoint_or_resume_sends_no_abort() {
+        let job = TestJob::new("rb-no-abort", 1);
+        let out = job.run(1, |_, ck| {
+            use sperli_wire::abort::AbortReason;
+            let revoked = RecoveryError::Revoked { epoch: 1 }.into();
+            ck.abort(AbortReason::CheckpointFailed, &revoked);
+            ck.abort(AbortReason::ResumeFailed, &revoked);
+            let quiet = ck.comm().link().job_error();
+            ck.abort(
+                AbortReason::CheckpointFailed,
+                &Error::OpenHandles { sends: 1, recvs: 0 },
+            );
+            (quiet, ck.comm().link().job_error().is_some())
+        });
+        assert_eq!(out, vec![(None, true)]);
     }
 
     #[test]
