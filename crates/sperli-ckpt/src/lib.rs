@@ -25,7 +25,8 @@
 //!   description.
 //!
 //! Inside: `checkpointer.rs` (the type), `checkpoint.rs` (§9.4),
-//! `resume.rs` (§10.2, with the fallback to E − 1) with `load.rs` (one
+//! `resume.rs` (§10.2, with the fallback to E − 1; rank 0's side in
+//! `resume_lead.rs`) with `load.rs` (one
 //! round: the own file and the buddy fetch), `rollback.rs` (§18.7: `run`,
 //! `recover`, `rolled_back`), `store.rs` and
 //! `fsio.rs` (the tree on disk), `fault.rs` (the crash tests' SIGKILL
@@ -71,6 +72,7 @@ mod fsio;
 mod keys;
 mod load;
 mod resume;
+mod resume_lead;
 mod rollback;
 mod state;
 mod store;
