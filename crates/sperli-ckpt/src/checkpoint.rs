@@ -179,6 +179,9 @@ impl<L: Peers> Checkpointer<L> {
         match self.checkpoint_steps(e, state) {
             Ok(()) => {
                 self.epoch = e;
+                // This rank holds the verified COMMIT of e: its REPORT names
+                // it (feature bit 5, protocol §18.4).
+                self.link().set_best_commit(e);
                 Ok(e)
             }
             Err(err) => {

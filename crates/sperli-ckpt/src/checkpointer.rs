@@ -5,7 +5,7 @@
 use std::borrow::Borrow;
 use std::path::{Path, PathBuf};
 
-use sperli_collective::{Comm, Peers};
+use sperli_collective::{Comm, Peers, Recovered};
 use sperli_tls::composite_sig::{self, Signature};
 use sperli_transport::Endpoint;
 use sperli_wire::abort::{Abort, AbortReason};
@@ -15,6 +15,7 @@ use sperli_wire::frame_type::FrameType;
 use sperli_wire::job_description::JobDescription;
 use sperli_wire::limits::CONTEXT_COMMIT;
 use sperli_wire::rank_file::RankFileExpect;
+use sperli_wire::recovery::{Mode, RecoveryError};
 use sperli_wire::HCode;
 
 use crate::keys::JobKeys;
@@ -37,6 +38,9 @@ pub const ENV_CHECKPOINT_DIR: &str = sperli_wire::env::CHECKPOINT_DIR;
 ///   no checkpoint).
 /// - [`Checkpointer::checkpoint`] is the collective `checkpoint(state)` of
 ///   §9.4: every rank calls it with its own state.
+/// - [`Checkpointer::run`] runs the program's body and runs it again after
+///   a recovery in place (feature bit 5, §18.7): the body's `resume` then
+///   rolls back to the launcher's rollback epoch, on every incarnation.
 ///
 /// Decisions this crate makes where the text leaves room:
 ///
@@ -60,6 +64,19 @@ pub const ENV_CHECKPOINT_DIR: &str = sperli_wire::env::CHECKPOINT_DIR;
 /// - **Resume falls back** once, to epoch E − 1, when a rank cannot load
 ///   the chosen epoch E (§10.2). When no epoch is left, every rank ends
 ///   with H1622 whose reason is the first failure it knows of.
+/// - **A rollback in place** (§18.7) is the same exchange with E the
+///   record's rollback epoch: every rank offers its best COMMIT at or
+///   below E (a replacement rank 0 may have none of its own), rank 0
+///   chooses the highest of those, and a rank refuses a choice above E
+///   (H1610). No COMMIT at or below E anywhere is H1622
+///   ([`NoRollbackCommit`](sperli_wire::error::ResumeFailure::NoRollbackCommit)).
+/// - **After a resume of E** no COMMIT above E stays in the rank's tree (a
+///   checkpoint under way at the failure is void, §18.7; the next
+///   checkpoint, E + 1, writes over its files), and the link is told that
+///   E is this rank's best COMMIT, as it is after each checkpoint
+///   ([`Peers::set_best_commit`], the REPORT's `best_commit`, §18.4).
+/// - **A revoke is no verdict**: a checkpoint or resume that fails with
+///   the revoked error sends no ABORT (the recovery goes on, §18.6).
 ///
 /// The link type `L` is any [`Peers`] that carries checkpoint frames: the
 /// [`Endpoint`] itself (what [`Checkpointer::join`] gives), a `&Endpoint`
@@ -77,6 +94,12 @@ pub struct Checkpointer<L: Peers = Endpoint> {
     /// The rank file of the last checkpoint, kept so that the next one
     /// builds its file in memory that is already there (§9.4 step 2).
     pub(crate) file_buf: Vec<u8>,
+    /// The COMMIT epoch the next [`Checkpointer::resume`] rolls back to
+    /// (a replace-mode MEMBERSHIP record's `rollback`, protocol §18.7).
+    pub(crate) rollback: Option<u64>,
+    /// The epoch the last resume rolled back to in place (see
+    /// [`Checkpointer::rolled_back`]).
+    pub(crate) rolled_back: Option<u64>,
 }
 
 impl Checkpointer<Endpoint> {
@@ -125,12 +148,17 @@ impl<L: Peers> Checkpointer<L> {
             }));
         }
         let store = Store::new(dir.into(), keys.job_id())?;
+        // A replacement (protocol §18.7) joins an epoch of a replace-mode
+        // record: its first resume rolls back with the survivors.
+        let rollback = replace_rollback(&comm.link().membership());
         Ok(Self {
             comm,
             store,
             keys,
             epoch: 0,
             file_buf: Vec::new(),
+            rollback,
+            rolled_back: None,
         })
     }
 
@@ -202,9 +230,17 @@ impl<L: Peers> Checkpointer<L> {
     /// Sends ABORT with `reason` and the error's code, unless the job
     /// already failed (then it was sent or received already, and a
     /// receiver of ABORT forwards nothing: protocol §7.5).
+    /// A revoke is no verdict on the job (protocol §18.6: the call fails on
+    /// the rank that made it, and the recovery goes on): no ABORT for it.
     pub(crate) fn abort(&self, reason: AbortReason, e: &Error) {
         let link = self.link();
-        if link.job_error().is_none() {
+        let revoked = matches!(
+            e,
+            Error::Recovery(
+                RecoveryError::Revoked { .. } | RecoveryError::CommunicatorRevoked { .. }
+            )
+        );
+        if link.job_error().is_none() && !revoked {
             let message = e.to_string();
             link.abort(reason, code_of(e), Abort::truncate_message(&message));
         }
@@ -242,6 +278,15 @@ impl<L: Peers> Checkpointer<L> {
             return Err(field_mismatch(want, "epoch", epoch, f.epoch));
         }
         Ok(f.payload)
+    }
+}
+
+/// The rollback epoch of a replace-mode membership of epoch >= 2 (protocol
+/// §18.3 `rollback`, §18.7), if `m` is one.
+pub(crate) fn replace_rollback(m: &Recovered) -> Option<u64> {
+    match m.mode {
+        Some(Mode::Replace) if m.epoch >= 2 => m.rollback,
+        _ => None,
     }
 }
 

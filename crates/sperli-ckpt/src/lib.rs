@@ -12,6 +12,12 @@
 //! - [`Checkpointer`]: owns the rank's [`Comm`](sperli_collective::Comm);
 //!   [`Checkpointer::checkpoint`] is the collective `checkpoint(state)` of
 //!   §9.4 and [`Checkpointer::resume`] the exchange of §10.2.
+//!   [`Checkpointer::run`] runs the program's body and, after a rank was
+//!   lost in a job run with `sperli run --recover inplace` (feature bit 5),
+//!   runs it again in the new membership epoch: its resume then rolls every
+//!   rank back to the launcher's rollback epoch (§18.7), survivors in their
+//!   processes and the replacement alike
+//!   ([`Checkpointer::rolled_back`] says so).
 //! - [`BcastState`]: `comm.bcast_state(root, &mut params)` sends a
 //!   `Checkpointable` struct of parameters from one rank to all in one
 //!   call (an extension trait on `Comm`, since `Checkpointable` lives here).
@@ -19,8 +25,10 @@
 //!   description.
 //!
 //! Inside: `checkpointer.rs` (the type), `checkpoint.rs` (§9.4),
-//! `resume.rs` (§10.2, with the fallback to E − 1) with `load.rs` (one
-//! round: the own file and the buddy fetch), `store.rs` and
+//! `resume.rs` (§10.2, with the fallback to E − 1; rank 0's side in
+//! `resume_lead.rs`) with `load.rs` (one
+//! round: the own file and the buddy fetch), `rollback.rs` (§18.7: `run`,
+//! `recover`, `rolled_back`), `store.rs` and
 //! `fsio.rs` (the tree on disk), `fault.rs` (the crash tests' SIGKILL
 //! hook, compiled only with the `fault-injection` feature). The checkpoint
 //! and the resume run over any [`Peers`](sperli_collective::Peers) that
@@ -34,17 +42,22 @@
 //! use sperli_collective::Reduction;
 //!
 //! let mut ck = Checkpointer::join()?;
-//! let (mut step, mut x): (u64, f64) = match ck.resume::<(u64, f64)>()? {
-//!     Some((_epoch, state)) => state,
-//!     None => (0, 1.0),
-//! };
-//! while step < 100 {
-//!     x = ck.comm().allreduce(&[x * 0.5], Reduction::Sum)?[0];
-//!     step += 1;
-//!     if step % 10 == 0 {
-//!         ck.checkpoint(&(step, x))?;
+//! // The body runs again after a recovery in place (`--recover inplace`).
+//! let x = ck.run(|ck| {
+//!     let (mut step, mut x): (u64, f64) = match ck.resume::<(u64, f64)>()? {
+//!         Some((_epoch, state)) => state,
+//!         None => (0, 1.0),
+//!     };
+//!     while step < 100 {
+//!         x = ck.comm().allreduce(&[x * 0.5], Reduction::Sum)?[0];
+//!         step += 1;
+//!         if step % 10 == 0 {
+//!             ck.checkpoint(&(step, x))?;
+//!         }
 //!     }
-//! }
+//!     Ok(x)
+//! })?;
+//! println!("{x}");
 //! ck.into_comm().into_link().finish()?;
 //! # Ok::<(), sperli_wire::Error>(())
 //! ```
@@ -59,6 +72,8 @@ mod fsio;
 mod keys;
 mod load;
 mod resume;
+mod resume_lead;
+mod rollback;
 mod state;
 mod store;
 #[cfg(test)]

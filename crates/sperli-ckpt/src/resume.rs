@@ -13,6 +13,11 @@
 //!   |<-- RESUME st=0|1|2 (E-1) -----|
 //!   |--- RESUME st=0 "go on" ------>|   or st=2: no epoch left, abort
 //! ```
+//!
+//! Here: the entry point [`Checkpointer::resume`] and the side of the ranks
+//! other than 0; rank 0's side is [`crate::resume_lead`]. With a rollback
+//! in place (protocol §18.7) the exchange is the same, E being the
+//! record's rollback epoch.
 
 use sperli_collective::Peers;
 use sperli_wire::abort::AbortReason;
@@ -27,7 +32,7 @@ use crate::checkpointer::{field_mismatch, misfit, payload_error, Checkpointer};
 use crate::state::Checkpointable;
 
 /// How the resume exchange failed: with or without sending ABORT reason 6.
-enum Fail {
+pub(crate) enum Fail {
     /// A frame that does not fit, a transport or local error: ABORT reason
     /// 6 (unless the job already failed).
     Abort(Error),
@@ -39,12 +44,6 @@ impl From<Error> for Fail {
     fn from(e: Error) -> Self {
         Fail::Abort(e)
     }
-}
-
-/// An epoch rank 0 may choose: its COMMIT verified (§9.3 steps 1-4).
-struct Choice {
-    epoch: u64,
-    commit: Vec<u8>,
 }
 
 /// What rank 0 sent to a rank other than 0 (§7.11 table).
@@ -59,7 +58,7 @@ enum FromRank0 {
 }
 
 /// H1622 with `reason`.
-fn no_epoch(reason: ResumeFailure) -> Error {
+pub(crate) fn no_epoch(reason: ResumeFailure) -> Error {
     Error::NoResumableEpoch {
         reason: Box::new(reason),
     }
@@ -76,6 +75,13 @@ impl<L: Peers> Checkpointer<L> {
     /// then `epoch + 1`. The epoch is the newest whose COMMIT verifies, or
     /// the one before it when some rank cannot load the newest.
     ///
+    /// With a rollback pending (protocol §18.7: a replacement from its
+    /// start, a survivor after [`Checkpointer::recover`] in the replace
+    /// mode) the exchange runs at any incarnation and the epoch is the
+    /// record's rollback epoch E (or E − 1); E = 0 is `Ok(None)` on every
+    /// rank, by the exchange's epoch 0. [`Checkpointer::rolled_back`] then
+    /// says `Some(epoch)`.
+    ///
     /// Errors (every rank returns one and the job ends): H1621 or H1623 on
     /// rank 0 when the only COMMIT fails (H1622 when several do); H1622 on
     /// every rank when no epoch can be loaded, its reason the first failure
@@ -83,17 +89,27 @@ impl<L: Peers> Checkpointer<L> {
     /// H1620, or which rank could not load); H1610 for a frame that does
     /// not fit (ABORT reason 6); H1612 when another rank aborted.
     pub fn resume<T: Checkpointable>(&mut self) -> Result<Option<(u64, T)>, Error> {
-        if self.keys.incarnation() < 2 {
+        let rollback = self.rollback;
+        if rollback.is_none() && self.keys.incarnation() < 2 {
+            self.rolled_back = None;
             return Ok(None);
         }
         let r = if self.rank() == 0 {
-            self.lead::<T>()
+            self.lead::<T>(rollback)
         } else {
-            self.follow::<T>()
+            self.follow::<T>(rollback)
         };
         match r {
             Ok(r) => {
-                self.epoch = r.as_ref().map_or(0, |(e, _)| *e);
+                let epoch = r.as_ref().map_or(0, |(e, _)| *e);
+                self.epoch = epoch;
+                self.rollback = None;
+                self.rolled_back = rollback.map(|_| epoch);
+                // A checkpoint that was under way is void (§18.7): no COMMIT
+                // above the resumed epoch stays in this rank's tree, and the
+                // REPORT names the resumed epoch (§18.4).
+                self.store.void_above(epoch);
+                self.link().set_best_commit(epoch);
                 Ok(r)
             }
             Err(Fail::Quiet(e)) => Err(e),
@@ -104,193 +120,22 @@ impl<L: Peers> Checkpointer<L> {
         }
     }
 
-    // ---- rank 0 ----------------------------------------------------------
-
-    /// Rank 0: offers, choices, rounds, "go on" or status 2.
-    fn lead<T: Checkpointable>(&self) -> Result<Option<(u64, T)>, Fail> {
-        let choices = self.choose()?;
-        let Some(first) = choices.first() else {
-            // "If no COMMIT exists anywhere, E = 0: start from the
-            // beginning." Every rank reports 0 ("ready").
-            self.announce(0, None)?;
-            self.collect_reports(0)?;
-            self.announce(0, None)?;
-            return Ok(None);
-        };
-        // "There is at most one fallback: E − 1 is the oldest epoch a tree
-        // keeps" (§10.2 step 7): the second round, if any, is E - 1.
-        let second = choices
-            .iter()
-            .find(|c| c.epoch.checked_add(1) == Some(first.epoch));
-        let mut first_failure: Option<ResumeFailure> = None;
-        let mut last = first.epoch;
-        for choice in std::iter::once(first).chain(second) {
-            last = choice.epoch;
-            self.announce(choice.epoch, Some(&choice.commit))?;
-            let own = self.load_round::<T>(choice.epoch, &choice.commit)?;
-            let refused = self.collect_reports(choice.epoch)?;
-            let failure = match (&own, refused) {
-                (Err(f), _) => Some(f.clone()),
-                (Ok(_), Some(f)) => Some(f),
-                (Ok(_), None) => None,
-            };
-            match (own, failure) {
-                (Ok((state, _)), None) => {
-                    // "rank 0 sends RESUME status 0 ("go on", empty)"
-                    self.announce(choice.epoch, None)?;
-                    return Ok(Some((choice.epoch, state)));
-                }
-                (_, f) => {
-                    if first_failure.is_none() {
-                        first_failure = f;
-                    }
-                }
-            }
-        }
-        // "Only when no epoch is left does rank 0 send RESUME status 2 to
-        // every rank, then ABORT reason 6 with code 1622" (§10.2 step 7).
-        for r in 1..self.size() {
-            self.link().send_ckpt(
-                r,
-                last,
-                &Payload::Resume(Resume {
-                    status: ResumeStatus::CannotLoad,
-                    commit: None,
-                }),
-            )?;
-        }
-        let e = no_epoch(first_failure.unwrap_or(ResumeFailure::Abandoned { epoch: last }));
-        self.abort(AbortReason::ResumeFailed, &e);
-        Err(Fail::Quiet(e))
-    }
-
-    /// Rank 0, steps 1-2: every offer and its own COMMIT files; the epochs
-    /// whose COMMIT passes §9.3 steps 1-4, newest first (empty: no COMMIT
-    /// anywhere). When COMMIT files exist but none passes: the code of the
-    /// one failed COMMIT, or H1622 when several failed.
-    fn choose(&self) -> Result<Vec<Choice>, Fail> {
-        let mut candidates = self.store.commits();
-        for r in 1..self.size() {
-            let f = self.link().recv_ckpt(r)?;
-            if f.frame_type != FrameType::Resume {
-                return Err(misfit(f.frame_type, "during resume (RESUME offer expected)").into());
-            }
-            let b = f.payload;
-            match Resume::decode_payload(&b) {
-                Ok(res) => {
-                    if res.status != ResumeStatus::Offer {
-                        return Err(field_mismatch(
-                            FrameType::Resume,
-                            "status",
-                            u64::from(ResumeStatus::Offer.code()),
-                            u64::from(res.status.code()),
-                        )
-                        .into());
-                    }
-                    res.check_header_epoch(f.epoch)
-                        .map_err(payload_error(FrameType::Resume))?;
-                    if res.commit.is_some() {
-                        candidates.push((f.epoch, b.get(8..).unwrap_or_default().to_vec()));
-                    }
-                }
-                // An offer whose COMMIT does not decode is a failed
-                // candidate (H1621), not a rejected frame.
-                Err(e)
-                    if e.h_code() == Some(HCode::H1621)
-                        && b.first() == Some(&ResumeStatus::Offer.code()) =>
-                {
-                    candidates.push((f.epoch, b.get(8..).unwrap_or_default().to_vec()));
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        let mut valid: Vec<Choice> = Vec::new();
-        let mut failures: Vec<(u64, Error)> = Vec::new();
-        for (epoch, commit) in candidates {
-            match self.verify_commit(&commit, epoch) {
-                Ok(_) => valid.push(Choice { epoch, commit }),
-                Err(e) => failures.push((epoch, e)),
-            }
-        }
-        valid.sort_by_key(|c| std::cmp::Reverse(c.epoch));
-        valid.dedup_by_key(|c| c.epoch);
-        if !valid.is_empty() || failures.is_empty() {
-            return Ok(valid);
-        }
-        // "with a single failed COMMIT, the code of that failure (H1621 or
-        // H1623); with several, H1622" (the same COMMIT offered by several
-        // ranks is one).
-        let single = failures.iter().all(|f| f.0 == failures[0].0);
-        let err = if single {
-            failures.swap_remove(0).1
-        } else {
-            let (_, last) = failures.swap_remove(failures.len() - 1);
-            no_epoch(ResumeFailure::Own(last))
-        };
-        Err(Fail::Abort(err))
-    }
-
-    /// Rank 0 to every other rank: RESUME status 0 with header epoch
-    /// `epoch` and `commit` (a choice), or empty (epoch 0 first, later
-    /// "go on").
-    fn announce(&self, epoch: u64, commit: Option<&[u8]>) -> Result<(), Error> {
-        let commit = commit.map(decode_file).transpose()?;
-        for r in 1..self.size() {
-            self.link().send_ckpt(
-                r,
-                epoch,
-                &Payload::Resume(Resume {
-                    status: ResumeStatus::Go,
-                    commit: commit.clone(),
-                }),
-            )?;
-        }
-        Ok(())
-    }
-
-    /// Rank 0, step 6: one report from every other rank for `epoch`; the
-    /// first rank that answered 2, if any (for epoch 0 nothing is loaded,
-    /// so every report must be 0).
-    fn collect_reports(&self, epoch: u64) -> Result<Option<ResumeFailure>, Error> {
-        let mut refused = None;
-        for r in 1..self.size() {
-            let b = self.recv_frame(
-                r,
-                FrameType::Resume,
-                epoch,
-                "during resume (RESUME report expected)",
-            )?;
-            let res = Resume::decode_payload(&b)?;
-            match (res.status, res.commit) {
-                (ResumeStatus::Go | ResumeStatus::LoadedBuddy, None) => {}
-                (ResumeStatus::CannotLoad, None) if epoch != 0 => {
-                    refused.get_or_insert(ResumeFailure::CannotLoad { rank: r, epoch });
-                }
-                (s, _) => {
-                    return Err(field_mismatch(
-                        FrameType::Resume,
-                        "status",
-                        0,
-                        u64::from(s.code()),
-                    ))
-                }
-            }
-        }
-        Ok(refused)
-    }
-
     // ---- ranks other than 0 ---------------------------------------------
 
     /// A rank other than 0: offer, then every round rank 0 starts, until
-    /// "go on" or status 2.
-    fn follow<T: Checkpointable>(&self) -> Result<Option<(u64, T)>, Fail> {
-        self.offer()?;
-        let (mut epoch, mut commit) = match self.next_from_rank0(0)? {
-            FromRank0::Choice { epoch, commit } if epoch != 0 => (epoch, commit),
+    /// "go on" or status 2. With a rollback E (§18.7) a first choice above
+    /// E does not fit (H1610): rank 0 holds the same record.
+    fn follow<T: Checkpointable>(&self, rollback: Option<u64>) -> Result<Option<(u64, T)>, Fail> {
+        self.offer(rollback)?;
+        let fits = |epoch: u64| rollback.is_none_or(|e| epoch <= e);
+        // Before its report, an ABORT of rank 0 is what it is (H1612): rank
+        // 0 chose nothing (§10.2 step 2).
+        let (mut epoch, mut commit) = match self.next_from_rank0(None)? {
+            FromRank0::Choice { epoch, commit } if epoch != 0 && fits(epoch) => (epoch, commit),
             FromRank0::Go { epoch: 0 } => {
                 // E = 0: nothing to load, report "ready".
                 self.report(0, ResumeStatus::Go)?;
-                return match self.next_from_rank0(0)? {
+                return match self.next_from_rank0(Some(0))? {
                     FromRank0::Go { epoch: 0 } => Ok(None),
                     FromRank0::Abort { epoch } => {
                         Err(Fail::Quiet(no_epoch(ResumeFailure::Abandoned { epoch })))
@@ -322,7 +167,7 @@ impl<L: Peers> Checkpointer<L> {
             // §10.2 step 7: for a second choice "every rank verifies it,
             // loads its file of E − 1, ... and answers".
             self.report(epoch, status)?;
-            match self.next_from_rank0(epoch)? {
+            match self.next_from_rank0(Some(epoch))? {
                 FromRank0::Go { epoch: e } if e == epoch => {
                     return match loaded {
                         Ok((state, _)) => Ok(Some((epoch, state))),
@@ -355,13 +200,16 @@ impl<L: Peers> Checkpointer<L> {
 
     /// Step 1: RESUME status 3 with the best COMMIT this rank has (the
     /// highest epoch whose signature, job id and epoch check out; the size
-    /// is rank 0's to judge), or empty with epoch 0.
-    fn offer(&self) -> Result<(), Error> {
+    /// is rank 0's to judge), or empty with epoch 0. With a rollback epoch
+    /// E (§18.7) the best is the highest at or below E: rank 0 chooses E,
+    /// and a replacement rank 0 may hold no COMMIT of its own.
+    fn offer(&self, rollback: Option<u64>) -> Result<(), Error> {
         let best = self.store.commits().into_iter().find(|(epoch, bytes)| {
-            matches!(
-                self.verify_commit(bytes, *epoch),
-                Ok(_) | Err(Error::CommitSizeMismatch { .. })
-            )
+            rollback.is_none_or(|e| *epoch <= e)
+                && matches!(
+                    self.verify_commit(bytes, *epoch),
+                    Ok(_) | Err(Error::CommitSizeMismatch { .. })
+                )
         });
         let (epoch, commit) = match &best {
             Some((e, b)) => (*e, Some(decode_file(b)?)),
@@ -389,21 +237,25 @@ impl<L: Peers> Checkpointer<L> {
         )
     }
 
-    /// The next RESUME frame from rank 0. Rank 0's ABORT reason 6 code
-    /// 1622 (it may overtake the RESUME status 2 it follows) counts as
-    /// status 2 for `epoch`.
-    fn next_from_rank0(&self, epoch: u64) -> Result<FromRank0, Error> {
-        let f = match self.link().recv_ckpt(0) {
-            Ok(f) => f,
-            Err(Error::AbortedByPeer {
-                from: 0,
-                reason,
-                code,
-                ..
-            }) if reason == AbortReason::ResumeFailed.code() && code == HCode::H1622.number() => {
+    /// The next RESUME frame from rank 0. After this rank's report for
+    /// `reported`, rank 0's ABORT reason 6 code 1622 (it may overtake the
+    /// RESUME status 2 it follows) counts as status 2 for that epoch;
+    /// before any report (`None`) it is the error it is.
+    fn next_from_rank0(&self, reported: Option<u64>) -> Result<FromRank0, Error> {
+        let f = match (self.link().recv_ckpt(0), reported) {
+            (Ok(f), _) => f,
+            (
+                Err(Error::AbortedByPeer {
+                    from: 0,
+                    reason,
+                    code,
+                    ..
+                }),
+                Some(epoch),
+            ) if reason == AbortReason::ResumeFailed.code() && code == HCode::H1622.number() => {
                 return Ok(FromRank0::Abort { epoch });
             }
-            Err(e) => return Err(e),
+            (Err(e), _) => return Err(e),
         };
         if f.frame_type != FrameType::Resume {
             return Err(misfit(f.frame_type, "during resume (RESUME expected)"));
@@ -448,29 +300,13 @@ impl<L: Peers> Checkpointer<L> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_job::{flip_byte, TestJob};
+    use crate::test_job::{flip_byte, state, TestJob, S};
     use sperli_tls::composite_sig;
     use sperli_wire::ckpt_data::CkptData;
     use sperli_wire::ckpt_path::{buddy_file_name, rank_file_name, COMMIT_FILE_NAME};
     use sperli_wire::commit_file::{assemble, signed_message};
     use sperli_wire::limits::CONTEXT_COMMIT;
     use sperli_wire::Sha256Digest;
-
-    type S = (u64, Vec<u32>);
-
-    fn state(r: u32, e: u64) -> S {
-        (e, vec![r * 1000 + e as u32; 300 + e as usize])
-    }
-
-    /// Incarnation 1 writes epochs 1..=n.
-    fn epochs(job: &TestJob, n: u64) {
-        job.run(1, |r, ck| {
-            assert_eq!(ck.resume::<S>().unwrap(), None);
-            for e in 1..=n {
-                assert_eq!(ck.checkpoint(&state(r, e)).unwrap(), e);
-            }
-        });
-    }
 
     /// Incarnation `inc` must resume `want` on every rank, then
     /// checkpoints epoch `want + 1`.
@@ -488,14 +324,14 @@ mod tests {
     #[test]
     fn the_newest_epoch_is_resumed() {
         let job = TestJob::new("newest", 3);
-        epochs(&job, 2);
+        job.epochs(2);
         resumes(&job, 2, 2);
     }
 
     #[test]
     fn own_file_and_buddy_copy_both_bad_fall_back_to_the_older_epoch() {
         let job = TestJob::new("both-bad", 3);
-        epochs(&job, 2);
+        job.epochs(2);
         flip_byte(&job.edir(1, 2).join(rank_file_name(1)), 200);
         flip_byte(&job.edir(2, 2).join(buddy_file_name(1)), 300);
         resumes(&job, 2, 1);
@@ -507,7 +343,7 @@ mod tests {
     #[test]
     fn own_file_and_buddy_copy_both_deleted_fall_back_to_the_older_epoch() {
         let job = TestJob::new("both-deleted", 4);
-        epochs(&job, 3);
+        job.epochs(3);
         std::fs::remove_file(job.edir(3, 3).join(rank_file_name(3))).unwrap();
         std::fs::remove_file(job.edir(0, 3).join(buddy_file_name(3))).unwrap();
         resumes(&job, 2, 2);
@@ -516,7 +352,7 @@ mod tests {
     #[test]
     fn a_signed_commit_with_a_wrong_hash_for_one_rank_falls_back_to_the_older_epoch() {
         let job = TestJob::new("wrong-hash", 3);
-        epochs(&job, 2);
+        job.epochs(2);
         // A correctly signed COMMIT of epoch 2 whose entry for rank 2 does
         // not match rank 2's file (nor its buddy copy), on every rank.
         let mut hashes: Vec<Sha256Digest> = (0..3)
@@ -537,7 +373,7 @@ mod tests {
     #[test]
     fn no_epoch_left_is_h1622_everywhere_with_the_first_failure() {
         let job = TestJob::new("none-left", 3);
-        epochs(&job, 2);
+        job.epochs(2);
         for e in [1, 2] {
             flip_byte(&job.edir(1, e).join(rank_file_name(1)), 100);
             std::fs::remove_file(job.edir(2, e).join(buddy_file_name(1))).unwrap();
@@ -570,7 +406,7 @@ mod tests {
     #[test]
     fn a_choice_newer_than_the_first_is_refused_with_h1610() {
         let job = TestJob::new("newer-choice", 2);
-        epochs(&job, 2);
+        job.epochs(2);
         flip_byte(&job.edir(1, 2).join(rank_file_name(1)), 100);
         flip_byte(&job.edir(0, 2).join(buddy_file_name(1)), 100);
         let commit2 = std::fs::read(job.edir(0, 2).join(COMMIT_FILE_NAME)).unwrap();

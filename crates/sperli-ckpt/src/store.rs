@@ -212,6 +212,20 @@ impl Store {
         fsio::write_atomic(&edir, &rank_file_name(rank), file, Durable::Now)
     }
 
+    /// After a resume of `epoch` (0: from the beginning): removes every
+    /// COMMIT of a later epoch from the tree, each removal durable, best
+    /// effort. Such an epoch is void (protocol §18.7: a checkpoint under
+    /// way at a failure; or one the resume fell back from): the program
+    /// goes on from `epoch`, and its next checkpoint writes `epoch + 1`
+    /// over whatever files of it are left.
+    pub(crate) fn void_above(&self, epoch: u64) {
+        for (e, path) in fsio::epochs(&self.job_dir()) {
+            if e > epoch {
+                let _ = fsio::remove_if_present(&path, COMMIT_FILE_NAME);
+            }
+        }
+    }
+
     /// After a resume of `epoch`: keeps a copy of its COMMIT when this rank
     /// holds none or another one (durable when this returns).
     pub(crate) fn keep_commit(&self, epoch: u64, commit: &[u8]) -> Result<(), Error> {

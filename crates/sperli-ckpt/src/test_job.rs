@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use sperli_collective::fake::FakePeers;
-use sperli_collective::Comm;
+use sperli_collective::{Comm, Recovered};
 use sperli_tls::composite_sig::{self, SecretKey};
 use sperli_wire::ckpt_path::epoch_dir;
 use sperli_wire::JobId;
@@ -60,19 +60,35 @@ impl TestJob {
         incarnation: u32,
         f: impl Fn(u32, &mut Checkpointer<FakePeers>) -> R + Sync,
     ) -> Vec<R> {
+        self.run_as(&vec![incarnation; self.size as usize], None, f)
+    }
+
+    /// As [`TestJob::run`] with rank r at `incarnations[r]` (protocol
+    /// §18.1: per-rank incarnations) and, with `membership`, every link's
+    /// membership set to it before its checkpointer is made (the record a
+    /// replacement joins with, protocol §18.7).
+    pub(crate) fn run_as<R: Send>(
+        &self,
+        incarnations: &[u32],
+        membership: Option<&Recovered>,
+        f: impl Fn(u32, &mut Checkpointer<FakePeers>) -> R + Sync,
+    ) -> Vec<R> {
         let f = &f;
         std::thread::scope(|s| {
             let handles: Vec<_> = FakePeers::job(self.size)
                 .into_iter()
                 .enumerate()
                 .map(|(r, link)| {
-                    let r = r as u32;
+                    if let Some(m) = membership {
+                        link.set_membership(m.clone());
+                    }
                     let keys = JobKeys::new(
                         self.job,
-                        incarnation,
+                        incarnations[r],
                         self.key.public_key().clone(),
                         (r == 0).then(|| self.key.clone()),
                     );
+                    let r = r as u32;
                     let dir = self.dir(r);
                     s.spawn(move || {
                         let mut ck = Checkpointer::new(Comm::new(link), dir, keys).unwrap();
@@ -85,6 +101,40 @@ impl TestJob {
                 .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
                 .collect()
         })
+    }
+}
+
+/// The state the resume tests checkpoint: a step and a vector whose
+/// length and contents depend on the rank and the epoch.
+pub(crate) type S = (u64, Vec<u32>);
+
+/// Rank `r`'s state [`S`] of epoch `e`.
+pub(crate) fn state(r: u32, e: u64) -> S {
+    (e, vec![r * 1000 + e as u32; 300 + e as usize])
+}
+
+impl TestJob {
+    /// Incarnation 1 starts from the beginning and writes epochs 1..=n.
+    pub(crate) fn epochs(&self, n: u64) {
+        self.run(1, |r, ck| {
+            assert_eq!(ck.resume::<S>().unwrap(), None);
+            for e in 1..=n {
+                assert_eq!(ck.checkpoint(&state(r, e)).unwrap(), e);
+            }
+        });
+    }
+}
+
+/// The membership of a replace-mode record of epoch 2 over `size` ranks
+/// with rollback epoch `rollback` (protocol §18.3, §18.7).
+pub(crate) fn replace_record(size: u32, rollback: u64) -> Recovered {
+    Recovered {
+        epoch: 2,
+        mode: Some(sperli_wire::recovery::Mode::Replace),
+        agreed: true,
+        rollback: Some(rollback),
+        members: (0..size).collect(),
+        failed: Vec::new(),
     }
 }
 

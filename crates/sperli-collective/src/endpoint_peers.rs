@@ -102,6 +102,18 @@ impl Peers for Endpoint {
         Endpoint::set_best_commit(self, epoch)
     }
 
+    fn membership(&self) -> sperli_transport::Recovered {
+        Endpoint::membership(self)
+    }
+
+    fn errors(&self) -> sperli_transport::ErrorMode {
+        Endpoint::errors(self)
+    }
+
+    fn set_errors(&self, mode: sperli_transport::ErrorMode) {
+        Endpoint::set_errors(self, mode)
+    }
+
     fn revoke_communicator(&self, comm: u32) -> Result<(), Error> {
         Endpoint::revoke_communicator(self, comm)
     }

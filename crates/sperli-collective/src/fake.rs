@@ -17,10 +17,19 @@
 //! Checkpoint and RESUME frames ([`Peers::send_ckpt`], [`Peers::recv_ckpt`])
 //! travel in a queue of their own per sender, so sperli-ckpt's checkpoint
 //! and resume run on fake links too; [`FakePeers::inject_ckpt`] forges one.
+//!
+//! Recovery (feature bit 5, protocol §18) is the test's to stage: it sets
+//! the membership a rank's [`Peers::recover`] and [`Peers::membership`]
+//! return ([`FakePeers::set_membership`], the launcher's record as that
+//! rank would apply it), and reads the COMMIT epoch the rank would report
+//! ([`FakePeers::best_commit`], §18.4).
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use sperli_transport::Recovered;
 
 use sperli_wire::abort::AbortReason;
 use sperli_wire::communicator::take_earliest;
@@ -103,6 +112,11 @@ pub struct FakePeers {
     /// The job's negotiated HELLO features as this rank sees them
     /// (protocol §7.1.1; see [`FakePeers::job_with_features`]).
     features: u64,
+    /// What `recover` and `membership` return (`None`: the whole job,
+    /// epoch 0); see [`FakePeers::set_membership`].
+    membership: Mutex<Option<Recovered>>,
+    /// The last `set_best_commit`.
+    best_commit: AtomicU64,
 }
 
 impl std::fmt::Debug for FakePeers {
@@ -146,6 +160,8 @@ impl FakePeers {
                 hook: Mutex::new(None),
                 silence: DEFAULT_SILENCE,
                 features,
+                membership: Mutex::new(None),
+                best_commit: AtomicU64::new(0),
             })
             .collect()
     }
@@ -174,6 +190,30 @@ impl FakePeers {
     /// without bit 1).
     pub fn set_features(&mut self, features: u64) {
         self.features = features;
+    }
+
+    /// Sets the membership this rank's [`Peers::recover`] and
+    /// [`Peers::membership`] return from now on: a test's stand-in for the
+    /// launcher's MEMBERSHIP record as this rank applies it (protocol
+    /// §18.3). Nothing else changes: the mailboxes stay as they are.
+    ///
+    /// ```
+    /// use sperli_collective::{fake::FakePeers, Peers, Recovered};
+    /// let links = FakePeers::job(2);
+    /// let mut m = Recovered::whole_job(2);
+    /// m.epoch = 2;
+    /// links[1].set_membership(m.clone());
+    /// assert_eq!(links[1].recover().unwrap(), m);
+    /// assert_eq!(links[0].membership().epoch, 0);
+    /// ```
+    pub fn set_membership(&self, m: Recovered) {
+        *self.membership.lock().unwrap_or_else(|e| e.into_inner()) = Some(m);
+    }
+
+    /// The COMMIT epoch this rank last noted with [`Peers::set_best_commit`]
+    /// (0 before any): what its REPORT would carry (protocol §18.4).
+    pub fn best_commit(&self) -> u64 {
+        self.best_commit.load(Ordering::SeqCst)
     }
 
     /// Sets how long a receive waits before it reports the peer lost (H1613).
@@ -401,6 +441,24 @@ impl Peers for FakePeers {
 
     fn job_error(&self) -> Option<Error> {
         self.own().lock().abort.as_ref().map(AbortNote::error)
+    }
+
+    // ---- Recovery (feature bit 5, protocol §18), as the test stages it ----
+
+    fn recover(&self) -> Result<Recovered, Error> {
+        Ok(self.membership())
+    }
+
+    fn membership(&self) -> Recovered {
+        self.membership
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_else(|| Recovered::whole_job(self.size))
+    }
+
+    fn set_best_commit(&self, epoch: u64) {
+        self.best_commit.store(epoch, Ordering::SeqCst);
     }
 }
 

@@ -10,7 +10,7 @@
 //! not the transport's per-socket link: one `Peers` value stands for all
 //! of a rank's connections.)
 
-use sperli_transport::Recovered;
+use sperli_transport::{ErrorMode, Recovered};
 use sperli_wire::abort::AbortReason;
 use sperli_wire::error::UsageError;
 use sperli_wire::payload::Payload;
@@ -234,6 +234,28 @@ pub trait Peers {
     fn recover(&self) -> Result<Recovered, Error> {
         Ok(Recovered::whole_job(self.size()))
     }
+
+    /// The membership in force (feature bit 5, protocol §18.1; the
+    /// transport's `Endpoint::membership`): a replacement learns from it,
+    /// right after it joined, that it joins a replace-mode epoch and the
+    /// COMMIT epoch to roll back to (§18.7). Default, for peers without
+    /// recovery: the job's ranks, epoch 0, no record.
+    fn membership(&self) -> Recovered {
+        Recovered::whole_job(self.size())
+    }
+
+    /// What happens when the job step fails (the transport's
+    /// `Endpoint::errors`). Default, for peers that return every error to
+    /// the caller (the in-memory ones): [`ErrorMode::Return`].
+    fn errors(&self) -> ErrorMode {
+        ErrorMode::Return
+    }
+
+    /// Chooses what happens when the job step fails, from now on (the
+    /// transport's `Endpoint::set_errors`; a lost peer starts a recovery
+    /// only under [`ErrorMode::Return`], protocol §18.6). Default: nothing
+    /// (peers that always return errors).
+    fn set_errors(&self, _mode: ErrorMode) {}
 }
 
 /// Called with a communicator's id when this rank frees it
@@ -343,6 +365,15 @@ macro_rules! delegate_peers {
         }
         fn set_best_commit(&self, epoch: u64) {
             (**self).set_best_commit(epoch)
+        }
+        fn membership(&self) -> Recovered {
+            (**self).membership()
+        }
+        fn errors(&self) -> ErrorMode {
+            (**self).errors()
+        }
+        fn set_errors(&self, mode: ErrorMode) {
+            (**self).set_errors(mode)
         }
         fn is_communicator_revoked(&self, comm: u32) -> bool {
             (**self).is_communicator_revoked(comm)

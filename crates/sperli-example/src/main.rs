@@ -38,13 +38,17 @@
 //!   (default 6) COLLECTIVE frames, in the middle of the pipeline; rank 0
 //!   checks the result of a run that completes;
 //! - `ckpt STEPS EVERY [SLEEP_MS [KILL_STEP KILL_RANK]]`: a deterministic
-//!   f64 iteration with one allreduce per step ([`ckpt_step`]), a
+//!   f64 iteration with one allreduce per step ([`ckpt::ckpt_step`]), a
 //!   checkpoint (sperli-ckpt, protocol §9.4) every EVERY
 //!   steps and the resume exchange (protocol §10.2) at the start of every
 //!   incarnation; rank 0 prints the final allreduce result as hex and
-//!   checks it against [`ckpt_reference`]. Needs `sperli run
+//!   checks it against [`ckpt::ckpt_reference`]. Needs `sperli run
 //!   --checkpoint-dir DIR`. With KILL_STEP, rank KILL_RANK kills itself
-//!   with SIGKILL before step KILL_STEP in incarnation 1 (`sperli demo`);
+//!   with SIGKILL before step KILL_STEP in incarnation 1 (`sperli demo`).
+//!   Under `sperli run --recover inplace` the survivors roll back in place
+//!   to the launcher's rollback epoch (protocol §18.7) and rank 0 prints
+//!   `rolled back to epoch E (step S)`; the replacement joins the same
+//!   body ([`Checkpointer::run`](sperli_ckpt::Checkpointer::run));
 //! - `stdin [CODE]`: after a barrier every rank prints each line of its
 //!   stdin (what follows its job description: the launcher's stdin for
 //!   rank 0) as `rank R stdin: LINE`, then `rank R stdin: end of file`;
@@ -57,11 +61,12 @@
 //!   it ([`shrink::run_shrink`]);
 //! - `ckpt-reference SIZE STEPS`: no job; prints `result <hex>`, the line
 //!   rank 0 of an undisturbed `ckpt` run of SIZE ranks and STEPS steps
-//!   prints ([`ckpt_reference`]), so that a test can compare a run that
+//!   prints ([`ckpt::ckpt_reference`]), so that a test can compare a run that
 //!   was killed and restarted with it.
 
 use std::process::ExitCode;
 
+mod ckpt;
 mod shrink;
 
 use sperli_ckpt::Checkpointer;
@@ -103,60 +108,6 @@ impl Failure {
     }
 }
 
-/// Elements per rank in the `ckpt` example.
-const CKPT_LEN: usize = 16;
-
-/// Rank `rank`'s start vector in the `ckpt` example.
-fn ckpt_initial(rank: u32) -> Vec<f64> {
-    (0..CKPT_LEN)
-        .map(|i| f64::from(rank + 1) * (i as f64 + 1.0) / 7.0)
-        .collect()
-}
-
-/// One step of the `ckpt` example: `x = x/2 + sum/(4 size) + 1/(step+1)`,
-/// element by element, where `sum` is the allreduce (sum) of every rank's
-/// `x`. Only IEEE +, *, / so every machine gets the same bits.
-fn ckpt_step(x: &mut [f64], sum: &[f64], size: u32, step: u64) {
-    let q = 4.0 * f64::from(size);
-    let c = 1.0 / (step as f64 + 1.0);
-    for (xi, si) in x.iter_mut().zip(sum) {
-        *xi = 0.5 * *xi + *si / q + c;
-    }
-}
-
-/// The sum of `x` over ranks as the v1 allreduce folds it: ascending rank
-/// order, the lower rank's partial as the left operand (protocol §8.2).
-fn fold_sum(xs: &[Vec<f64>]) -> Vec<f64> {
-    let mut acc = xs.first().cloned().unwrap_or_default();
-    for x in xs.iter().skip(1) {
-        for (a, b) in acc.iter_mut().zip(x) {
-            *a += *b;
-        }
-    }
-    acc
-}
-
-/// The final result of an undisturbed `ckpt` run of `size` ranks and
-/// `steps` steps, computed in one process.
-fn ckpt_reference(size: u32, steps: u64) -> Vec<f64> {
-    let mut xs: Vec<Vec<f64>> = (0..size).map(ckpt_initial).collect();
-    for step in 0..steps {
-        let sum = fold_sum(&xs);
-        for x in &mut xs {
-            ckpt_step(x, &sum, size, step);
-        }
-    }
-    fold_sum(&xs)
-}
-
-/// Lowercase hex of the little-endian bytes of `v`.
-fn f64_hex(v: &[f64]) -> String {
-    v.iter()
-        .flat_map(|x| x.to_le_bytes())
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 fn arg<T: std::str::FromStr>(args: &[String], i: usize) -> Option<T> {
     args.get(i).and_then(|s| s.parse().ok())
 }
@@ -168,73 +119,6 @@ fn join_checkpointer() -> Result<Checkpointer, ExitCode> {
         eprintln!("cannot join the job: {e}");
         ExitCode::from(1)
     })
-}
-
-/// The `ckpt` example (see the module docs).
-fn run_ckpt(args: &[String]) -> ExitCode {
-    let steps: u64 = arg(args, 1).unwrap_or(60);
-    let every: u64 = arg::<u64>(args, 2).unwrap_or(10).max(1);
-    let sleep_ms: u64 = arg(args, 3).unwrap_or(0);
-    let kill_step: Option<u64> = arg(args, 4);
-    let kill_rank: u32 = arg(args, 5).unwrap_or(1);
-    let mut ck = match join_checkpointer() {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    let rank = ck.comm().rank();
-    let size = ck.comm().size();
-    let incarnation = ck.keys().incarnation();
-    let result = (|| -> Result<(), Failure> {
-        let (mut step, mut x) = match ck.resume::<(u64, Vec<f64>)>()? {
-            Some((epoch, (step, x))) => {
-                if rank == 0 {
-                    println!("incarnation {incarnation}: resumed from epoch {epoch} (step {step})");
-                }
-                (step, x)
-            }
-            None => {
-                if rank == 0 {
-                    println!("incarnation {incarnation}: starting from the beginning");
-                }
-                (0, ckpt_initial(rank))
-            }
-        };
-        while step < steps {
-            if incarnation == 1 && rank == kill_rank && kill_step == Some(step) {
-                println!("rank {rank}: killing myself with SIGKILL before step {step}");
-                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
-            }
-            let sum = ck.comm().allreduce(&x, Reduction::Sum)?;
-            ckpt_step(&mut x, &sum, size, step);
-            step += 1;
-            if step % every == 0 {
-                let epoch = ck.checkpoint(&(step, x.clone()))?;
-                if rank == 0 {
-                    println!("checkpoint epoch {epoch} at step {step}");
-                }
-            }
-            if sleep_ms > 0 {
-                std::thread::sleep(std::time::Duration::from_millis(sleep_ms));
-            }
-        }
-        let sum = ck.comm().allreduce(&x, Reduction::Sum)?;
-        if rank == 0 {
-            println!("result {}", f64_hex(&sum));
-            let ok = f64_hex(&sum) == f64_hex(&ckpt_reference(size, steps));
-            println!(
-                "result check against an undisturbed computation: {}",
-                if ok { "correct" } else { "WRONG" }
-            );
-            if !ok {
-                return Err(Failure::WrongResult("the ckpt example's result"));
-            }
-        }
-        Ok(())
-    })();
-    match result.and_then(|()| Ok(ck.into_comm().into_link().finish()?)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(f) => f.exit(rank),
-    }
 }
 
 /// The `die-in` example (see the module docs).
@@ -439,21 +323,6 @@ fn run_pipe_kill(args: &[String]) -> ExitCode {
     }
 }
 
-/// `ckpt-reference SIZE STEPS`: the `result` line of an undisturbed `ckpt`
-/// run (exit status 2 for arguments that are not numbers).
-fn run_ckpt_reference(args: &[String]) -> ExitCode {
-    match (arg::<u32>(args, 1), arg::<u64>(args, 2)) {
-        (Some(size), Some(steps)) if size > 0 => {
-            println!("result {}", f64_hex(&ckpt_reference(size, steps)));
-            ExitCode::SUCCESS
-        }
-        _ => {
-            eprintln!("usage: sperli-example ckpt-reference SIZE STEPS");
-            ExitCode::from(2)
-        }
-    }
-}
-
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     run(&args)
@@ -462,10 +331,10 @@ fn main() -> ExitCode {
 /// Runs the example named by `args[0]` as one rank of the job on stdin.
 fn run(args: &[String]) -> ExitCode {
     if args.first().map(String::as_str) == Some("ckpt-reference") {
-        return run_ckpt_reference(args);
+        return ckpt::run_ckpt_reference(args);
     }
     if args.first().map(String::as_str) == Some("ckpt") {
-        return run_ckpt(args);
+        return ckpt::run_ckpt(args);
     }
     if args.first().map(String::as_str) == Some("pipe-kill") {
         return run_pipe_kill(args);

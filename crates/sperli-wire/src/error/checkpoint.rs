@@ -64,6 +64,14 @@ pub enum ResumeFailure {
         /// The last epoch rank 0 chose.
         epoch: u64,
     },
+    /// Rank 0's view in a rollback in place (protocol §18.7): neither its
+    /// own tree nor any offer holds a COMMIT of the rollback epoch or an
+    /// older one that verifies.
+    #[error("no rank holds a COMMIT of the rollback epoch {epoch} or an older one that verifies")]
+    NoRollbackCommit {
+        /// The rollback epoch of the MEMBERSHIP record (protocol §18.3).
+        epoch: u64,
+    },
 }
 
 /// Why a COMMIT file is refused (H1621).
