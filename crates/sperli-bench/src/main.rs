@@ -5,6 +5,8 @@
 //! sperli-bench rank MODE [--quick]       a SPERLI rank (started by `sperli run`)
 //!     MODE: pingpong | coll | startup | rss | ckpt | resume | pipe | overlap | p2p
 //!         | shrink (`--recover shrink` or `restart`: a rank lost, the job goes on)
+//! sperli-bench rank inplace BYTES       `--recover inplace` or `restart`, with BYTES of
+//!     checkpointed state per rank: a rank lost and replaced
 //! sperli-bench rank rtt [ROUNDS [BYTES]] ROUNDS round trips of BYTES (default
 //!     10000 of 8) between ranks 0 and 1, with the context switches of both
 //!     rank processes over the loop (for `perf stat -e context-switches`)
@@ -47,7 +49,7 @@ pub fn iters(quick: bool, full: usize, short: usize) -> usize {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss|ckpt|resume|pipe|overlap|p2p [--quick] | rank rtt [ROUNDS [BYTES]] | ckpt-threads [--quick] [MIB...]"
+        "usage: sperli-bench limits [--quick] | rank pingpong|coll|startup|rss|ckpt|resume|pipe|overlap|p2p|shrink [--quick] | rank inplace BYTES | rank rtt [ROUNDS [BYTES]] | ckpt-threads [--quick] [MIB...]"
     );
     std::process::exit(2);
 }
@@ -66,6 +68,10 @@ fn main() {
             Ok(())
         }
         ["rank", "rtt", rest @ ..] => latency::rtt(rest),
+        ["rank", "inplace", bytes] => match bytes.parse() {
+            Ok(b) => recovery::run_inplace(b),
+            Err(_) => usage(),
+        },
         ["rank", mode] => rank::run(mode, quick),
         ["ckpt-threads", mib @ ..] => {
             let mib: Option<Vec<usize>> = mib.iter().map(|m| m.parse().ok()).collect();

@@ -75,3 +75,49 @@ pub fn run(comm: Comm<Endpoint>) -> Result<(), Error> {
     }
     world.into_link().finish()
 }
+
+/// `rank inplace BYTES`: what losing a rank costs under `sperli run
+/// --recover inplace` (protocol §18.7), and under `--recover restart
+/// --restart-max 1` for the same job. Every rank holds BYTES of state
+/// (`Vec<u8>`) and checkpoints it once (epoch 1) after its first step;
+/// the last rank of the first incarnation kills itself (SIGABRT) before
+/// step 3, saying when. In place, the survivors' next call returns the
+/// revoked error, `Checkpointer::run` waits for the launcher's record and
+/// the replacement's join and runs the body again, which resumes epoch 1
+/// (the replacement too); after a restart every rank resumes it. The first
+/// step completed after the resume ends the job: rank 0 prints
+/// `step_after_kill_unix_ns` (the last rank's completion).
+pub fn run_inplace(state_bytes: usize) -> Result<(), Error> {
+    let mut ck = sperli_ckpt::Checkpointer::join()?;
+    let n = u64::from(ck.comm().size());
+    let rank = ck.comm().rank();
+    let incarnation = ck.keys().incarnation();
+    let mut armed = incarnation == 1 && u64::from(rank) == n - 1;
+    ck.run(|ck| {
+        let resumed = ck.resume::<(u64, Vec<u8>)>()?;
+        if resumed.is_some() {
+            // After a rollback or a restart: the next completed step.
+            ck.comm().allreduce(&[1u64], Reduction::Sum)?;
+            let t = ck.comm().allreduce(&[unix_ns()], Reduction::Max)?[0];
+            if rank == 0 {
+                println!("RESULT step_after_kill_unix_ns {n} {t}");
+            }
+            return Ok(());
+        }
+        let state = (1u64, vec![rank as u8; state_bytes]);
+        ck.comm().allreduce(&[1u64], Reduction::Sum)?;
+        ck.checkpoint(&state)?;
+        for step in 1..=3 {
+            if armed && step == 3 {
+                armed = false;
+                println!("RESULT kill_unix_ns {n} {}", unix_ns());
+                std::process::abort();
+            }
+            // Step 3 returns the revoked error on the survivors.
+            ck.comm().allreduce(&[1u64], Reduction::Sum)?;
+        }
+        eprintln!("sperli-bench inplace: a step completed without the lost rank");
+        std::process::exit(1);
+    })?;
+    ck.into_comm().into_link().finish()
+}

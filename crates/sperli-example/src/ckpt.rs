@@ -1,4 +1,5 @@
-//! `ckpt STEPS EVERY [SLEEP_MS [KILL_STEP KILL_RANK]]` and `ckpt-reference
+//! `ckpt STEPS EVERY [SLEEP_MS [KILL_STEP KILL_RANK]] [LOSS...]` (each LOSS
+//! as the `losses` module says) and `ckpt-reference
 //! SIZE STEPS` (module docs of the binary): an iteration that checkpoints
 //! (protocol §9.4), resumes after a restart (§10.2) and, in a job run with
 //! `sperli run --recover inplace`, rolls back in place (§18.7), with one
@@ -8,6 +9,10 @@ use std::process::ExitCode;
 
 use sperli_collective::Reduction;
 
+use sperli_wire::recovery::RecoveryError;
+use sperli_wire::Error;
+
+use crate::losses::{lose, parse_loss, How, Loss};
 use crate::{arg, join_checkpointer, Failure};
 
 /// The `ckpt` example (see the module docs of the binary). Rank 0 prints
@@ -21,6 +26,25 @@ pub fn run_ckpt(args: &[String]) -> ExitCode {
     let sleep_ms: u64 = arg(args, 3).unwrap_or(0);
     let kill_step: Option<u64> = arg(args, 4);
     let kill_rank: u32 = arg(args, 5).unwrap_or(1);
+    let losses: Option<Vec<Loss>> = args
+        .iter()
+        .skip(1)
+        .filter(|a| a.contains(':'))
+        .map(|a| parse_loss(a))
+        .collect();
+    let Some(mut losses) = losses else {
+        eprintln!(
+            "usage: sperli-example ckpt STEPS EVERY [SLEEP_MS [KILL_STEP KILL_RANK]] [RANK:STEP[:stop|:recovery]]..."
+        );
+        return ExitCode::from(2);
+    };
+    if let Some(step) = kill_step {
+        losses.push(Loss {
+            rank: kill_rank,
+            step,
+            how: How::Kill,
+        });
+    }
     let mut ck = match join_checkpointer() {
         Ok(c) => c,
         Err(code) => return code,
@@ -28,13 +52,18 @@ pub fn run_ckpt(args: &[String]) -> ExitCode {
     let rank = ck.comm().rank();
     let size = ck.comm().size();
     let incarnation = ck.keys().incarnation();
-    // The kill fires once per process at most: in KILL_RANK's process of
-    // the first incarnation, before KILL_STEP. After a rollback in place
-    // the survivors run the body again, and their steps again, still with
+    let pid = std::process::id();
+    println!("rank {rank}: pid {pid} incarnation {incarnation}");
+    // Each loss fires once per process at most, and only in the rank's
+    // process of the first incarnation. After a rollback in place the
+    // survivors run the body again, and their steps again, still with
     // incarnation 1 (protocol §18.1: a survivor keeps its incarnation); so
-    // the test is on this process, not on the incarnation alone. The lost
-    // rank's replacement has incarnation >= 2 and never kills itself.
-    let mut armed = incarnation == 1 && rank == kill_rank;
+    // the test is on this process, not on the incarnation alone. A lost
+    // rank's replacement has incarnation >= 2 and never loses itself.
+    let mut armed: Vec<Loss> = losses
+        .into_iter()
+        .filter(|l| incarnation == 1 && l.rank == rank)
+        .collect();
     let result = ck.run(|ck| {
         let (mut step, mut x, resumed) = match ck.resume::<(u64, Vec<f64>)>()? {
             Some((epoch, (step, x))) => (step, x, Some(epoch)),
@@ -50,12 +79,28 @@ pub fn run_ckpt(args: &[String]) -> ExitCode {
             }
         }
         while step < steps {
-            if armed && kill_step == Some(step) {
-                armed = false;
-                println!("rank {rank}: killing myself with SIGKILL before step {step}");
-                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+            if let Some(i) = armed
+                .iter()
+                .position(|l| l.step == step && l.how != How::InRecovery)
+            {
+                let l = armed.remove(i);
+                lose(rank, step, l.how);
             }
-            let sum = ck.comm().allreduce(&x, Reduction::Sum)?;
+            let sum = match ck.comm().allreduce(&x, Reduction::Sum) {
+                Err(e @ Error::Recovery(RecoveryError::Revoked { .. })) => {
+                    // A loss in the recovery: this rank goes while it
+                    // takes part in it.
+                    if let Some(i) = armed
+                        .iter()
+                        .position(|l| l.step <= step && l.how == How::InRecovery)
+                    {
+                        let l = armed.remove(i);
+                        lose(rank, step, l.how);
+                    }
+                    return Err(e);
+                }
+                r => r?,
+            };
             ckpt_step(&mut x, &sum, size, step);
             step += 1;
             if step % every == 0 {
@@ -70,6 +115,9 @@ pub fn run_ckpt(args: &[String]) -> ExitCode {
         }
         ck.comm().allreduce(&x, Reduction::Sum)
     });
+    if result.is_ok() {
+        println!("rank {rank}: done, pid {pid}");
+    }
     let result = result.map_err(Failure::from).and_then(|sum| {
         if rank == 0 {
             println!("result {}", f64_hex(&sum));

@@ -67,6 +67,7 @@
 use std::process::ExitCode;
 
 mod ckpt;
+mod losses;
 mod shrink;
 
 use sperli_ckpt::Checkpointer;

@@ -12,6 +12,8 @@ use sperli_collective::{Comm, Reduction};
 use sperli_wire::recovery::RecoveryError;
 use sperli_wire::Error;
 
+use crate::losses::{lose, parse_loss, How, Loss};
+
 /// What job rank `r` adds in step `s`: values whose sum depends on the
 /// order of the fold, so a fold in another order would show.
 pub fn shrink_value(r: u32, s: u64) -> f64 {
@@ -24,51 +26,6 @@ pub fn shrink_fold(members: &[u32], s: u64) -> f64 {
     let mut it = members.iter();
     let first = it.next().map_or(0.0, |r| shrink_value(*r, s));
     it.fold(first, |acc, r| acc + shrink_value(*r, s))
-}
-
-/// One rank's loss: before `step`, job rank `rank` raises SIGKILL, or
-/// SIGSTOP with `stop`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Loss {
-    rank: u32,
-    step: u64,
-    how: How,
-}
-
-/// How a rank is lost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum How {
-    /// SIGKILL before its step.
-    Kill,
-    /// SIGSTOP before its step.
-    Stop,
-    /// SIGKILL in a recovery from its step on.
-    InRecovery,
-}
-
-/// Raises `how`'s signal on this process, saying so.
-fn lose(me: u32, step: u64, how: How) {
-    use nix::sys::signal::{raise, Signal};
-    let (name, sig, when) = match how {
-        How::Kill => ("SIGKILL", Signal::SIGKILL, "before"),
-        How::Stop => ("SIGSTOP", Signal::SIGSTOP, "before"),
-        How::InRecovery => ("SIGKILL", Signal::SIGKILL, "in the recovery at"),
-    };
-    println!("rank {me}: raising {name} {when} step {step}");
-    let _ = raise(sig);
-}
-
-fn parse_loss(s: &str) -> Option<Loss> {
-    let mut it = s.split(':');
-    let rank = it.next()?.parse().ok()?;
-    let step = it.next()?.parse().ok()?;
-    let how = match it.next() {
-        None => How::Kill,
-        Some("stop") => How::Stop,
-        Some("recovery") => How::InRecovery,
-        Some(_) => return None,
-    };
-    it.next().is_none().then_some(Loss { rank, step, how })
 }
 
 /// Runs the `shrink` example (module docs): every rank makes STEPS

@@ -209,7 +209,6 @@ mod tests {
             job: &job,
             mode: Mode::Shrink,
             replacements: 0,
-            start_replacements: false,
             spares: &[],
         };
         let script = format!(

@@ -93,12 +93,13 @@ struct RunArgs {
     #[arg(long, default_value_t = 0)]
     restart_max: u32,
     /// What a rank's failure costs (docs/launcher.md, "Recovery"):
-    /// `restart` (the default until a replacement can join: every rank is
-    /// ended and the job starts again, ranks without a control channel),
-    /// `inplace` (the failed rank is replaced; until a replacement can
-    /// join, a full restart), `shrink` (the survivors go on without it).
-    #[arg(long, default_value = "restart")]
-    recover: RecoverMode,
+    /// `inplace` (the default: the failed rank is replaced and every rank
+    /// rolls back to the last COMMIT in place, while `--restart-max`
+    /// allows), `shrink` (the survivors go on without it), `restart`
+    /// (every rank is ended and the job starts again; ranks without a
+    /// control channel).
+    #[arg(long)]
+    recover: Option<RecoverMode>,
     /// More refused host names, separated by commas or whitespace (an
     /// unreadable file or an entry that is not a host stops the launcher).
     #[arg(long)]
@@ -395,11 +396,14 @@ fn run(args: RunArgs) -> ExitCode {
         // A control channel exists only for ranks started directly; one
         // rank without it makes the job run without feature bit 5
         // (protocol §18), so none gets one.
-        let recover_mode = args
-            .recover
+        let asked = args.recover;
+        let recover_mode = asked
+            .unwrap_or_default()
             .protocol_mode()
             .filter(|_| rank_via.iter().all(|v| *v == Via::Direct));
-        if recover_mode.is_none() && args.recover != RecoverMode::Restart && restarts == 0 {
+        // Said only when the user asked for a mode by name.
+        let named = asked.is_some_and(|m| m != RecoverMode::Restart);
+        if recover_mode.is_none() && named && restarts == 0 {
             eprintln!(
                 "sperli: ranks started through a remote shell or srun have no control channel: the job runs as with --recover restart"
             );
@@ -413,7 +417,6 @@ fn run(args: RunArgs) -> ExitCode {
             job: &plan,
             mode,
             replacements: args.restart_max.saturating_sub(restarts),
-            start_replacements: true,
             spares: &spare_hosts,
         });
         let outcome = run_job_recovering(ranks, &opts, &interrupt, recovery);
@@ -487,8 +490,9 @@ fn run(args: RunArgs) -> ExitCode {
 /// running the example program's `ckpt` mode: an iteration with one
 /// allreduce per step and a signed, buddy-replicated checkpoint every 10
 /// steps. Rank 2 kills itself with SIGKILL in the first incarnation; the
-/// launcher restarts the job, which resumes from its last COMMIT and ends
-/// with the result of an undisturbed run.
+/// launcher starts a replacement of rank 2 only, the other ranks keep
+/// their processes and roll back in place to the last COMMIT (protocol
+/// §18.7), and the job ends with the result of an undisturbed run.
 fn demo() -> ExitCode {
     let example = match example_program() {
         Ok(p) => p,
@@ -507,7 +511,8 @@ fn demo() -> ExitCode {
     println!(
         "COMMIT. Before step 35, rank 2 kills itself with SIGKILL: the others notice, the launcher"
     );
-    println!("restarts every rank, and they resume from the last COMMIT. Output lines are prefixed with [rank].");
+    println!("starts a replacement of rank 2 only, and every rank rolls back in place to the last COMMIT:");
+    println!("the survivors keep their processes. Output lines are prefixed with [rank].");
     println!();
     let args = RunArgs {
         n: Some(4),
@@ -515,7 +520,7 @@ fn demo() -> ExitCode {
         hostfile: None,
         map_by: MapBy::Slot,
         restart_max: 1,
-        recover: RecoverMode::Restart,
+        recover: Some(RecoverMode::Inplace),
         deny_hosts: None,
         checkpoint_dir: Some(scratch.clone()),
         job_key: None,
@@ -546,7 +551,7 @@ fn demo() -> ExitCode {
     if code == ExitCode::SUCCESS {
         println!();
         println!(
-            "Done in {:.2} s: rank 2 was killed, the job restarted from the epoch shown above and finished",
+            "Done in {:.2} s: rank 2 was killed and replaced, the job rolled back to the epoch shown above and finished",
             start.elapsed().as_secs_f64()
         );
         println!("with the same result bytes as an undisturbed run; every rank said BYE.");

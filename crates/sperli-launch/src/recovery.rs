@@ -12,9 +12,7 @@
 //! has ended before the record that removes it is signed (protocol §18.6).
 //! In the replace mode the launcher issues and starts a replacement of
 //! each failed rank before it writes the record ([`crate::replacement`],
-//! protocol §18.7) only when [`RecoveryPlan::start_replacements`] says so:
-//! the rank side of a replacement's join is not built yet, so `sperli run
-//! --recover inplace` carries a decision to replace out as a full restart.
+//! protocol §18.7).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
@@ -35,16 +33,15 @@ use crate::root_cause::Failure;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RecoverMode {
     /// A replacement of the failed rank joins the survivors, which roll
-    /// back to a COMMIT (protocol §18.7). Until a replacement can join,
-    /// carried out as a full restart.
+    /// back to a COMMIT (protocol §18.7), while `--restart-max` allows
+    /// one. The default.
+    #[default]
     Inplace,
     /// The survivors go on without the failed ranks (protocol §18.8).
     Shrink,
     /// Every rank is ended and the job starts again (protocol §10.1): no
-    /// control channel, so the ranks run without feature bit 5. The
-    /// default while a replacement cannot join yet: a program that knows
-    /// nothing of recovery sees the errors of a lost peer it always saw.
-    #[default]
+    /// control channel, so the ranks run without feature bit 5, byte for
+    /// byte as v1.
     Restart,
 }
 
@@ -88,10 +85,6 @@ pub struct RecoveryPlan<'a> {
     pub mode: Mode,
     /// The restarts `--restart-max` still allows (each replacement is one).
     pub replacements: u32,
-    /// Replace mode: issue and start a replacement of each failed rank
-    /// (protocol §18.7); false: carry a decision to replace out as a full
-    /// restart (until the rank side of a replacement's join exists).
-    pub start_replacements: bool,
     /// Loopback hosts the placement left unused, already checked against
     /// the refused hosts: a replacement runs on the first one left, else on
     /// its rank's host (as a restart moves a rank, docs/launcher.md).
@@ -318,9 +311,6 @@ impl<'a> Recovery<'a> {
         };
         let mut started = Vec::new();
         if record.mode == Mode::Replace {
-            if !self.plan.start_replacements {
-                return restart("a replacement cannot join yet".into(), self, out);
-            }
             match self.replacements(&record) {
                 Ok(reps) => {
                     replacement::fill_changes(&mut record, &reps);

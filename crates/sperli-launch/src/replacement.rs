@@ -4,11 +4,6 @@
 //! record's change entry, a join token for (rank, new incarnation, host),
 //! and a job description with the new incarnation and the host list with
 //! every changed endpoint.
-//!
-//! The rank side of a replacement's join is not built yet, so the
-//! supervisor does not start replacements: `--recover inplace` carries a
-//! decision to replace out as a full restart ([`crate::recovery`]). This
-//! module is the launcher's half, ready for it.
 
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;

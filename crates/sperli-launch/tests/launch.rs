@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 mod blame;
 mod examples;
 mod habits;
+mod inplace;
 mod messages;
 mod orphans;
 mod pipelined;
@@ -179,7 +180,8 @@ fn four_ranks_on_four_loopback_hosts() {
 }
 
 /// `sperli demo` runs the `sperli-example` next to it: rank 2 kills
-/// itself, the job restarts from its last COMMIT and ends well; and
+/// itself, is replaced in place, every rank rolls back to the last COMMIT
+/// and the job ends well; and
 /// `sperli example MODE` runs that program too.
 #[test]
 fn the_demo_runs_the_example_next_to_sperli() {
@@ -190,9 +192,15 @@ fn the_demo_runs_the_example_next_to_sperli() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(
-        stdout.contains("[2] rank 2: killing myself with SIGKILL before step 35"),
+        stdout.contains("[2] rank 2: raising SIGKILL before step 35"),
         "{stdout}"
     );
+    // Replaced in place: rank 0 rolled back, nobody restarted.
+    assert!(
+        stdout.contains("[0] rolled back to epoch 3 (step 30)"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("replacement of rank 2 runs on"), "{stderr}");
     assert!(stdout.contains("Done in "), "{stdout}");
     // `sperli example MODE` runs the same program.
     let out = sperli(&[
@@ -627,6 +635,8 @@ fn killed_ckpt_run(dir: &std::path::Path) -> Option<(String, String, bool)> {
             "3",
             "--restart-max",
             "1",
+            "--recover",
+            "restart",
             "--silence-ms",
             "2000",
         ])

@@ -3,12 +3,11 @@ use super::*;
 use crate::control::LineError;
 use sperli_wire::recovery::NO_ROLLBACK;
 
-fn plan(job: &JobPlan, mode: Mode, replacements: u32, start: bool) -> RecoveryPlan<'_> {
+fn plan(job: &JobPlan, mode: Mode, replacements: u32) -> RecoveryPlan<'_> {
     RecoveryPlan {
         job,
         mode,
         replacements,
-        start_replacements: start,
         spares: &[],
     }
 }
@@ -64,8 +63,8 @@ fn modes_parse() {
         "replace".parse::<RecoverMode>(),
         Err(UnknownRecoverMode("replace".into()))
     );
-    // Restart until a replacement can join (docs/launcher.md, "Recovery").
-    assert_eq!(RecoverMode::default(), RecoverMode::Restart);
+    // In place by default (docs/launcher.md, "Recovery").
+    assert_eq!(RecoverMode::default(), RecoverMode::Inplace);
     assert_eq!(RecoverMode::Inplace.protocol_mode(), Some(Mode::Replace));
     assert_eq!(RecoverMode::Shrink.protocol_mode(), Some(Mode::Shrink));
     assert_eq!(RecoverMode::Restart.protocol_mode(), None);
@@ -74,7 +73,7 @@ fn modes_parse() {
 #[test]
 fn a_killed_rank_and_its_peers_reports_make_one_signed_record() {
     let job = JobPlan::localhost(4).unwrap();
-    let mut rec = Recovery::new(plan(&job, Mode::Shrink, 0, false));
+    let mut rec = Recovery::new(plan(&job, Mode::Shrink, 0));
     rec.on_exit(failure(3, RankExit::Signal(9)), 1);
     assert_eq!(rec.step(|_| true), []);
     rec.on_line(0, 1, report(&job, 0, vec![3]));
@@ -130,7 +129,7 @@ fn a_killed_rank_and_its_peers_reports_make_one_signed_record() {
 #[test]
 fn a_suspected_rank_is_fenced_and_the_record_waits_for_its_end() {
     let job = JobPlan::localhost(3).unwrap();
-    let mut rec = Recovery::new(plan(&job, Mode::Shrink, 0, false));
+    let mut rec = Recovery::new(plan(&job, Mode::Shrink, 0));
     rec.on_line(0, 1, report(&job, 0, vec![1]));
     rec.on_line(2, 1, report(&job, 2, vec![1]));
     let acts = rec.step(|_| false);
@@ -151,7 +150,7 @@ fn a_suspected_rank_is_fenced_and_the_record_waits_for_its_end() {
 #[test]
 fn a_refused_line_or_a_report_for_another_rank_is_its_ranks_failure() {
     let job = JobPlan::localhost(3).unwrap();
-    let mut rec = Recovery::new(plan(&job, Mode::Shrink, 0, false));
+    let mut rec = Recovery::new(plan(&job, Mode::Shrink, 0));
     rec.on_line(1, 1, ChannelLine::Refused(LineError::TooLong));
     // Rank 2 writes a report in rank 0's name.
     rec.on_line(2, 1, report(&job, 0, vec![]));
@@ -163,7 +162,7 @@ fn a_refused_line_or_a_report_for_another_rank_is_its_ranks_failure() {
     );
     assert_eq!(written(&job, &acts[1]).1, [0]);
     // A suspect outside the job is refused too.
-    let mut rec = Recovery::new(plan(&job, Mode::Shrink, 0, false));
+    let mut rec = Recovery::new(plan(&job, Mode::Shrink, 0));
     rec.on_line(1, 1, report(&job, 1, vec![7]));
     rec.on_line(0, 1, report(&job, 0, vec![]));
     rec.on_line(2, 1, report(&job, 2, vec![]));
@@ -174,7 +173,7 @@ fn a_refused_line_or_a_report_for_another_rank_is_its_ranks_failure() {
 #[test]
 fn no_survivor_restarts_in_full_with_the_held_failures() {
     let job = JobPlan::localhost(2).unwrap();
-    let mut rec = Recovery::new(plan(&job, Mode::Shrink, 0, false));
+    let mut rec = Recovery::new(plan(&job, Mode::Shrink, 0));
     rec.on_exit(failure(1, RankExit::Code(3)), 1);
     assert_eq!(rec.step(|_| true), []);
     rec.on_exit(failure(0, RankExit::Code(1)), 1);
@@ -191,19 +190,10 @@ fn no_survivor_restarts_in_full_with_the_held_failures() {
 }
 
 #[test]
-fn replace_mode_restarts_in_full_until_a_replacement_can_join() {
+fn replace_mode_restarts_in_full_without_a_replacement_left() {
     let job = JobPlan::localhost(2).unwrap();
-    let mut rec = Recovery::new(plan(&job, Mode::Replace, 1, false));
-    rec.on_exit(failure(1, RankExit::Signal(9)), 1);
-    rec.on_line(0, 1, report(&job, 0, vec![1]));
-    let acts = rec.step(|_| true);
-    assert_eq!(
-        acts[0],
-        Action::Say("sperli: epoch 2: rank 1 lost (killed by signal 9 (SIGKILL)); a replacement cannot join yet: restarting the job in full".into())
-    );
-    assert!(matches!(&acts[1], Action::FullRestart(h) if h.len() == 1));
     // Without a replacement left, the Decider restarts in full itself.
-    let mut rec = Recovery::new(plan(&job, Mode::Replace, 0, true));
+    let mut rec = Recovery::new(plan(&job, Mode::Replace, 0));
     rec.on_exit(failure(1, RankExit::Signal(9)), 1);
     rec.on_line(0, 1, report(&job, 0, vec![1]));
     assert!(matches!(
@@ -215,7 +205,7 @@ fn replace_mode_restarts_in_full_until_a_replacement_can_join() {
 #[test]
 fn replace_mode_starts_a_replacement_named_by_the_signed_record() {
     let job = JobPlan::localhost(3).unwrap();
-    let mut rec = Recovery::new(plan(&job, Mode::Replace, 2, true));
+    let mut rec = Recovery::new(plan(&job, Mode::Replace, 2));
     rec.on_exit(failure(1, RankExit::Signal(9)), 1);
     rec.on_line(0, 1, report(&job, 0, vec![1]));
     rec.on_line(2, 1, report(&job, 2, vec![1]));
@@ -272,7 +262,7 @@ fn a_replacement_takes_the_first_spare_host_then_its_own() {
     let spares = ["127.0.0.9".to_string()];
     let mut rec = Recovery::new(RecoveryPlan {
         spares: &spares,
-        ..plan(&job, Mode::Replace, 2, true)
+        ..plan(&job, Mode::Replace, 2)
     });
     for (epoch, victim, host) in [(1, 1, "127.0.0.9"), (2, 2, job.hosts[2].host.as_str())] {
         rec.on_exit(failure(victim, RankExit::Code(1)), 1);
@@ -298,7 +288,7 @@ fn a_replacement_takes_the_first_spare_host_then_its_own() {
 #[test]
 fn a_replacement_that_cannot_start_restarts_in_full_for_the_failure_it_answered() {
     let job = JobPlan::localhost(2).unwrap();
-    let mut rec = Recovery::new(plan(&job, Mode::Replace, 1, true));
+    let mut rec = Recovery::new(plan(&job, Mode::Replace, 1));
     rec.on_exit(failure(1, RankExit::Signal(9)), 1);
     rec.on_line(0, 1, report(&job, 0, vec![1]));
     assert!(matches!(rec.step(|_| true)[1], Action::Start { .. }));

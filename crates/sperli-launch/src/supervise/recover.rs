@@ -274,7 +274,6 @@ printf '%s\n' "$rec" > "$OUT""#;
             job: &job,
             mode: Mode::Replace,
             replacements: 1,
-            start_replacements: true,
             spares: &[],
         };
         let (outcome, records) = run_sh_ranks(plan, script, 1);

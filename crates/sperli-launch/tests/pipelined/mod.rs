@@ -34,6 +34,8 @@ fn run_once() -> Option<(Vec<Line>, bool)> {
             "4",
             "--restart-max",
             "1",
+            "--recover",
+            "restart",
             "--silence-ms",
             &SILENCE_MS.to_string(),
             "--timeout",

@@ -124,8 +124,12 @@ fn shrink_a_killed_rank_s_peers_get_one_signed_record_and_finish() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--recover inplace` (protocol §18.7): the launcher starts the killed
+/// rank's replacement (incarnation 2, `SPERLI_REPLACEMENT=1`, the record
+/// first on its channel) and writes one signed replace record to the
+/// survivors; nobody is restarted.
 #[test]
-fn inplace_restarts_in_full_until_a_replacement_can_join() {
+fn inplace_starts_a_replacement_and_writes_one_replace_record() {
     let _cpu = crate::shared_cpu();
     let dir = scratch("inplace");
     let out = run(3, 1, &["--restart-max", "1", "--recover", "inplace"], &dir);
@@ -133,21 +137,25 @@ fn inplace_restarts_in_full_until_a_replacement_can_join() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(
-        stderr.contains("sperli: epoch 2: rank 1 lost (killed by signal 9 (SIGKILL)); a replacement cannot join yet: restarting the job in full\n"),
+        stderr.contains("sperli: epoch 2: rank 1 lost (killed by signal 9 (SIGKILL)); replacement of rank 1 runs on "),
         "{stderr}"
     );
-    assert!(
-        stderr.contains("restarting the job as incarnation 2 (1 of 1 restarts)"),
-        "{stderr}"
+    assert!(!stderr.contains("restarting the job"), "{stderr}");
+    let key = job_key(&dir);
+    let first = records(&stdout, 0, &key);
+    assert_eq!(first.len(), 1, "{stdout}");
+    let rec = &first[0];
+    assert_eq!(
+        (rec.mode, rec.epoch, rec.size, rec.rollback),
+        (Mode::Replace, 2, 3, 0)
     );
-    // No record was written: the survivors' reads ended with the run.
-    assert!(!stdout.contains("record "), "{stdout}");
-    for r in 0..3 {
-        assert!(
-            stdout.contains(&format!("[{r}] incarnation 2\n")),
-            "{stdout}"
-        );
-    }
+    assert_eq!(rec.incarnations, [1, 2, 1]);
+    assert_eq!(rec.changes.len(), 1);
+    assert_eq!(rec.changes[0].rank, 1);
+    assert!(rec.changes[0].endpoint.is_some());
+    assert_eq!(records(&stdout, 2, &key), first, "{stdout}");
+    // The replacement: its script says its incarnation and ends.
+    assert!(stdout.contains("[1] incarnation 2\n"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -176,13 +184,11 @@ if [ -n "$SPERLI_CONTROL_FD" ]; then echo "channel $SPERLI_CONTROL_FD"; elif { t
         lines.sort();
         (lines, String::from_utf8_lossy(&out.stderr).into_owned())
     };
-    // Restart is the default (docs/launcher.md, "Recovery").
-    for mode in [None, Some("restart")] {
-        let (lines, stderr) = go(mode);
-        assert_eq!(lines, ["[0] none", "[1] none"], "{mode:?}");
-        assert_eq!(stderr, "");
-    }
-    for mode in [Some("inplace"), Some("shrink")] {
+    let (lines, stderr) = go(Some("restart"));
+    assert_eq!(lines, ["[0] none", "[1] none"]);
+    assert_eq!(stderr, "");
+    // In place is the default (docs/launcher.md, "Recovery").
+    for mode in [None, Some("inplace"), Some("shrink")] {
         let (lines, _) = go(mode);
         assert_eq!(lines, ["[0] channel 3", "[1] channel 3"], "{mode:?}");
     }

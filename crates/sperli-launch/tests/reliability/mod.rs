@@ -19,7 +19,7 @@ use super::{children_of, port_race, ranks_of, result_line, wait_for_lines, wait_
 /// `sperli ARGS -- sperli-example EXAMPLE...` with `env`, killed after
 /// `limit` (a watchdog over the launcher's own --timeout); None after a
 /// port race.
-fn launch(
+pub(crate) fn launch(
     args: &[&str],
     example: &[&str],
     env: &[(&str, &str)],
@@ -60,7 +60,7 @@ fn launch(
     Some(out)
 }
 
-fn retry(f: impl Fn() -> Option<Output>) -> Output {
+pub(crate) fn retry(f: impl Fn() -> Option<Output>) -> Output {
     (0..3).find_map(|_| f()).expect("three port races in a row")
 }
 
@@ -317,6 +317,8 @@ fn crashed_run(
                 "3",
                 "--restart-max",
                 restart_max,
+                "--recover",
+                "restart",
                 "--silence-ms",
                 "2000",
                 "--timeout",
