@@ -93,9 +93,9 @@ struct RunArgs {
     #[arg(long, default_value_t = 0)]
     restart_max: u32,
     /// What a rank's failure costs (docs/launcher.md, "Recovery"):
-    /// `inplace` (the default: the failed rank is replaced and every rank
-    /// rolls back to the last COMMIT in place, while `--restart-max`
-    /// allows), `shrink` (the survivors go on without it), `restart`
+    /// `inplace` (the default, but for `--mailbox` jobs: the failed rank
+    /// is replaced and every rank rolls back to the last COMMIT in place,
+    /// while `--restart-max` allows), `shrink` (the survivors go on without it), `restart`
     /// (every rank is ended and the job starts again; ranks without a
     /// control channel).
     #[arg(long)]
@@ -397,8 +397,15 @@ fn run(args: RunArgs) -> ExitCode {
         // rank without it makes the job run without feature bit 5
         // (protocol §18), so none gets one.
         let asked = args.recover;
+        // A warm mailbox group ends TERMINAL on a lost rank (docs/mailbox.md):
+        // no recovery unless one is named.
+        let default = if mailbox.is_some() {
+            RecoverMode::Restart
+        } else {
+            RecoverMode::default()
+        };
         let recover_mode = asked
-            .unwrap_or_default()
+            .unwrap_or(default)
             .protocol_mode()
             .filter(|_| rank_via.iter().all(|v| *v == Via::Direct));
         // Said only when the user asked for a mode by name.

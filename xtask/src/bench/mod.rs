@@ -255,7 +255,7 @@ fn ckpt_base() -> (PathBuf, String) {
 
 /// A new, not yet existing checkpoint directory under [`ckpt_base`] (the
 /// launcher creates it).
-fn fresh_ckpt_dir(samples: &mut Samples) -> Result<PathBuf, String> {
+pub(super) fn fresh_ckpt_dir(samples: &mut Samples) -> Result<PathBuf, String> {
     let (base, fs) = ckpt_base();
     samples
         .info

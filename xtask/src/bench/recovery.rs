@@ -6,11 +6,20 @@
 //! shrink the time from the earliest survivor that knew of the failure
 //! (its call returned the revoked error) to the last that recovered and
 //! agreed on where to go on (an allreduce over the survivors).
+//!
+//! In place: `sperli-bench rank inplace BYTES` (a checkpointed state of
+//! BYTES per rank) under `--recover inplace --restart-max 1` and, for the
+//! same job, `--recover restart --restart-max 1`; the figure is the time
+//! from the kill to the first step every rank completed after resuming
+//! the COMMIT (in place: the survivors rolled back in their processes and
+//! the replacement joined; restart: every rank started again).
 
 use std::fmt::Write;
 
 use super::report::{cell, ratio, ratio_cell};
-use super::{group, run_retrying, sperli_argv, spread_hosts, Options, Programs, Samples};
+use super::{
+    fresh_ckpt_dir, group, run_retrying, sperli_argv, spread_hosts, Options, Programs, Samples,
+};
 
 /// The job sizes: 4, 16 and 64 ranks (`--quick`: 4).
 fn ranks(quick: bool) -> &'static [u32] {
@@ -27,8 +36,63 @@ const WAYS: [(&str, &[&str]); 2] = [
     ("restart", &["--recover", "restart", "--restart-max", "1"]),
 ];
 
+/// The in-place jobs' state per rank at `n` ranks: 64 MiB at 4 ranks,
+/// less at 16 and 64 (the whole job's state fits the machine's memory
+/// twice: each rank's own and its buddy's copy).
+fn state_bytes(n: u32) -> usize {
+    match n {
+        0..=4 => 64 << 20,
+        5..=16 => 4 << 20,
+        _ => 256 << 10,
+    }
+}
+
+/// The two ways an in-place job goes on: the group word and the
+/// launcher's flags.
+const INPLACE_WAYS: [(&str, &[&str]); 2] = [
+    ("inplace", &["--recover", "inplace", "--restart-max", "1"]),
+    (
+        "inplace-restart",
+        &["--recover", "restart", "--restart-max", "1"],
+    ),
+];
+
+/// Runs the in-place jobs and files their figures in
+/// `sperli.recovery-<way>.<n>`.
+fn inplace_jobs(p: &Programs, opts: &Options, samples: &mut Samples) -> Result<(), String> {
+    for &n in ranks(opts.quick) {
+        let bytes = state_bytes(n).to_string();
+        for (way, flags) in INPLACE_WAYS {
+            let dir = fresh_ckpt_dir(samples)?;
+            let mut launcher: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+            launcher.extend(["--checkpoint-dir".into(), dir.display().to_string()]);
+            let argv = sperli_argv(
+                p,
+                n,
+                Some(spread_hosts(n)),
+                &launcher,
+                &["rank", "inplace", &bytes],
+            );
+            let label = format!("sperli {way} n={n}");
+            let o = run_retrying(&label, &argv, &[], samples);
+            let _ = std::fs::remove_dir_all(&dir);
+            let o = o?;
+            println!("    {label}: {:.1} s", o.secs);
+            let find = |k: &str| o.results.iter().find(|r| r.0 == k).map(|r| r.2);
+            let (Some(kill), Some(step)) = (find("kill_unix_ns"), find("step_after_kill_unix_ns"))
+            else {
+                return Err(format!("{label}: the kill or the next step is missing"));
+            };
+            let g = group("sperli", &format!("recovery-{way}"), n);
+            samples.add(&g, "kill_to_step_ms", 0, (step - kill) / 1e6);
+        }
+    }
+    Ok(())
+}
+
 /// Runs the jobs and files their figures in `sperli.recovery-<way>.<n>`.
 pub(super) fn jobs(p: &Programs, opts: &Options, samples: &mut Samples) -> Result<(), String> {
+    inplace_jobs(p, opts, samples)?;
     for &n in ranks(opts.quick) {
         for (way, flags) in WAYS {
             let launcher: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
@@ -90,10 +154,41 @@ pub(super) fn section(o: &mut String, s: &Samples, quick: bool) {
     }
     let _ = writeln!(
         o,
-        "\nIn-place replacement (`--recover inplace`: a new process for the lost rank, \
-         the survivors rolled back to the last COMMIT in their processes) has no row yet: \
-         its rank side does not join, and `inplace` restarts in full.\n"
+        "\nIn place (`sperli-bench rank inplace BYTES`, protocol §18.7): every rank \
+         checkpoints BYTES of state once, then the last rank kills itself. With `sperli run \
+         --recover inplace` the launcher starts a replacement of that rank only, the \
+         survivors keep their processes and connections, accept the replacement's \
+         connection and roll back to the COMMIT (`Checkpointer::run`); with `--recover \
+         restart` every rank ends and the job starts again and resumes the COMMIT. Times in \
+         ms from the kill to the first step every rank completed after the resume.\n"
     );
+    let _ = writeln!(
+        o,
+        "| ranks | state per rank | in place: kill to next step | full restart: kill to next step | in place / restart |"
+    );
+    let _ = writeln!(o, "|---|---|---|---|---|");
+    for &n in ranks(quick) {
+        let inplace = group("sperli", "recovery-inplace", n);
+        let restart = group("sperli", "recovery-inplace-restart", n);
+        let (a, b) = (
+            s.get(&inplace, "kill_to_step_ms", 0),
+            s.get(&restart, "kill_to_step_ms", 0),
+        );
+        let bytes = state_bytes(n);
+        let size = if bytes >= 1 << 20 {
+            format!("{} MiB", bytes >> 20)
+        } else {
+            format!("{} KiB", bytes >> 10)
+        };
+        let _ = writeln!(
+            o,
+            "| {n} | {size} | {} | {} | {} |",
+            cell(a),
+            cell(b),
+            ratio_cell(ratio(a, b))
+        );
+    }
+    let _ = writeln!(o);
 }
 
 #[cfg(test)]
@@ -121,8 +216,24 @@ mod tests {
             0,
             3.0,
         );
+        s.add(
+            &group("sperli", "recovery-inplace", 4),
+            "kill_to_step_ms",
+            0,
+            40.0,
+        );
+        s.add(
+            &group("sperli", "recovery-inplace-restart", 4),
+            "kill_to_step_ms",
+            0,
+            800.0,
+        );
         let mut o = String::new();
         section(&mut o, &s, true);
+        assert!(
+            o.contains("| 4 | 64 MiB | 40.0 (40.0..40.0) | 800 (800..800) | 0.05 |"),
+            "{o}"
+        );
         assert!(
             o.contains("| 4 | 20.0 (20.0..20.0) | 400 (400..400) | 0.05 | 3.00 (3.00..3.00) |"),
             "{o}"
