@@ -72,9 +72,12 @@ impl<L: Peers> Checkpointer<L> {
         &mut self,
         mut body: impl FnMut(&mut Checkpointer<L>) -> Result<R, Error>,
     ) -> Result<R, Error> {
+        // Protocol §18.6: a lost peer revokes the epoch (instead of ending
+        // the job step) while the body runs here.
         let before = (self.link().features() & FEATURE_MEMBERSHIP != 0).then(|| {
-            let before = self.link().errors();
+            let before = (self.link().errors(), self.link().recoverable());
             self.link().set_errors(ErrorMode::Return);
+            self.link().set_recoverable(true);
             before
         });
         let out = loop {
@@ -89,8 +92,9 @@ impl<L: Peers> Checkpointer<L> {
                 other => break other,
             }
         };
-        if let Some(mode) = before {
+        if let Some((mode, recoverable)) = before {
             self.link().set_errors(mode);
+            self.link().set_recoverable(recoverable);
         }
         out
     }

@@ -102,6 +102,14 @@ impl Peers for Endpoint {
         Endpoint::set_best_commit(self, epoch)
     }
 
+    fn set_recoverable(&self, on: bool) {
+        Endpoint::set_recoverable(self, on)
+    }
+
+    fn recoverable(&self) -> bool {
+        Endpoint::recoverable(self)
+    }
+
     fn membership(&self) -> sperli_transport::Recovered {
         Endpoint::membership(self)
     }
@@ -224,6 +232,9 @@ impl Comm<Endpoint> {
             control: sperli_transport::control_channel::from_env()?,
             // Protocol §18.7: a replacement joins with the record on it.
             replacement: sperli_transport::control_channel::is_replacement(),
+            // Protocol §18.8: a program run with `--recover shrink` goes on
+            // without a lost rank from its start.
+            recoverable: std::env::var(sperli_wire::env::RECOVER).is_ok_and(|m| m == "shrink"),
             ..Settings::default()
         };
         if let Some(ms) = std::env::var(sperli_wire::env::SILENCE_MS)

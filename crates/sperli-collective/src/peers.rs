@@ -222,6 +222,16 @@ pub trait Peers {
         false
     }
 
+    /// Says whether the program can go on after a lost peer (feature bit
+    /// 5, protocol §18.6; the transport's `Endpoint::set_recoverable`).
+    /// Default: nothing.
+    fn set_recoverable(&self, _on: bool) {}
+
+    /// See [`Peers::set_recoverable`]. Default: false.
+    fn recoverable(&self) -> bool {
+        false
+    }
+
     /// Notes that this rank holds a verified COMMIT of checkpoint `epoch`
     /// (feature bit 5, protocol §18.4; the transport's
     /// `Endpoint::set_best_commit`). Default: nothing.
@@ -365,6 +375,12 @@ macro_rules! delegate_peers {
         }
         fn set_best_commit(&self, epoch: u64) {
             (**self).set_best_commit(epoch)
+        }
+        fn set_recoverable(&self, on: bool) {
+            (**self).set_recoverable(on)
+        }
+        fn recoverable(&self) -> bool {
+            (**self).recoverable()
         }
         fn membership(&self) -> Recovered {
             (**self).membership()

@@ -415,6 +415,16 @@ fn run(args: RunArgs) -> ExitCode {
                 "sperli: ranks started through a remote shell or srun have no control channel: the job runs as with --recover restart"
             );
         }
+        let mut ranks: Vec<RankLaunch> = ranks;
+        if let Some(mode) = recover_mode {
+            let word = match mode {
+                sperli_wire::recovery::Mode::Replace => "inplace",
+                sperli_wire::recovery::Mode::Shrink => "shrink",
+            };
+            for r in &mut ranks {
+                r.env.push((env::RECOVER.into(), word.into()));
+            }
+        }
         let spare_hosts: Vec<String> = spares
             .iter()
             .filter(|(h, v)| *v == Via::Direct && policy.check(&h.host).is_ok())

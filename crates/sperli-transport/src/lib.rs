@@ -265,6 +265,16 @@ pub struct Settings {
     /// with, and it dials every member of that record's epoch instead of
     /// the set-up of section 5. Default false.
     pub replacement: bool,
+    /// With feature bit 5 (a [`Settings::control`] channel), whether a
+    /// lost peer is taken into the recovery (protocol §18.6: the epoch is
+    /// revoked, calls return `RecoveryError::Revoked` until
+    /// [`Endpoint::recover`]) from the start, under
+    /// [`ErrorMode::Return`]. False: only while the program says it can go
+    /// on after a loss ([`Endpoint::set_recoverable`]; sperli-ckpt's
+    /// `Checkpointer::run` does); until then a lost peer ends the job step
+    /// as in v1. Default false; `sperli run --recover shrink` sets it
+    /// through [`sperli_wire::env::RECOVER`].
+    pub recoverable: bool,
 }
 
 impl Default for Settings {
@@ -281,6 +291,7 @@ impl Default for Settings {
             listener: None,
             control: None,
             replacement: false,
+            recoverable: false,
         }
     }
 }

@@ -19,6 +19,7 @@
 //! | [`TORCH_LOCAL_RANK`] (`LOCAL_RANK`) | launcher | program | torchrun's name for [`LOCAL_RANK`] |
 //! | [`LOCAL_WORLD_SIZE`] | launcher | program | torchrun's name for [`LOCAL_SIZE`] |
 //! | [`MAILBOX`] | launcher (`--mailbox`), rank 0 only | rank 0 | the name of the job's task mailbox (docs/mailbox.md) |
+//! | [`RECOVER`] | launcher (`--recover`), ranks with a control channel | rank | `inplace` or `shrink`: the recovery of a lost rank (protocol §18) |
 //!
 //! Variables of the test and benchmark harnesses, never set by the
 //! launcher for a user's job, are listed at the end of this module:
@@ -63,6 +64,14 @@ pub const TORCH_LOCAL_RANK: &str = "LOCAL_RANK";
 /// for rank 0 only (docs/mailbox.md). A name, not a secret.
 pub const MAILBOX: &str = "SPERLI_MAILBOX";
 
+/// The job's recovery mode (`sperli run --recover inplace|shrink`), set
+/// for ranks that have a control channel (protocol §18.1). With `shrink`
+/// every rank takes a lost peer into the recovery from its start (a
+/// program run so goes on without the lost rank, protocol §18.8); with
+/// `inplace` only while its program asks for it (`Checkpointer::run`,
+/// protocol §18.7). Not a secret.
+pub const RECOVER: &str = "SPERLI_RECOVER";
+
 /// Test harness: `1` makes `cargo xtask test` run the `#[ignore]`d slow
 /// scale and fault tests too.
 pub const SLOW_TESTS: &str = "SPERLI_SLOW_TESTS";
@@ -97,6 +106,7 @@ mod tests {
             super::SILENCE_MS,
             super::CHECKPOINT_DIR,
             super::ERROR_FILE,
+            super::RECOVER,
             super::SLOW_TESTS,
             super::SLURM_TESTS,
             super::TEST_JOB,

@@ -257,6 +257,7 @@ impl Endpoint {
             linger: settings.linger,
             error_file: settings.error_file.clone(),
             recovery: recovery_of(&ctx, &settings)?,
+            recoverable: settings.recoverable,
         }));
         let setup = match &shared.recovery {
             Some(r) if settings.replacement => {

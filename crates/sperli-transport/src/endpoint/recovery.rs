@@ -57,6 +57,24 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Says whether the program can go on after a lost peer (feature bit
+    /// 5, protocol §18.6): while on, and under [`ErrorMode::Return`], a
+    /// lost peer revokes the epoch (every call returns
+    /// `RecoveryError::Revoked` until [`Endpoint::recover`]); while off, a
+    /// lost peer ends the job step as in v1. From
+    /// [`Settings::recoverable`] until changed.
+    ///
+    /// [`ErrorMode::Return`]: crate::ErrorMode::Return
+    /// [`Settings::recoverable`]: crate::Settings::recoverable
+    pub fn set_recoverable(&self, on: bool) {
+        self.shared.set_recoverable(on);
+    }
+
+    /// See [`Endpoint::set_recoverable`].
+    pub fn recoverable(&self) -> bool {
+        self.shared.recoverable()
+    }
+
     /// Notes that this rank holds a COMMIT file of checkpoint `epoch`
     /// whose signature verifies (protocol §18.4: the REPORT's
     /// `best_commit`; the launcher rolls the replace mode back to the

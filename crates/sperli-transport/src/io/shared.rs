@@ -83,6 +83,9 @@ pub(crate) struct Shared {
     /// Feature bit 5's recovery, when this rank has a control channel
     /// (protocol §18.1).
     pub recovery: Option<Recovery>,
+    /// The program can go on after a lost peer
+    /// ([`Settings::recoverable`](crate::Settings::recoverable)).
+    recoverable: AtomicBool,
 }
 
 impl std::fmt::Debug for Shared {
@@ -105,6 +108,7 @@ pub(crate) struct SharedParts {
     pub linger: Duration,
     pub error_file: Option<PathBuf>,
     pub recovery: Option<Recovery>,
+    pub recoverable: bool,
 }
 
 fn mode_code(m: ErrorMode) -> u8 {
@@ -138,6 +142,7 @@ impl Shared {
             io_ended: AtomicBool::new(false),
             error_file: p.error_file,
             recovery: p.recovery,
+            recoverable: AtomicBool::new(p.recoverable),
             ctx: p.ctx,
         }
     }
@@ -234,13 +239,26 @@ impl Shared {
 
     /// Whether a lost peer starts a recovery instead of ending the job
     /// step (protocol §18.6): the job negotiated feature bit 5, set-up is
-    /// done, and the program takes errors itself (`ErrorMode::Return`).
+    /// done, the program takes errors itself (`ErrorMode::Return`) and
+    /// can go on after a loss ([`Shared::set_recoverable`]).
     pub fn recovering(&self) -> bool {
         self.recovery.is_some()
             && self.job_features.load(Ordering::SeqCst) & FEATURE_MEMBERSHIP != 0
             && self.setup_done.load(Ordering::SeqCst)
             && self.errors() == ErrorMode::Return
+            && self.recoverable.load(Ordering::SeqCst)
             && self.error.get().is_none()
+    }
+
+    /// Whether the program can go on after a lost peer (see
+    /// [`Settings::recoverable`](crate::Settings::recoverable)).
+    pub fn set_recoverable(&self, on: bool) {
+        self.recoverable.store(on, Ordering::SeqCst);
+    }
+
+    /// See [`Shared::set_recoverable`].
+    pub fn recoverable(&self) -> bool {
+        self.recoverable.load(Ordering::SeqCst)
     }
 
     /// Takes `error` into the recovery when it is the loss of a peer (a

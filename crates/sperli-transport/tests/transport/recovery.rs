@@ -95,6 +95,7 @@ fn with_channels(plan: &JobPlan) -> Vec<(u32, UnixStream, JobDescription, Settin
             let (ours, theirs) = UnixStream::pair().unwrap();
             let mut s = settings();
             s.control = Some(Arc::new(theirs));
+            s.recoverable = true;
             s.listener = plan.take_listener(r);
             (r, ours, plan.description(r), s)
         })
@@ -294,6 +295,7 @@ fn replacement_of(
     let mut s = settings();
     s.listener = Some(Arc::new(listener));
     s.replacement = true;
+    s.recoverable = true;
     let change = sperli_wire::recovery::Change {
         rank,
         cert_sha256: sperli_wire::ids::Sha256Digest::of(der.as_ref()),
@@ -414,5 +416,43 @@ fn a_lost_rank_is_replaced_and_the_survivors_keep_their_connections() {
         assert_eq!(rep.join().unwrap().epoch, 2);
         drop((lost_end, launcher_ends, ours));
         assert!(got[0].is_some() && got[1].is_some() && got[2].is_none());
+    });
+}
+
+/// Protocol §18.6 with a program that cannot go on after a loss
+/// (`Settings::recoverable` false, as under `--recover inplace` outside
+/// `Checkpointer::run`): a lost peer ends the job step as in v1, with the
+/// lost peer's error, not the revoked one, and no recovery.
+#[test]
+fn a_program_that_cannot_go_on_sees_a_lost_peer_as_in_v1() {
+    with_deadline(Duration::from_secs(60), || {
+        let plan = JobPlan::localhost_bound(3).unwrap();
+        let mut channels = Vec::new();
+        let mut ranks = Vec::new();
+        for (r, ours, desc, mut s) in with_channels(&plan) {
+            s.recoverable = false;
+            channels.push(ours);
+            ranks.push(std::thread::spawn(move || {
+                let ep = Endpoint::start(&desc, s).unwrap();
+                assert_eq!(ep.features() & FEATURE_MEMBERSHIP, FEATURE_MEMBERSHIP);
+                assert!(!ep.recoverable());
+                if r == 2 {
+                    ep.recv(0, 1).unwrap();
+                    ep.recv(1, 1).unwrap();
+                    ep.abort(AbortReason::PeerLost, 1613, "rank 2 leaves on purpose");
+                    return;
+                }
+                ep.send(2, 1, b"ready").unwrap();
+                match ep.recv(2, 7) {
+                    Err(Error::AbortedByPeer { .. } | Error::PeerLost { .. }) => {}
+                    other => panic!("expected the lost peer's error, got {other:?}"),
+                }
+                assert_eq!(ep.membership().epoch, 1);
+            }));
+        }
+        for h in ranks {
+            h.join().unwrap();
+        }
+        drop(channels);
     });
 }
