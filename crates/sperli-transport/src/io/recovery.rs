@@ -423,7 +423,7 @@ impl Recovery {
                     // Protocol §18.3 "applied", §18.2 "What starts again
                     // in a new epoch": before any frame of the new epoch
                     // is sent or judged.
-                    epoch.apply(a.epoch, &a.incarnations, &a.hosts);
+                    epoch.apply(a.epoch, &a.incarnations, &a.hosts, Arc::new(a.record));
                     st.new_epoch(RecoveryError::Revoked { epoch: a.epoch - 1 }.into());
                     let was: BTreeSet<u32> = (0..a.incarnations.len() as u32).collect();
                     let now: BTreeSet<u32> = members(&a.incarnations).collect();

@@ -55,6 +55,9 @@ struct PeerTable {
     incarnations: Vec<u32>,
     /// The endpoints of ranks a record replaced (protocol §18.7).
     hosts: Vec<(u32, HostEntry)>,
+    /// The record applied last (empty before any), which a connection
+    /// sends ahead of its first frame of that epoch (protocol §18.6).
+    record: Arc<Vec<u8>>,
 }
 
 impl Default for MembershipEpoch {
@@ -97,10 +100,17 @@ impl MembershipEpoch {
     /// A MEMBERSHIP record was applied (protocol §18.3): the epoch, every
     /// rank's incarnation in it, and the endpoints of the ranks it
     /// replaced (`hosts`: rank, host, port).
-    pub fn apply(&self, epoch: u32, incarnations: &[u32], hosts: &[(u32, String, u16)]) {
+    pub fn apply(
+        &self,
+        epoch: u32,
+        incarnations: &[u32],
+        hosts: &[(u32, String, u16)],
+        record: Arc<Vec<u8>>,
+    ) {
         {
             let mut t = self.peers.write().unwrap_or_else(|e| e.into_inner());
             t.incarnations = incarnations.to_vec();
+            t.record = record;
             for (rank, host, port) in hosts {
                 t.hosts.retain(|(r, _)| r != rank);
                 t.hosts.push((
@@ -120,6 +130,12 @@ impl MembershipEpoch {
     pub fn incarnation_of(&self, rank: u32) -> Option<u32> {
         let t = self.peers.read().unwrap_or_else(|e| e.into_inner());
         t.incarnations.get(rank as usize).copied()
+    }
+
+    /// The record applied last (empty before any record).
+    pub fn record(&self) -> Arc<Vec<u8>> {
+        let t = self.peers.read().unwrap_or_else(|e| e.into_inner());
+        t.record.clone()
     }
 
     /// The endpoint a record gave `rank` (protocol §18.7), if one did.

@@ -144,6 +144,10 @@ pub struct Connection {
     features: u64,
     /// `inc[peer]` when the connection was made (protocol §18.2 check 9).
     peer_incarnation: u32,
+    /// The newest membership epoch the peer is known to hold: whose record
+    /// went out on this connection, or of a frame that came on it
+    /// (protocol §18.6, "Learning it").
+    told_epoch: u32,
 }
 
 /// The frame of [`Connection::open_direct`] in progress.
@@ -173,7 +177,6 @@ impl Connection {
             membership_epoch: 0,
         };
         Self {
-            ctx,
             peer,
             reader: FrameReader::new(rx),
             state: ConnState::AwaitingHello,
@@ -189,6 +192,8 @@ impl Connection {
             pool: None,
             features,
             peer_incarnation,
+            told_epoch: ctx.membership.current(),
+            ctx,
         }
     }
 
@@ -264,14 +269,50 @@ impl Connection {
         self.queue_frame(Outgoing::new(h, payload, 0), now);
     }
 
-    /// Queues a prepared frame.
+    /// Queues a prepared frame (after the record of its membership epoch,
+    /// when the peer may not hold it yet: protocol §18.6).
     pub fn queue_frame(&mut self, frame: Outgoing, now: Instant) {
         // BYE is the "last frame on a connection" (protocol §6.4).
         if self.bye_sent {
             return;
         }
+        if let Some(e) = frame.membership_epoch() {
+            self.tell(e);
+        }
         self.last_sent = now;
         self.out.push_back(frame);
+    }
+
+    /// Protocol §18.6, "Learning it": before the first frame of epoch
+    /// `epoch` on this connection, the record of the newest epoch goes out
+    /// (RECOVER MEMBERSHIP, header epoch the one the peer is known to
+    /// hold), unless the peer showed it holds it. True when a record was
+    /// queued.
+    fn tell(&mut self, epoch: u32) -> bool {
+        if epoch <= self.told_epoch {
+            return false;
+        }
+        let record = self.ctx.membership.record();
+        let old = self.told_epoch;
+        self.told_epoch = epoch.max(self.ctx.membership.current());
+        if record.is_empty() || old == 0 {
+            return false;
+        }
+        let h = self
+            .ctx
+            .header(FrameType::Recover, self.peer)
+            .with_membership_epoch(old);
+        let payload = sperli_wire::recovery::RecoverPayload::Membership {
+            record: record.to_vec(),
+        };
+        self.out.push_back(Outgoing::new(h, payload.encode(), 0));
+        true
+    }
+
+    /// A frame of membership epoch `epoch` came from the peer: it holds
+    /// that epoch's record (protocol §18.6).
+    pub(super) fn peer_holds(&mut self, epoch: u32) {
+        self.told_epoch = self.told_epoch.max(epoch);
     }
 
     /// Opens a frame with `header` (its length set here to `len`) whose
@@ -282,6 +323,10 @@ impl Connection {
     /// direct frame is open, or BYE went out.
     pub fn open_direct(&mut self, mut header: FrameHeader, len: usize, now: Instant) -> bool {
         if self.bye_sent || !self.out.is_empty() || self.direct.is_some() {
+            return false;
+        }
+        // Protocol §18.6: the record first (queued: this frame waits).
+        if self.tell(header.membership_epoch) {
             return false;
         }
         header.length = len as u32;

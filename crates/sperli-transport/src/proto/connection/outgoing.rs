@@ -52,6 +52,15 @@ impl Outgoing {
         }
     }
 
+    /// The header's `membership_epoch` (none for raw bytes).
+    pub(super) fn membership_epoch(&self) -> Option<u32> {
+        if self.head_len < HEADER_LEN {
+            return None;
+        }
+        let b = &self.head[8..12];
+        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
     pub(super) fn len(&self) -> usize {
         self.head_len + self.payload.len()
     }

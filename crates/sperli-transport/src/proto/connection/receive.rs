@@ -136,6 +136,7 @@ impl Connection {
 
     fn on_frame(&mut self, f: Frame, now_ms: u64, out: &mut dyn Deliver) -> Result<(), Error> {
         let t = f.header.frame_type;
+        self.peer_holds(f.header.membership_epoch);
         let unexpected = |when| -> Error {
             FrameError::Unexpected {
                 frame_type: t,

@@ -1006,3 +1006,61 @@ fn heartbeats_queue_behind_a_backlog_with_consecutive_counters() {
     want.push((data, 140));
     assert_eq!(wire(&w.out), want);
 }
+
+/// The headers of the frames in `bytes` (whole frames, one after another).
+fn headers(mut bytes: &[u8]) -> Vec<FrameHeader> {
+    let mut out = Vec::new();
+    while bytes.len() >= sperli_wire::limits::HEADER_LEN {
+        let mut h = [0u8; sperli_wire::limits::HEADER_LEN];
+        h.copy_from_slice(&bytes[..sperli_wire::limits::HEADER_LEN]);
+        let raw = RawHeader::from_bytes(&h);
+        bytes = &bytes[sperli_wire::limits::HEADER_LEN + raw.length as usize..];
+        out.push(FrameHeader {
+            frame_type: FrameType::from_code_with(raw.frame_type, u64::MAX).unwrap(),
+            ..FrameHeader::new(FrameType::Data, raw.job_id, raw.source, raw.target, raw.incarnation)
+                .with_membership_epoch(raw.membership_epoch)
+        });
+    }
+    out
+}
+
+/// Protocol §18.6, "Learning it": a connection sends the record of a new
+/// epoch ahead of its first frame of that epoch (RECOVER, header epoch the
+/// one the peer is known to hold), once; not when the peer showed it holds
+/// it (a frame of that epoch came from it).
+#[test]
+fn the_record_goes_ahead_of_the_first_frame_of_its_epoch() {
+    let p = plan();
+    let ctx = ctx_of(&p, 0);
+    ctx.membership.start_carrying();
+    let mut c = Connection::new(ctx.clone(), 1, Duration::from_secs(5), Instant::now());
+    let mut quiet = Connection::new(ctx.clone(), 2, Duration::from_secs(5), Instant::now());
+    let record = Arc::new(vec![7u8; 40]);
+    ctx.membership.apply(2, &[1, 1, 1], &[], record.clone());
+    // Rank 2 sent a frame of epoch 2 first: it holds the record.
+    quiet.peer_holds(2);
+    let now = Instant::now();
+    for conn in [&mut c, &mut quiet] {
+        for _ in 0..2 {
+            let h = ctx.header(FrameType::Data, conn.peer());
+            conn.queue_frame(Outgoing::new(h, vec![1, 2, 3], 0), now);
+        }
+    }
+    let mut out = Vec::new();
+    c.write_to(&mut out, &mut |_| {}).unwrap();
+    let hs = headers(&out);
+    let kinds: Vec<(u8, u32)> = hs
+        .iter()
+        .map(|h| (h.frame_type.code(), h.membership_epoch))
+        .collect();
+    assert_eq!(kinds, [(12, 1), (2, 2), (2, 2)]);
+    let len = u32::from_le_bytes([out[0], out[1], out[2], out[3]]) as usize;
+    let payload = &out[sperli_wire::limits::HEADER_LEN..][..len];
+    // Kind 2 MEMBERSHIP, three reserved bytes, the record (protocol §18.5).
+    assert_eq!(payload[..4], [2, 0, 0, 0]);
+    assert_eq!(payload[4..], record[..]);
+    let mut out = Vec::new();
+    quiet.write_to(&mut out, &mut |_| {}).unwrap();
+    let kinds: Vec<u8> = headers(&out).iter().map(|h| h.frame_type.code()).collect();
+    assert_eq!(kinds, [2, 2]);
+}

@@ -66,6 +66,9 @@ struct Proc {
     paused: bool,
     decision: Option<Decision>,
     ended: Option<Output>,
+    /// The record it applied last (what its connections send ahead of
+    /// their first frame of its epoch, protocol §18.6).
+    record: Vec<u8>,
 }
 
 struct World {
@@ -75,6 +78,9 @@ struct World {
     current: Vec<usize>,
     chans: HashMap<(usize, usize), VecDeque<Msg>>,
     conns: BTreeSet<(usize, usize)>,
+    /// Per direction (from, to): the newest epoch `to` is known to hold
+    /// (absent: 1, set-up's), as the transport's connections track it.
+    told: HashMap<(usize, usize), u32>,
     control: HashMap<usize, VecDeque<Ctl>>,
     launcher_in: VecDeque<ToLauncher>,
     connects: VecDeque<(usize, u32)>,
@@ -122,6 +128,7 @@ impl World {
                     paused: false,
                     decision: None,
                     ended: None,
+                    record: Vec::new(),
                 }
             })
             .collect();
@@ -139,6 +146,7 @@ impl World {
             procs,
             chans: HashMap::new(),
             conns,
+            told: HashMap::new(),
             control: HashMap::new(),
             launcher_in: VecDeque::new(),
             connects: VecDeque::new(),
@@ -224,7 +232,23 @@ impl World {
             } => {
                 let q = self.current[to as usize];
                 if self.conns.contains(&pair(p, q)) {
-                    self.chans.entry((p, q)).or_default().push_back(Msg::Frame {
+                    // The connection's rule of protocol §18.6: the record
+                    // ahead of the first frame of its epoch.
+                    let told = self.told.get(&(p, q)).copied().unwrap_or(1);
+                    let chan = self.chans.entry((p, q)).or_default();
+                    if header_epoch > told {
+                        if !self.procs[p].record.is_empty() {
+                            chan.push_back(Msg::Frame {
+                                header_epoch: told,
+                                payload: RecoverPayload::Membership {
+                                    record: self.procs[p].record.clone(),
+                                },
+                            });
+                        }
+                        let newest = header_epoch.max(self.procs[p].rr.epoch());
+                        self.told.insert((p, q), newest);
+                    }
+                    chan.push_back(Msg::Frame {
                         header_epoch,
                         payload,
                     });
@@ -251,7 +275,7 @@ impl World {
             }
             Output::Decided(d) => self.procs[p].decision = Some(d),
             // The epoch's frames: the model's links carry RECOVER only.
-            Output::Applied(_) => {}
+            Output::Applied(a) => self.procs[p].record = a.record,
             Output::End(e) => {
                 self.procs[p].ended = Some(Output::End(e));
                 self.stop(p, true);
@@ -290,6 +314,7 @@ impl World {
                             paused: false,
                             decision: None,
                             ended: None,
+                            record: Vec::new(),
                         });
                         self.current[c.rank as usize] = p;
                         // It dials every survivor, and every replacement
@@ -396,14 +421,19 @@ impl World {
                     Some(Msg::Frame {
                         header_epoch,
                         payload,
-                    }) => self.procs[b].rr.handle_event(
-                        Event::Recover {
-                            from,
-                            header_epoch,
-                            payload,
-                        },
-                        now,
-                    ),
+                    }) => {
+                        // A frame of an epoch: its sender holds that record.
+                        let t = self.told.entry((b, a)).or_insert(1);
+                        *t = (*t).max(header_epoch);
+                        self.procs[b].rr.handle_event(
+                            Event::Recover {
+                                from,
+                                header_epoch,
+                                payload,
+                            },
+                            now,
+                        )
+                    }
                     // A loss of an incarnation the receiver no longer has is stale.
                     Some(Msg::Lost)
                         if self.procs[b].rr.incarnation_of(from)
@@ -455,6 +485,9 @@ impl World {
                     && matches!(self.procs[p].rr.phase(), Phase::Joining { .. })
                 {
                     self.conns.insert(pair(p, q));
+                    // Both ends of a join hold the record of its epoch.
+                    self.told.insert((p, q), ep);
+                    self.told.insert((q, p), ep);
                     self.procs[q]
                         .rr
                         .handle_event(Event::Joined { peer: r }, now);

@@ -65,11 +65,15 @@ pub struct Applied {
     pub incarnations: Vec<u32>,
     /// The endpoints of the replaced ranks: rank, host, port.
     pub hosts: Vec<(u32, String, u16)>,
+    /// The record's bytes: each connection sends them ahead of its first
+    /// frame of the new epoch (protocol §18.6, "Learning it").
+    pub record: Vec<u8>,
 }
 
 impl Applied {
-    fn of(rec: &MembershipRecord) -> Self {
+    fn of(rec: &MembershipRecord, bytes: &[u8]) -> Self {
         Applied {
+            record: bytes.to_vec(),
             epoch: rec.epoch,
             incarnations: rec.incarnations.clone(),
             hosts: rec
@@ -221,7 +225,7 @@ impl RankRecovery {
             waiting,
             deadline: now + JOIN_WINDOW_MS,
         };
-        me.out.push_back(Output::Applied(Applied::of(&rec)));
+        me.out.push_back(Output::Applied(Applied::of(&rec, record_bytes)));
         me.finish_join(&rec);
         Ok(me)
     }
@@ -412,21 +416,10 @@ impl RankRecovery {
         if let Err(e) = rec.check_history(&self.view, own, |h| (self.refused)(h)) {
             return self.end(e);
         }
-        // Forward before applying (protocol §18.6), with the old epoch.
-        let old = self.view.epoch;
+        // Protocol §18.6, "Learning it": each connection sends the record
+        // ahead of its first frame of the new epoch (the transport's
+        // connections do, from `Output::Applied`).
         let changed: BTreeSet<u32> = rec.changes.iter().map(|c| c.rank).collect();
-        for to in members(&rec.incarnations) {
-            let old_member = self.view.incarnations[to as usize] == rec.incarnations[to as usize];
-            if to != self.rank && old_member && !changed.contains(&to) {
-                self.out.push_back(Output::Send {
-                    to,
-                    header_epoch: old,
-                    payload: RecoverPayload::Membership {
-                        record: bytes.to_vec(),
-                    },
-                });
-            }
-        }
         for c in &changed {
             self.out.push_back(Output::Close { peer: *c });
         }
@@ -444,7 +437,7 @@ impl RankRecovery {
         self.view.incarnations = rec.incarnations.clone();
         self.view.current_record = bytes.to_vec();
         self.suspects.clear();
-        self.out.push_back(Output::Applied(Applied::of(&rec)));
+        self.out.push_back(Output::Applied(Applied::of(&rec, bytes)));
         let waiting = match rec.mode {
             Mode::Replace => changed,
             Mode::Shrink => BTreeSet::new(),
@@ -588,20 +581,22 @@ mod tests {
             panic!()
         };
         assert_eq!((record.epoch, to), (2, vec![0, 1]));
+        let record_bytes = record.encode();
         r.handle_event(
             Event::Control {
-                record: record.encode(),
+                record: record_bytes.clone(),
             },
             12,
         );
         let out = outputs(&mut r);
+        // The record goes to the peers with each connection's first frame
+        // of epoch 2 (protocol §18.6): the machine sends none itself, and
+        // applies it; rank 2's connection closes.
+        assert!(!out.iter().any(|o| matches!(o, Output::Send { .. })));
+        assert!(out.contains(&Output::Close { peer: 2 }));
         assert!(matches!(
-            &out[0],
-            Output::Send {
-                to: 1,
-                header_epoch: 1,
-                payload: RecoverPayload::Membership { .. }
-            }
+            out.iter().find(|o| matches!(o, Output::Applied(_))),
+            Some(Output::Applied(Applied { epoch: 2, record, .. })) if *record == record_bytes
         ));
         assert!(matches!(
             out.last(),
