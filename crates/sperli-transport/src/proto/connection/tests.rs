@@ -1017,8 +1017,14 @@ fn headers(mut bytes: &[u8]) -> Vec<FrameHeader> {
         bytes = &bytes[sperli_wire::limits::HEADER_LEN + raw.length as usize..];
         out.push(FrameHeader {
             frame_type: FrameType::from_code_with(raw.frame_type, u64::MAX).unwrap(),
-            ..FrameHeader::new(FrameType::Data, raw.job_id, raw.source, raw.target, raw.incarnation)
-                .with_membership_epoch(raw.membership_epoch)
+            ..FrameHeader::new(
+                FrameType::Data,
+                raw.job_id,
+                raw.source,
+                raw.target,
+                raw.incarnation,
+            )
+            .with_membership_epoch(raw.membership_epoch)
         });
     }
     out

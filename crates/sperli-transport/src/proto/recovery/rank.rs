@@ -156,6 +156,9 @@ pub struct RankRecovery {
     view: MembershipView,
     phase: Phase,
     suspects: BTreeSet<u32>,
+    /// Per member: the suspects its REVOKE of the current epoch named (it
+    /// has revoked and knows them; protocol §18.6).
+    heard: std::collections::BTreeMap<u32, BTreeSet<u32>>,
     flag: bool,
     best_commit: u64,
     verify: Verifier,
@@ -174,6 +177,7 @@ impl RankRecovery {
             view,
             phase: Phase::Running,
             suspects: BTreeSet::new(),
+            heard: Default::default(),
             flag: true,
             best_commit: 0,
             verify,
@@ -225,7 +229,8 @@ impl RankRecovery {
             waiting,
             deadline: now + JOIN_WINDOW_MS,
         };
-        me.out.push_back(Output::Applied(Applied::of(&rec, record_bytes)));
+        me.out
+            .push_back(Output::Applied(Applied::of(&rec, record_bytes)));
         me.finish_join(&rec);
         Ok(me)
     }
@@ -313,15 +318,16 @@ impl RankRecovery {
         match event {
             Event::PeerLost { peer } => self.suspect(&[peer], now),
             Event::Recover {
+                from,
                 header_epoch,
                 payload,
-                ..
             } => {
                 let verdict =
                     check_membership_epoch(RECOVER_FRAME_TYPE, header_epoch, self.view.epoch);
                 match (verdict, payload) {
                     (Err(e), _) => self.end(e),
                     (Ok(EpochVerdict::Pass), RecoverPayload::Revoke { suspects }) => {
+                        self.heard.entry(from).or_default().extend(&suspects);
                         self.suspect(&suspects, now)
                     }
                     // protocol §18.2: a record counts whatever the header's
@@ -377,7 +383,13 @@ impl RankRecovery {
         }
         let suspects: Vec<u32> = self.suspects.iter().copied().collect();
         for to in members(&self.view.incarnations) {
-            if to != self.rank && !self.suspects.contains(&to) {
+            // Not to a member whose own REVOKE named every suspect already:
+            // it has revoked and knows them (protocol §18.6).
+            let knows = self
+                .heard
+                .get(&to)
+                .is_some_and(|h| self.suspects.is_subset(h));
+            if to != self.rank && !self.suspects.contains(&to) && !knows {
                 self.out.push_back(Output::Send {
                     to,
                     header_epoch: self.view.epoch,
@@ -437,7 +449,9 @@ impl RankRecovery {
         self.view.incarnations = rec.incarnations.clone();
         self.view.current_record = bytes.to_vec();
         self.suspects.clear();
-        self.out.push_back(Output::Applied(Applied::of(&rec, bytes)));
+        self.heard.clear();
+        self.out
+            .push_back(Output::Applied(Applied::of(&rec, bytes)));
         let waiting = match rec.mode {
             Mode::Replace => changed,
             Mode::Shrink => BTreeSet::new(),
@@ -549,6 +563,40 @@ mod tests {
 
     fn outputs(r: &mut RankRecovery) -> Vec<Output> {
         std::iter::from_fn(|| r.poll_output()).collect()
+    }
+
+    /// The REVOKE targets of `out`, ascending.
+    fn revoked_to(out: &[Output]) -> Vec<u32> {
+        out.iter()
+            .filter_map(|o| match o {
+                Output::Send {
+                    to,
+                    payload: RecoverPayload::Revoke { .. },
+                    ..
+                } => Some(*to),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Protocol §18.6 step 2: no REVOKE to a member whose own REVOKE named
+    /// every suspect already; one that names fewer still gets it.
+    #[test]
+    fn no_revoke_goes_back_to_a_member_that_revoked_for_the_same_suspects() {
+        let mut r = RankRecovery::new(0, view(5), Box::new(|_, _| true));
+        let revoke = |from, suspects: Vec<u32>| Event::Recover {
+            from,
+            header_epoch: 1,
+            payload: RecoverPayload::Revoke { suspects },
+        };
+        r.handle_event(revoke(1, vec![4]), 10);
+        // The first REVOKE heard: to every member but rank 1 (it knows).
+        assert_eq!(revoked_to(&outputs(&mut r)), [2, 3]);
+        r.handle_event(revoke(2, vec![4]), 11);
+        assert!(outputs(&mut r).is_empty(), "no new suspect");
+        // A second suspect: ranks 1 and 2 named only rank 4.
+        r.handle_event(Event::PeerLost { peer: 3 }, 12);
+        assert_eq!(revoked_to(&outputs(&mut r)), [1, 2]);
     }
 
     #[test]
