@@ -132,9 +132,11 @@ fn a_rank_killed_during_a_step_is_replaced_in_place() {
     );
 }
 
+/// Rank 0 (it holds the job secret key that signs COMMITs, protocol §2.4)
+/// of a 2-rank job: its replacement gets the key and leads the resume.
 #[test]
 fn rank_0_killed_is_replaced_in_place() {
-    inplace_job(3, &["0:12"], &[0], &[]);
+    inplace_job(2, &["0:12"], &[0], &[]);
 }
 
 #[test]
