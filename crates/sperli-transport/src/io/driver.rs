@@ -89,6 +89,9 @@ pub(crate) struct Driver {
     pollset: Mutex<Pollset>,
     waker: Waker,
     registry: Registry,
+    /// A socket the callers drive has bytes the I/O thread left unread
+    /// (`Link::unread`).
+    unread_any: AtomicBool,
 }
 
 impl Driver {
@@ -112,7 +115,15 @@ impl Driver {
             }),
             waker,
             registry,
+            unread_any: AtomicBool::new(false),
         })
+    }
+
+    /// The I/O thread left bytes unread in a socket the callers drive now:
+    /// the leader picks it up (woken if it sleeps in the kernel).
+    pub fn note_unread(&self) {
+        self.unread_any.store(true, Ordering::SeqCst);
+        let _ = self.waker.wake();
     }
 
     /// Registers an authenticated peer's socket with the callers' poller.
@@ -238,6 +249,7 @@ impl Shared {
         }
         let mut ps = d.pollset.lock().unwrap_or_else(|e| e.into_inner());
         self.take_sockets();
+        self.pick_unread(&mut ps);
         self.drive_once(&mut ps, Some(Duration::ZERO));
         drop(ps);
         self.step_down();
@@ -288,6 +300,7 @@ impl Shared {
         let mut ps = d.pollset.lock().unwrap_or_else(|e| e.into_inner());
         self.take_sockets();
         loop {
+            self.pick_unread(&mut ps);
             let spinning = Instant::now() < *spin_until;
             if !ps.unfinished.is_empty() || spinning {
                 self.drive_once(&mut ps, Some(Duration::ZERO));
@@ -318,6 +331,21 @@ impl Shared {
             }
             // Sockets the I/O thread took back meanwhile come back.
             self.take_sockets();
+        }
+    }
+
+    /// Sockets the I/O thread left with bytes unread (no socket event will
+    /// come for those) join the leader's unfinished ones.
+    fn pick_unread(&self, ps: &mut Pollset) {
+        if !self.driver.unread_any.load(Ordering::SeqCst)
+            || !self.driver.unread_any.swap(false, Ordering::SeqCst)
+        {
+            return;
+        }
+        for (rank, link) in self.links() {
+            if link.unread.swap(false, Ordering::SeqCst) && !ps.unfinished.contains(&rank) {
+                ps.unfinished.push(rank);
+            }
         }
     }
 

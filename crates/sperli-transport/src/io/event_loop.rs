@@ -226,8 +226,13 @@ impl EventLoop {
                     return;
                 };
                 match s.peer {
-                    // Callers drive it: not ours to read.
-                    Some(_) if !s.link.io_owns.load(Ordering::SeqCst) => {}
+                    // Callers drive it: not ours to read. Bytes this thread
+                    // left in it (an unfinished read) are the callers' now.
+                    Some(_) if !s.link.io_owns.load(Ordering::SeqCst) => {
+                        if s.link.unread.load(Ordering::SeqCst) {
+                            self.shared.driver.note_unread();
+                        }
+                    }
                     Some(peer) => {
                         let link = s.link.clone();
                         let r = service::service(&self.shared, &link, peer, READ_BUDGET);
@@ -241,6 +246,11 @@ impl EventLoop {
 
     /// Acts on what servicing an authenticated socket found.
     fn serviced(&mut self, t: Token, s: Serviced) {
+        if s.more {
+            if let Some(sock) = self.socks.get(&t) {
+                sock.link.unread.store(true, Ordering::SeqCst);
+            }
+        }
         if s.more && !self.unfinished.contains(&t) {
             self.unfinished.push(t);
         }

@@ -50,6 +50,10 @@ pub(crate) struct Link {
     /// Callers waiting to write a frame of theirs into this socket: a
     /// writable socket concerns them.
     pub writers: AtomicUsize,
+    /// A read stopped with bytes left (the read budget, or a pause after
+    /// a RECOVER frame) while the callers took the socket: no new socket
+    /// event will say so, so the callers' leader reads it on its next turn.
+    pub unread: AtomicBool,
 }
 
 impl std::fmt::Debug for Link {
@@ -143,6 +147,7 @@ impl Link {
             io_owns: AtomicBool::new(true),
             backlog: AtomicBool::new(false),
             writers: AtomicUsize::new(0),
+            unread: AtomicBool::new(false),
         }
     }
 
