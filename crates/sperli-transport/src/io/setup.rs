@@ -121,7 +121,12 @@ impl EventLoop {
 
     /// Dials `rank` ("Connects to every higher rank", protocol §5.1 step 2).
     pub(crate) fn dial(&mut self, rank: u32, now: Instant) {
-        let entry = &self.shared.ctx.hosts[rank as usize];
+        // The endpoint a record gave a replaced rank, else the
+        // description's (protocol §18.7).
+        let Some(entry) = self.shared.ctx.peer_host(rank) else {
+            self.setup.handle_dial_failed(rank, now);
+            return;
+        };
         let (Ok(addr), Ok(name)) = (
             resolve(&entry.host, entry.port),
             server_name_for_host(&entry.host),
@@ -300,7 +305,12 @@ impl EventLoop {
                 let rank = if self.setup.is_done() {
                     self.joining_rank(&job, &cn)
                 } else {
-                    self.setup.accepted_rank(&job, &cn)
+                    // A replacement still in its set-up may have applied a
+                    // newer record meanwhile: that record's replacements
+                    // dial it as a member (protocol §18.7).
+                    self.setup
+                        .accepted_rank(&job, &cn)
+                        .or_else(|e| self.joining_rank(&job, &cn).map_err(|_| e))
                 }
                 .map_err(|e| Dropped::Socket(Some(e)))?;
                 // Protocol §18.7 check 3: a replacement's certificate is
