@@ -159,6 +159,9 @@ fn tls_a_builtin_reduction_against_a_user_one_ends_the_job() {
             3,
             |ep| ep,
             |c| {
+                // Every rank is set up before rank 0's ABORT can come (a rank
+                // still verifying a HELLO would end its set-up with it).
+                c.barrier().unwrap();
                 let first = if c.rank() == 1 {
                     c.allreduce(&[1u64], Reduction::Sum).map(drop)
                 } else {
