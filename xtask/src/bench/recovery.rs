@@ -57,6 +57,27 @@ const INPLACE_WAYS: [(&str, &[&str]); 2] = [
     ),
 ];
 
+/// Runs one job that loses a rank (`argv`) and files the time from the
+/// kill to the next step in `sperli.recovery-<way>.<n>`; returns its
+/// `shrink_agree_us`, if it printed one.
+fn kill_to_step(
+    way: &str,
+    n: u32,
+    argv: &[String],
+    samples: &mut Samples,
+) -> Result<Option<f64>, String> {
+    let label = format!("sperli {way} n={n}");
+    let o = run_retrying(&label, argv, &[], samples)?;
+    println!("    {label}: {:.1} s", o.secs);
+    let find = |k: &str| o.results.iter().find(|r| r.0 == k).map(|r| r.2);
+    let (Some(kill), Some(step)) = (find("kill_unix_ns"), find("step_after_kill_unix_ns")) else {
+        return Err(format!("{label}: the kill or the next step is missing"));
+    };
+    let g = group("sperli", &format!("recovery-{way}"), n);
+    samples.add(&g, "kill_to_step_ms", 0, (step - kill) / 1e6);
+    Ok(find("shrink_agree_us"))
+}
+
 /// Runs the in-place jobs and files their figures in
 /// `sperli.recovery-<way>.<n>`.
 fn inplace_jobs(p: &Programs, opts: &Options, samples: &mut Samples) -> Result<(), String> {
@@ -73,18 +94,9 @@ fn inplace_jobs(p: &Programs, opts: &Options, samples: &mut Samples) -> Result<(
                 &launcher,
                 &["rank", "inplace", &bytes],
             );
-            let label = format!("sperli {way} n={n}");
-            let o = run_retrying(&label, &argv, &[], samples);
+            let o = kill_to_step(way, n, &argv, samples);
             let _ = std::fs::remove_dir_all(&dir);
-            let o = o?;
-            println!("    {label}: {:.1} s", o.secs);
-            let find = |k: &str| o.results.iter().find(|r| r.0 == k).map(|r| r.2);
-            let (Some(kill), Some(step)) = (find("kill_unix_ns"), find("step_after_kill_unix_ns"))
-            else {
-                return Err(format!("{label}: the kill or the next step is missing"));
-            };
-            let g = group("sperli", &format!("recovery-{way}"), n);
-            samples.add(&g, "kill_to_step_ms", 0, (step - kill) / 1e6);
+            o?;
         }
     }
     Ok(())
@@ -97,17 +109,8 @@ pub(super) fn jobs(p: &Programs, opts: &Options, samples: &mut Samples) -> Resul
         for (way, flags) in WAYS {
             let launcher: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
             let argv = sperli_argv(p, n, Some(spread_hosts(n)), &launcher, &["rank", "shrink"]);
-            let label = format!("sperli {way} n={n}");
-            let o = run_retrying(&label, &argv, &[], samples)?;
-            println!("    {label}: {:.1} s", o.secs);
-            let find = |k: &str| o.results.iter().find(|r| r.0 == k).map(|r| r.2);
-            let (Some(kill), Some(step)) = (find("kill_unix_ns"), find("step_after_kill_unix_ns"))
-            else {
-                return Err(format!("{label}: the kill or the next step is missing"));
-            };
-            let g = group("sperli", &format!("recovery-{way}"), n);
-            samples.add(&g, "kill_to_step_ms", 0, (step - kill) / 1e6);
-            if let Some(us) = find("shrink_agree_us") {
+            if let Some(us) = kill_to_step(way, n, &argv, samples)? {
+                let g = group("sperli", &format!("recovery-{way}"), n);
                 samples.add(&g, "shrink_agree_ms", 0, us / 1e3);
             }
         }
