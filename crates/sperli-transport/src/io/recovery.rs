@@ -195,10 +195,12 @@ impl Recovery {
         }
     }
 
-    /// `peer` is lost (protocol §18.6 detection); `st` is the receive state.
+    /// `peer` is lost (protocol §18.6 detection; `closed`: by the close of
+    /// its connection); `st` is the receive state.
     pub fn peer_lost(
         &self,
         peer: u32,
+        closed: bool,
         st: &mut Matching,
         epoch: &crate::proto::connection::MembershipEpoch,
     ) {
@@ -206,7 +208,8 @@ impl Recovery {
         if g.machine.incarnation_of(peer) == 0 {
             return;
         }
-        g.machine.handle_event(Event::PeerLost { peer }, now_ms());
+        g.machine
+            .handle_event(Event::PeerLost { peer, closed }, now_ms());
         self.after(&mut g, st, epoch);
     }
 

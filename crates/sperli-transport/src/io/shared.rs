@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crossbeam_channel::Sender;
 use mio::{Registry, Waker};
-use sperli_wire::error::UsageError;
+use sperli_wire::error::{LossCause, UsageError};
 use sperli_wire::recovery::FEATURE_MEMBERSHIP;
 use sperli_wire::Error;
 
@@ -268,11 +268,16 @@ impl Shared {
     /// [`Shared::recovering`]: the epoch is revoked, the I/O thread sends
     /// the REVOKEs. True when the recovery took it.
     pub fn recover_from(&self, error: &Error) -> bool {
-        let peer = match error {
-            Error::PeerLost { peer, .. } => *peer,
+        // Protocol §18.6 step 2: a close (FIN or reset) is seen by every
+        // member at once when a process ends; silence and ABORT are not.
+        let (peer, closed) = match error {
+            Error::PeerLost { peer, cause } => (
+                *peer,
+                matches!(cause, LossCause::ClosedWithoutBye | LossCause::Reset),
+            ),
             Error::AbortedByPeer {
                 from, reason: 1, ..
-            } => *from,
+            } => (*from, false),
             _ => return false,
         };
         let Some(r) = &self.recovery else {
@@ -283,7 +288,7 @@ impl Shared {
         }
         {
             let mut st = self.state();
-            r.peer_lost(peer, &mut st, &self.ctx.membership);
+            r.peer_lost(peer, closed, &mut st, &self.ctx.membership);
         }
         self.command(Command::Recovery);
         self.changed();

@@ -41,3 +41,9 @@ pub fn passes_revoked(tag: u32) -> bool {
 /// A rank's wait for a record after its revoke before it treats the
 /// launcher as failed (protocol §18.6: 60 s).
 pub const RECORD_WAIT_MS: u64 = 60_000;
+
+/// How long a rank may hold back its REVOKEs when each of its suspects was
+/// detected by the close of its connection (protocol §18.6 step 2: every
+/// member sees a dead process's close at once, and the record usually
+/// comes first): 250 ms.
+pub const REVOKE_DELAY_MS: u64 = 250;

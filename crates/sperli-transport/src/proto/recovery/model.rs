@@ -44,7 +44,9 @@ enum Msg {
         header_epoch: u32,
         payload: RecoverPayload,
     },
-    Lost,
+    /// The connection's end as the receiver detects it: by its close
+    /// (`closed`) or by silence.
+    Lost { closed: bool },
 }
 
 enum Ctl {
@@ -165,9 +167,10 @@ impl World {
         self.procs[p].alive && !self.procs[p].paused && self.procs[p].ended.is_none()
     }
 
-    /// Every connection of `p` ends; its peers see the close or the
+    /// Every connection of `p` ends; its peers see the close (`closed`:
+    /// each, unless its FIN is lost, which the generator decides) or the
     /// silence after what it already sent.
-    fn cut(&mut self, p: usize) {
+    fn cut(&mut self, p: usize, closed: bool) {
         let peers: Vec<usize> = self
             .conns
             .iter()
@@ -182,7 +185,11 @@ impl World {
             })
             .collect();
         for q in peers {
-            self.chans.entry((p, q)).or_default().push_back(Msg::Lost);
+            let closed = closed && !self.rng.chance(150);
+            self.chans
+                .entry((p, q))
+                .or_default()
+                .push_back(Msg::Lost { closed });
             self.conns.remove(&pair(p, q));
         }
     }
@@ -194,7 +201,7 @@ impl World {
             return;
         }
         self.procs[p].alive = false;
-        self.cut(p);
+        self.cut(p, true);
         if tell_launcher && self.launcher_alive {
             let (rank, inc) = (self.procs[p].rank, self.procs[p].rr.incarnation());
             self.launcher_in.push_back(ToLauncher::Exit { rank, inc });
@@ -435,15 +442,15 @@ impl World {
                         )
                     }
                     // A loss of an incarnation the receiver no longer has is stale.
-                    Some(Msg::Lost)
+                    Some(Msg::Lost { closed })
                         if self.procs[b].rr.incarnation_of(from)
                             == self.procs[a].rr.incarnation() =>
                     {
                         self.procs[b]
                             .rr
-                            .handle_event(Event::PeerLost { peer: from }, now)
+                            .handle_event(Event::PeerLost { peer: from, closed }, now)
                     }
-                    Some(Msg::Lost) | None => {}
+                    Some(Msg::Lost { .. }) | None => {}
                 }
             }
             A::Control(p) => match self.control.get_mut(&p).and_then(|q| q.pop_front()) {
@@ -513,7 +520,7 @@ impl World {
                         self.stop(p, true);
                     } else if watched {
                         self.procs[p].paused = true;
-                        self.cut(p);
+                        self.cut(p, false);
                     }
                 }
             }

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, VecDeque};
 use sperli_wire::recovery::header::{check_membership_epoch, EpochVerdict};
 use sperli_wire::recovery::{
     MembershipRecord, MembershipView, Mode, Precheck, RecoverPayload, RecoveryError, Report,
-    RECORD_WAIT_MS, RECOVER_FRAME_TYPE,
+    RECORD_WAIT_MS, RECOVER_FRAME_TYPE, REVOKE_DELAY_MS,
 };
 
 use super::JOIN_WINDOW_MS;
@@ -95,6 +95,10 @@ pub enum Event {
     PeerLost {
         /// The peer.
         peer: u32,
+        /// Whether the detection was the close of the peer's connection
+        /// (FIN or reset), which every member sees at once when a process
+        /// ends: its REVOKEs may wait (protocol §18.6 step 2).
+        closed: bool,
     },
     /// A RECOVER frame from `from` with its header's `membership_epoch`.
     Recover {
@@ -159,6 +163,9 @@ pub struct RankRecovery {
     /// Per member: the suspects its REVOKE of the current epoch named (it
     /// has revoked and knows them; protocol §18.6).
     heard: std::collections::BTreeMap<u32, BTreeSet<u32>>,
+    /// When the REVOKEs held back go out (protocol §18.6 step 2: every
+    /// suspect so far was detected by its close).
+    revoke_due: Option<u64>,
     flag: bool,
     best_commit: u64,
     verify: Verifier,
@@ -178,6 +185,7 @@ impl RankRecovery {
             phase: Phase::Running,
             suspects: BTreeSet::new(),
             heard: Default::default(),
+            revoke_due: None,
             flag: true,
             best_commit: 0,
             verify,
@@ -316,7 +324,7 @@ impl RankRecovery {
             return;
         }
         match event {
-            Event::PeerLost { peer } => self.suspect(&[peer], now),
+            Event::PeerLost { peer, closed } => self.suspect(&[peer], !closed, now),
             Event::Recover {
                 from,
                 header_epoch,
@@ -328,7 +336,7 @@ impl RankRecovery {
                     (Err(e), _) => self.end(e),
                     (Ok(EpochVerdict::Pass), RecoverPayload::Revoke { suspects }) => {
                         self.heard.entry(from).or_default().extend(&suspects);
-                        self.suspect(&suspects, now)
+                        self.suspect(&suspects, true, now)
                     }
                     // protocol §18.2: a record counts whatever the header's
                     // epoch; §18.3 check 15 discards one already passed.
@@ -357,8 +365,12 @@ impl RankRecovery {
     }
 
     /// Revoke (protocol §18.6): on the first detection or REVOKE of the
-    /// epoch, and again whenever the suspects grow.
-    fn suspect(&mut self, ranks: &[u32], now: u64) {
+    /// epoch, and again whenever the suspects grow. `urgent`: a detection
+    /// by silence, ABORT or the join window, or a REVOKE heard; otherwise
+    /// (each suspect detected by its close) the REVOKEs wait until
+    /// [`REVOKE_DELAY_MS`] has passed, and go only if no record came first
+    /// (step 2); the REPORT goes at once either way (step 3).
+    fn suspect(&mut self, ranks: &[u32], urgent: bool, now: u64) {
         let before = self.suspects.len();
         for r in ranks {
             if *r != self.rank
@@ -381,10 +393,30 @@ impl RankRecovery {
         if first {
             self.phase = Phase::Revoked { at: now };
         }
+        if urgent {
+            self.send_revokes();
+        } else if self.revoke_due.is_none() {
+            self.revoke_due = Some(now + REVOKE_DELAY_MS);
+        }
+        let suspects: Vec<u32> = self.suspects.iter().copied().collect();
+        self.out.push_back(Output::Report(Report {
+            flag: self.flag,
+            job_id: self.view.job_id,
+            rank: self.rank,
+            incarnation: self.incarnation,
+            epoch: self.view.epoch,
+            best_commit: self.best_commit,
+            suspects,
+        }));
+    }
+
+    /// Step 2 of the revoke (protocol §18.6): REVOKE with every suspect to
+    /// every member this rank does not suspect, except one whose own
+    /// REVOKE named every suspect already (it has revoked and knows them).
+    fn send_revokes(&mut self) {
+        self.revoke_due = None;
         let suspects: Vec<u32> = self.suspects.iter().copied().collect();
         for to in members(&self.view.incarnations) {
-            // Not to a member whose own REVOKE named every suspect already:
-            // it has revoked and knows them (protocol §18.6).
             let knows = self
                 .heard
                 .get(&to)
@@ -399,15 +431,6 @@ impl RankRecovery {
                 });
             }
         }
-        self.out.push_back(Output::Report(Report {
-            flag: self.flag,
-            job_id: self.view.job_id,
-            rank: self.rank,
-            incarnation: self.incarnation,
-            epoch: self.view.epoch,
-            best_commit: self.best_commit,
-            suspects,
-        }));
     }
 
     /// Learning a record (protocol §18.3, §18.6): checks, forward, apply.
@@ -450,6 +473,7 @@ impl RankRecovery {
         self.view.current_record = bytes.to_vec();
         self.suspects.clear();
         self.heard.clear();
+        self.revoke_due = None;
         self.out
             .push_back(Output::Applied(Applied::of(&rec, bytes)));
         let waiting = match rec.mode {
@@ -462,7 +486,7 @@ impl RankRecovery {
         };
         self.finish_join(&rec);
         if !kept.is_empty() {
-            self.suspect(&kept, now);
+            self.suspect(&kept, true, now);
         }
     }
 
@@ -481,13 +505,17 @@ impl RankRecovery {
         }
     }
 
-    /// Runs the timers (protocol §18.6, §18.7): the join window (a rank
-    /// not joined is suspected) and the 60 s wait for a record.
+    /// Runs the timers (protocol §18.6, §18.7): the REVOKEs held back, the
+    /// join window (a rank not joined is suspected) and the 60 s wait for
+    /// a record.
     pub fn poll_timers(&mut self, now: u64) {
+        if self.revoke_due.is_some_and(|t| now >= t) && !self.ended() {
+            self.send_revokes();
+        }
         match &self.phase {
             Phase::Joining { waiting, deadline } if now >= *deadline => {
                 let late: Vec<u32> = waiting.iter().copied().collect();
-                self.suspect(&late, now);
+                self.suspect(&late, true, now);
             }
             Phase::Revoked { at } if now >= at + RECORD_WAIT_MS => {
                 self.end(RecoveryError::LauncherLost)
@@ -498,10 +526,14 @@ impl RankRecovery {
 
     /// The next deadline of [`Self::poll_timers`], if any.
     pub fn poll_timeout(&self) -> Option<u64> {
-        match &self.phase {
+        let phase = match &self.phase {
             Phase::Joining { deadline, .. } => Some(*deadline),
             Phase::Revoked { at } => Some(at + RECORD_WAIT_MS),
             _ => None,
+        };
+        match (phase, self.revoke_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -595,14 +627,26 @@ mod tests {
         r.handle_event(revoke(2, vec![4]), 11);
         assert!(outputs(&mut r).is_empty(), "no new suspect");
         // A second suspect: ranks 1 and 2 named only rank 4.
-        r.handle_event(Event::PeerLost { peer: 3 }, 12);
+        r.handle_event(
+            Event::PeerLost {
+                peer: 3,
+                closed: false,
+            },
+            12,
+        );
         assert_eq!(revoked_to(&outputs(&mut r)), [1, 2]);
     }
 
     #[test]
     fn loss_revokes_reports_and_a_shrink_record_decides() {
         let mut r = RankRecovery::new(0, view(3), Box::new(|_, _| true));
-        r.handle_event(Event::PeerLost { peer: 2 }, 10);
+        r.handle_event(
+            Event::PeerLost {
+                peer: 2,
+                closed: false,
+            },
+            10,
+        );
         let out = outputs(&mut r);
         assert_eq!(
             out[0],
@@ -663,12 +707,91 @@ mod tests {
         assert!(outputs(&mut r).is_empty());
     }
 
+    /// Protocol §18.6 step 2: a loss detected by its close reports at once
+    /// and holds the REVOKEs back for REVOKE_DELAY_MS; a record that comes
+    /// first means none are sent, a REVOKE naming a new suspect sends them
+    /// all at once.
+    #[test]
+    fn a_closed_peer_holds_the_revokes_back_until_the_delay() {
+        let lost = |peer| Event::PeerLost { peer, closed: true };
+        // Nothing comes: the REVOKEs go when the delay ends, not before.
+        let mut r = RankRecovery::new(0, view(4), Box::new(|_, _| true));
+        r.handle_event(lost(3), 10);
+        let out = outputs(&mut r);
+        assert!(matches!(out[..], [Output::Report(_)]), "{out:?}");
+        assert_eq!(r.poll_timeout(), Some(10 + REVOKE_DELAY_MS));
+        r.poll_timers(9 + REVOKE_DELAY_MS);
+        assert!(outputs(&mut r).is_empty());
+        r.poll_timers(10 + REVOKE_DELAY_MS);
+        assert_eq!(revoked_to(&outputs(&mut r)), [1, 2]);
+        r.poll_timers(20 + REVOKE_DELAY_MS);
+        assert!(outputs(&mut r).is_empty(), "sent once");
+        // The record comes first: no REVOKE at all.
+        let mut r = RankRecovery::new(0, view(2), Box::new(|_, _| true));
+        r.handle_event(lost(1), 10);
+        outputs(&mut r);
+        let mut d = Decider::new(JobId([3; 16]), 2, 1, Mode::Shrink, 0);
+        d.handle_exit(1, 1, 11);
+        d.handle_report(
+            Report {
+                flag: true,
+                job_id: JobId([3; 16]),
+                rank: 0,
+                incarnation: 1,
+                epoch: 1,
+                best_commit: 0,
+                suspects: vec![1],
+            },
+            11,
+        );
+        let record = std::iter::from_fn(|| d.poll_output())
+            .find_map(|o| match o {
+                DeciderOutput::Issue { record, .. } => Some(record.encode()),
+                _ => None,
+            })
+            .expect("a record");
+        r.handle_event(Event::Control { record }, 12);
+        outputs(&mut r);
+        r.poll_timers(10 + REVOKE_DELAY_MS);
+        assert!(revoked_to(&outputs(&mut r)).is_empty());
+        // A REVOKE that names a suspect this rank had not: every REVOKE
+        // goes at once, with both suspects, and none waits any more.
+        let mut r = RankRecovery::new(0, view(5), Box::new(|_, _| true));
+        r.handle_event(lost(4), 10);
+        outputs(&mut r);
+        r.handle_event(
+            Event::Recover {
+                from: 1,
+                header_epoch: 1,
+                payload: RecoverPayload::Revoke { suspects: vec![3] },
+            },
+            11,
+        );
+        let out = outputs(&mut r);
+        assert_eq!(revoked_to(&out), [1, 2]);
+        assert!(out.contains(&Output::Send {
+            to: 2,
+            header_epoch: 1,
+            payload: RecoverPayload::Revoke {
+                suspects: vec![3, 4]
+            }
+        }));
+        r.poll_timers(10 + REVOKE_DELAY_MS);
+        assert!(outputs(&mut r).is_empty());
+    }
+
     #[test]
     fn a_suspect_the_record_keeps_revokes_the_new_epoch() {
         // Rank 0 of 4 saw ranks 2 and 3 fail; the launcher signed before it
         // knew of rank 3 (rank 1's report named only rank 2).
         let mut r = RankRecovery::new(0, view(4), Box::new(|_, _| true));
-        r.handle_event(Event::PeerLost { peer: 2 }, 10);
+        r.handle_event(
+            Event::PeerLost {
+                peer: 2,
+                closed: false,
+            },
+            10,
+        );
         let first = outputs(&mut r);
         let Some(Output::Report(rep)) = first.last().cloned() else {
             panic!("{first:?}")
@@ -683,7 +806,13 @@ mod tests {
                 11,
             );
         }
-        r.handle_event(Event::PeerLost { peer: 3 }, 12);
+        r.handle_event(
+            Event::PeerLost {
+                peer: 3,
+                closed: false,
+            },
+            12,
+        );
         outputs(&mut r);
         let _fence = d.poll_output();
         let Some(DeciderOutput::Issue { record, .. }) = d.poll_output() else {
@@ -759,7 +888,13 @@ mod tests {
     #[test]
     fn no_record_within_the_wait_is_a_lost_launcher() {
         let mut r = RankRecovery::new(1, view(2), Box::new(|_, _| true));
-        r.handle_event(Event::PeerLost { peer: 0 }, 5);
+        r.handle_event(
+            Event::PeerLost {
+                peer: 0,
+                closed: false,
+            },
+            5,
+        );
         assert_eq!(r.poll_timeout(), Some(5 + RECORD_WAIT_MS));
         r.poll_timers(5 + RECORD_WAIT_MS - 1);
         assert!(matches!(r.phase(), Phase::Revoked { .. }));
