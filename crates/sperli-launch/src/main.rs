@@ -204,6 +204,7 @@ fn assign(
     map_by: MapBy,
 ) -> Result<(Vec<HostEntry>, Vec<usize>), String> {
     let mut next_port: HashMap<usize, u16> = HashMap::new();
+    let mut held = Vec::new();
     let placed = place(n, hosts, map_by);
     let entries = placed
         .iter()
@@ -217,7 +218,11 @@ fn assign(
                     port
                 }
                 None if is_local(&spec.host) => {
-                    sperli_tls::job_plan::free_port(&spec.host).map_err(|e| e.to_string())?
+                    // Held until every rank has its port: no two the same.
+                    let (port, l) = sperli_tls::job_plan::free_port_held(&spec.host)
+                        .map_err(|e| e.to_string())?;
+                    held.push(l);
+                    port
                 }
                 None => {
                     // A remote host without a port: consecutive ports from

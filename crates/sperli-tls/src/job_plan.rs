@@ -286,10 +286,14 @@ impl JobPlan {
 /// `size` loopback hosts 127.0.0.1, 127.0.0.2, ... each with a port that
 /// was free a moment ago (see [`free_port`]).
 pub fn local_hosts(size: u32) -> Result<Vec<HostEntry>, PlanError> {
+    // Each port stays bound until every one is picked: no two ranks get
+    // the same port of one address.
+    let mut held = Vec::new();
     (0..size)
         .map(|r| {
             let host = format!("127.0.0.{}", r % 254 + 1);
-            let port = free_port(&host)?;
+            let (port, l) = free_port_held(&host)?;
+            held.push(l);
             Ok(HostEntry { host, port })
         })
         .collect()
@@ -305,13 +309,23 @@ const LISTEN_PORTS: std::ops::Range<u16> = 20_000..32_768;
 /// that was free a moment ago: a random port of 20000-32767 that binds on
 /// exactly that address, tried up to 200 times.
 pub fn free_port(host: &str) -> Result<u16, PlanError> {
+    free_port_held(host).map(|(port, _)| port)
+}
+
+/// Like [`free_port`], with the listener that holds the port until it is
+/// dropped: a caller that picks several ports keeps the earlier ones
+/// bound while it picks the next, so that no two are the same (released
+/// one by one, two of 64 ranks' ports would be the same one time in seven).
+pub fn free_port_held(host: &str) -> Result<(u16, TcpListener), PlanError> {
     let l = bind_free(host)?;
-    l.local_addr()
+    let port = l
+        .local_addr()
         .map(|a| a.port())
         .map_err(|e| PlanError::NoFreePort {
             host: host.to_owned(),
             last: e.kind(),
-        })
+        })?;
+    Ok((port, l))
 }
 
 /// A listener on a random port of 20000-32767 of `host` (see
@@ -365,6 +379,20 @@ mod tests {
             later.description(0).job_secret_key,
             first.job_key.to_bytes().to_vec()
         );
+    }
+
+    /// Ports picked while the earlier ones are held never repeat (the
+    /// launcher gives each of 64 ranks on `localhost` one of them).
+    #[test]
+    fn held_free_ports_are_all_different() {
+        let mut held = Vec::new();
+        let mut ports = std::collections::BTreeSet::new();
+        for _ in 0..300 {
+            let (port, l) = free_port_held("127.0.0.1").unwrap();
+            assert!(LISTEN_PORTS.contains(&port));
+            assert!(ports.insert(port), "port {port} twice");
+            held.push(l);
+        }
     }
 
     #[test]
