@@ -92,6 +92,11 @@ pub(crate) struct Driver {
     /// A socket the callers drive has bytes the I/O thread left unread
     /// (`Link::unread`).
     unread_any: AtomicBool,
+    /// The I/O thread found a leader and sleeps without a hand-back timer:
+    /// the leader that steps down with no follower wakes it
+    /// ([`Command::Released`]), so that a call blocked for long costs the
+    /// I/O thread no wake-up every [`HANDBACK`].
+    io_parked: AtomicBool,
 }
 
 impl Driver {
@@ -116,6 +121,7 @@ impl Driver {
             waker,
             registry,
             unread_any: AtomicBool::new(false),
+            io_parked: AtomicBool::new(false),
         })
     }
 
@@ -153,6 +159,20 @@ impl Driver {
     /// True while a caller leads.
     pub fn leading(&self) -> bool {
         self.leading.load(Ordering::SeqCst)
+    }
+
+    /// The I/O thread, which found a leader, sleeps without a hand-back
+    /// timer unless the lead ended meanwhile: true when it may (the leader
+    /// that steps down wakes it), false when the lead is over and the
+    /// hand-back timer runs as usual. Both sides store, then load
+    /// (SeqCst): one of them sees the other's store.
+    pub fn park_io(&self) -> bool {
+        self.io_parked.store(true, Ordering::SeqCst);
+        if self.leading.load(Ordering::SeqCst) {
+            return true;
+        }
+        self.io_parked.store(false, Ordering::SeqCst);
+        false
     }
 
     /// When the callers last drove the sockets.
@@ -270,6 +290,10 @@ impl Shared {
         if followers > 0 {
             d.cv.notify_all();
             return;
+        }
+        if d.io_parked.swap(false, Ordering::SeqCst) {
+            // The I/O thread sleeps without a hand-back timer: it starts one.
+            self.command(Command::Released);
         }
         // A sender that saw a leader did not kick: look for its bytes.
         for (rank, link) in self.links() {

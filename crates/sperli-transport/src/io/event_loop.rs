@@ -281,6 +281,10 @@ impl EventLoop {
                 }
                 Command::Finish => self.finish(),
                 Command::Recovery => self.recovery_todo(&mut kicked),
+                Command::Released => {
+                    let due = self.shared.driver.released() + HANDBACK;
+                    self.next_timer = self.next_timer.min(due);
+                }
             }
         }
         self.kick(kicked);
@@ -436,7 +440,10 @@ impl EventLoop {
         {
             let d = &self.shared.driver;
             let due = d.released() + HANDBACK;
-            if !d.leading() && now >= due {
+            if d.leading() && d.park_io() {
+                // No hand-back while a caller leads: the leader that steps
+                // down wakes this thread (Command::Released).
+            } else if now >= due {
                 self.take_all_back();
                 // A caller may have left frames in rustls (a read paused
                 // at a frame boundary): no socket event says so.

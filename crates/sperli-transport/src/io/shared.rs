@@ -39,6 +39,9 @@ pub(crate) enum Command {
     /// The recovery has RECOVER frames to send or connections to close
     /// (feature bit 5, protocol §18.6).
     Recovery,
+    /// The last leader stepped down while the I/O thread was parked
+    /// (`Driver::park_io`): its hand-back timer starts now.
+    Released,
 }
 
 /// See the module docs.
