@@ -5,6 +5,7 @@
 use std::borrow::Borrow;
 use std::path::{Path, PathBuf};
 
+use sha2::{Digest, Sha256};
 use sperli_collective::{Comm, Peers, Recovered};
 use sperli_tls::composite_sig::{self, Signature};
 use sperli_transport::Endpoint;
@@ -100,6 +101,11 @@ pub struct Checkpointer<L: Peers = Endpoint> {
     /// The epoch the last resume rolled back to in place (see
     /// [`Checkpointer::rolled_back`]).
     pub(crate) rolled_back: Option<u64>,
+    /// SHA-256 of (signed bytes, signature) of the COMMIT signatures that
+    /// verified lately: a resume meets the same COMMIT in its offer, in
+    /// every rank's offer (rank 0) and in the choice, and verifying it once
+    /// is enough (the check is a pure function of those bytes).
+    pub(crate) verified: std::sync::Mutex<Vec<[u8; 32]>>,
 }
 
 impl Checkpointer<Endpoint> {
@@ -159,6 +165,7 @@ impl<L: Peers> Checkpointer<L> {
             file_buf: Vec::new(),
             rollback,
             rolled_back: None,
+            verified: Default::default(),
         })
     }
 
@@ -253,9 +260,23 @@ impl<L: Peers> Checkpointer<L> {
         let c = decode_file(bytes)?;
         let sig = Signature::from_slice(c.signature)
             .map_err(|_| Error::BadCommit(CommitError::BadSignature))?;
-        if !composite_sig::verify(self.keys.public_key(), c.signed, CONTEXT_COMMIT, &sig) {
-            return Err(Error::BadCommit(CommitError::BadSignature));
+        let digest: [u8; 32] = Sha256::new()
+            .chain_update(c.signed)
+            .chain_update(c.signature)
+            .finalize()
+            .into();
+        let mut verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        if !verified.contains(&digest) {
+            if !composite_sig::verify(self.keys.public_key(), c.signed, CONTEXT_COMMIT, &sig) {
+                return Err(Error::BadCommit(CommitError::BadSignature));
+            }
+            // A few recent ones: a tree holds epochs e and e - 1 (§9.4).
+            if verified.len() >= 4 {
+                verified.remove(0);
+            }
+            verified.push(digest);
         }
+        drop(verified);
         c.check_expected(self.keys.job_id(), epoch, self.size())?;
         Ok(c)
     }
@@ -320,4 +341,39 @@ pub(crate) fn field_mismatch(
         expected,
         got,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::test_job::TestJob;
+    use sperli_wire::ckpt_path::COMMIT_FILE_NAME;
+    use sperli_wire::error::{CommitError, Error};
+
+    /// A COMMIT that verified once is not verified again, and a changed
+    /// one (signature, signed bytes) is judged afresh: still H1621.
+    #[test]
+    fn a_verified_commit_is_remembered_and_a_changed_one_is_not() {
+        let job = TestJob::new("verified", 1);
+        job.epochs(1);
+        let good = std::fs::read(job.edir(0, 1).join(COMMIT_FILE_NAME)).unwrap();
+        job.run(2, |_, ck| {
+            assert!(ck.verify_commit(&good, 1).is_ok());
+            assert!(ck.verify_commit(&good, 1).is_ok());
+            assert_eq!(ck.verified.lock().unwrap().len(), 1, "verified once");
+            for at in [good.len() - 1, good.len() / 2] {
+                let mut bad = good.clone();
+                bad[at] ^= 1;
+                assert!(
+                    matches!(
+                        ck.verify_commit(&bad, 1),
+                        Err(Error::BadCommit(CommitError::BadSignature))
+                    ),
+                    "byte {at}"
+                );
+            }
+            assert!(ck.verify_commit(&good, 1).is_ok());
+            // The epoch is checked every time (§9.3 step 3).
+            assert!(ck.verify_commit(&good, 2).is_err());
+        });
+    }
 }
