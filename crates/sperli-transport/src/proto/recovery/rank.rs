@@ -153,6 +153,15 @@ pub enum Output {
     End(RecoveryError),
 }
 
+/// Where a record came from (protocol §18.3: check 16 is for a peer's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// A RECOVER MEMBERSHIP frame of a member.
+    Peer,
+    /// The rank's control channel, which only the launcher writes.
+    Launcher,
+}
+
 /// One rank's recovery state (protocol §18).
 pub struct RankRecovery {
     rank: u32,
@@ -340,14 +349,16 @@ impl RankRecovery {
                     }
                     // protocol §18.2: a record counts whatever the header's
                     // epoch; §18.3 check 15 discards one already passed.
-                    (Ok(_), RecoverPayload::Membership { record }) => self.record(&record, now),
+                    (Ok(_), RecoverPayload::Membership { record }) => {
+                        self.record(&record, Source::Peer, now)
+                    }
                     (Ok(_), RecoverPayload::Revoke { .. }) => {}
                     // protocol §18.8.1: one communicator's revoke leaves
                     // the epoch as it is; the communicator layer takes it.
                     (Ok(_), RecoverPayload::RevokeCommunicator { .. }) => {}
                 }
             }
-            Event::Control { record } => self.record(&record, now),
+            Event::Control { record } => self.record(&record, Source::Launcher, now),
             Event::ControlClosed => self.end(RecoveryError::LauncherLost),
             Event::Joined { peer } => {
                 if let Phase::Joining { waiting, .. } = &mut self.phase {
@@ -434,7 +445,9 @@ impl RankRecovery {
     }
 
     /// Learning a record (protocol §18.3, §18.6): checks, forward, apply.
-    fn record(&mut self, bytes: &[u8], now: u64) {
+    /// Check 16 (the signature) is for a record a peer sent; one from the
+    /// control channel is the launcher's own word (protocol §18.3).
+    fn record(&mut self, bytes: &[u8], source: Source, now: u64) {
         let rec = match MembershipRecord::decode(bytes) {
             Ok(r) => r,
             Err(e) => return self.end(e),
@@ -444,7 +457,7 @@ impl RankRecovery {
             Ok(Precheck::Discard) => return,
             Ok(Precheck::Verify) => {}
         }
-        if !(self.verify)(&rec.signed_bytes(), &rec.signature) {
+        if source == Source::Peer && !(self.verify)(&rec.signed_bytes(), &rec.signature) {
             return self.end(RecoveryError::BadSignature);
         }
         let own = (self.rank, self.incarnation);
@@ -853,7 +866,21 @@ mod tests {
             r.phase(),
             Phase::Ended(RecoveryError::HeaderEpoch { current: 1, got: 2 })
         ));
+        // Check 16 judges a peer's record; the control channel's is the
+        // launcher's own (protocol §18.3).
         let rec = replaced_rank_1();
+        let mut r = RankRecovery::new(0, view(2), Box::new(|_, _| false));
+        r.handle_event(
+            Event::Recover {
+                from: 1,
+                header_epoch: 1,
+                payload: RecoverPayload::Membership {
+                    record: rec.encode(),
+                },
+            },
+            1,
+        );
+        assert_eq!(r.phase(), &Phase::Ended(RecoveryError::BadSignature));
         let mut r = RankRecovery::new(0, view(2), Box::new(|_, _| false));
         r.handle_event(
             Event::Control {
@@ -861,7 +888,7 @@ mod tests {
             },
             1,
         );
-        assert_eq!(r.phase(), &Phase::Ended(RecoveryError::BadSignature));
+        assert_eq!(r.epoch(), 2, "applied without a signature check");
     }
 
     #[test]
