@@ -155,6 +155,19 @@ pub(super) fn section(o: &mut String, s: &Samples, quick: bool) {
             cell(s.get(&shrink, "shrink_agree_ms", 0))
         );
     }
+    if !quick {
+        let agree = s.get(
+            &group("sperli", "recovery-shrink", 16),
+            "shrink_agree_ms",
+            0,
+        );
+        let _ = writeln!(
+            o,
+            "\nGoal: shrink + agree at 16 ranks ≤ {SHRINK_GOAL_MS} ms after the failure is known \
+             (median): {}.",
+            verdict(agree.map(|a| a.median <= SHRINK_GOAL_MS))
+        );
+    }
     let _ = writeln!(
         o,
         "\nIn place (`sperli-bench rank inplace BYTES`, protocol §18.7): every rank \
@@ -191,7 +204,41 @@ pub(super) fn section(o: &mut String, s: &Samples, quick: bool) {
             ratio_cell(ratio(a, b))
         );
     }
+    if !quick {
+        let n = 64;
+        let r = ratio(
+            s.get(
+                &group("sperli", "recovery-inplace", n),
+                "kill_to_step_ms",
+                0,
+            ),
+            s.get(
+                &group("sperli", "recovery-inplace-restart", n),
+                "kill_to_step_ms",
+                0,
+            ),
+        );
+        let _ = writeln!(
+            o,
+            "\nGoal: in place at {n} ranks ≤ {INPLACE_GOAL}x the full restart (medians of the \
+             same run): {}.",
+            verdict(r.map(|r| r <= INPLACE_GOAL))
+        );
+    }
     let _ = writeln!(o);
+}
+
+/// Shrink plus agree at 16 ranks, ms.
+const SHRINK_GOAL_MS: f64 = 5.0;
+/// In place over a full restart at 64 ranks.
+const INPLACE_GOAL: f64 = 0.1;
+
+fn verdict(met: Option<bool>) -> &'static str {
+    match met {
+        Some(true) => "**met**",
+        Some(false) => "**not met**",
+        None => "not measured",
+    }
 }
 
 #[cfg(test)]
@@ -230,6 +277,23 @@ mod tests {
             "kill_to_step_ms",
             0,
             800.0,
+        );
+        for (n, way, what, v) in [
+            (16, "recovery-shrink", "shrink_agree_ms", 4.0),
+            (64, "recovery-inplace", "kill_to_step_ms", 120.0),
+            (64, "recovery-inplace-restart", "kill_to_step_ms", 1000.0),
+        ] {
+            s.add(&group("sperli", way, n), what, 0, v);
+        }
+        let mut full = String::new();
+        section(&mut full, &s, false);
+        assert!(
+            full.contains("≤ 5 ms after the failure is known (median): **met**."),
+            "{full}"
+        );
+        assert!(
+            full.contains("≤ 0.1x the full restart (medians of the same run): **not met**."),
+            "{full}"
         );
         let mut o = String::new();
         section(&mut o, &s, true);
