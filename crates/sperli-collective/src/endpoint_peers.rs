@@ -235,6 +235,8 @@ impl Comm<Endpoint> {
             // Protocol §18.8: a program run with `--recover shrink` goes on
             // without a lost rank from its start.
             recoverable: std::env::var(sperli_wire::env::RECOVER).is_ok_and(|m| m == "shrink"),
+            // Protocol §5.1 step 1: the listener the launcher bound, if any.
+            listener: sperli_transport::inherited::listener_from_env()?.map(std::sync::Arc::new),
             ..Settings::default()
         };
         if let Some(ms) = std::env::var(sperli_wire::env::SILENCE_MS)

@@ -261,6 +261,7 @@ printf '%s\n' "$rec" > "$OUT""#
             argv: vec!["sh".into(), "-c".into(), script.into()],
             env: Vec::new(),
             stdin_line: "00ff\n".into(),
+            port: None,
         };
         let none = std::sync::atomic::AtomicI32::new(0);
         assert_eq!(

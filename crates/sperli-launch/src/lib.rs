@@ -22,6 +22,7 @@ mod control;
 mod hosts;
 mod job_key;
 mod launch_hosts;
+mod listen_ahead;
 pub mod mailbox_cli;
 mod os;
 mod outcome;

@@ -387,10 +387,13 @@ fn run(args: RunArgs) -> ExitCode {
                         own.to_string_lossy().into_owned(),
                     ));
                 }
+                let via = rank_via[r as usize].clone();
                 RankLaunch {
                     rank: r,
                     host: host.clone(),
-                    via: rank_via[r as usize].clone(),
+                    // Protocol §5.1 step 1: bound by the launcher ahead.
+                    port: (via == Via::Direct).then_some(entries[r as usize].port),
+                    via,
                     argv: args.program.clone(),
                     env,
                     stdin_line: plan.description(r).to_line(),

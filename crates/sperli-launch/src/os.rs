@@ -40,6 +40,19 @@ pub fn rank_group_dying_with_launcher(cmd: &mut Command) {
     }
 }
 
+/// A duplicate of `fd` at a descriptor number `min` or above, close-on-exec
+/// (`fcntl(F_DUPFD_CLOEXEC)`): a descriptor to hand a child that moving
+/// another one to a low number cannot overwrite first.
+pub fn dup_at_least(fd: &impl AsRawFd, min: RawFd) -> std::io::Result<OwnedFd> {
+    use nix::fcntl::{fcntl, FcntlArg};
+    // SAFETY: `fd` is open for the duration of the call (borrowed).
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd.as_raw_fd()) };
+    let new = fcntl(borrowed, FcntlArg::F_DUPFD_CLOEXEC(min))?;
+    // SAFETY: fcntl(F_DUPFD_CLOEXEC) returned a new open descriptor of this
+    // process that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
 /// Hands `fd` to `cmd`'s child at descriptor number `target`, open across
 /// `exec` (the rank's end of its control channel, protocol §18.1). The
 /// parent's copy is closed when `cmd` is dropped.

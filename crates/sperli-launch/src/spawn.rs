@@ -67,6 +67,10 @@ pub struct RankLaunch {
     pub env: Vec<(String, String)>,
     /// The job description line for stdin (secret).
     pub stdin_line: String,
+    /// The port of its host-list entry, for a rank started directly: the
+    /// launcher binds it before any rank starts and hands the listener over
+    /// (protocol §5.1 step 1). `None`: the rank binds its own.
+    pub port: Option<u16>,
 }
 
 impl std::fmt::Debug for RankLaunch {
@@ -329,6 +333,7 @@ pub(crate) mod tests {
             argv: argv.iter().map(|s| s.to_string()).collect(),
             env: vec![("SPERLI_RANK".into(), "1".into())],
             stdin_line: "00ff\n".into(),
+            port: None,
         }
     }
 

@@ -28,8 +28,10 @@ use nix::unistd::Pid;
 use sperli_wire::failure_record::{self, FailureRecord};
 
 use crate::control::{ChannelLine, ControlPair, CONTROL_FD, CONTROL_FD_ENV};
+use crate::listen_ahead::LISTEN_FD;
 use crate::os::{inherit_fd_at, is_subreaper, signal_group};
 use crate::outcome::{Blame, Outcome};
+use sperli_transport::inherited::LISTEN_FD_ENV;
 // `crate::supervise::EXIT_USAGE` is the path `mailbox_cli` uses.
 pub(crate) use crate::outcome::EXIT_USAGE;
 use crate::output::{open_output_file, pump, PumpEvent, PumpTarget, Sink, Stream};
@@ -203,6 +205,7 @@ fn spawn_rank(
     opts: &Options,
     records: Option<&RecordDir>,
     with_control: bool,
+    listener: Option<std::os::fd::OwnedFd>,
 ) -> Result<Spawned, SpawnFailure> {
     let fail = |error: StartError, what: String| SpawnFailure {
         rank: r.rank,
@@ -226,6 +229,12 @@ fn spawn_rank(
         cmd.env(CONTROL_FD_ENV, CONTROL_FD.to_string());
         inherit_fd_at(&mut cmd, pair.rank, CONTROL_FD);
         control = Some(pair.launcher);
+    }
+    if let (Some(l), Via::Direct) = (listener, &r.via) {
+        // After the control channel's move to 3: the listener's copy is at
+        // 10 or above, out of its way (listen_ahead).
+        cmd.env(LISTEN_FD_ENV, LISTEN_FD.to_string());
+        inherit_fd_at(&mut cmd, l, LISTEN_FD);
     }
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -648,9 +657,15 @@ pub fn run_job_recovering<'a>(
         reaper: is_subreaper(),
         recovery: None,
     };
+    // Protocol §5.1 step 1: every listener is bound before any rank starts.
+    let mut listeners: Vec<Option<std::os::fd::OwnedFd>> = ranks
+        .iter()
+        .map(|r| r.port.and_then(|p| crate::listen_ahead::bind(&r.host, p)))
+        .collect();
     let mut spawned = Vec::with_capacity(ranks.len());
-    for r in ranks {
-        match spawn_rank(r, opts, job.records.as_ref(), recovery.is_some()) {
+    for (i, r) in ranks.into_iter().enumerate() {
+        let listener = listeners.get_mut(i).and_then(Option::take);
+        match spawn_rank(r, opts, job.records.as_ref(), recovery.is_some(), listener) {
             Ok(s) => {
                 if let Some(w) = &mut job.watchdog {
                     w.watch(s.child.id());
@@ -729,6 +744,7 @@ mod tests {
             argv: vec!["sh".into(), "-c".into(), script.into()],
             env: vec![("SPERLI_RANK".into(), rank.to_string())],
             stdin_line: "00ff\n".into(),
+            port: None,
         }
     }
 
@@ -747,6 +763,35 @@ mod tests {
             .map(|r| sh(r, "read line; [ \"$line\" = 00ff ] || exit 9"))
             .collect();
         assert_eq!(run_job(ranks, &quick(), &none), Outcome::Success);
+    }
+
+    /// Protocol §5.1 step 1: a rank started directly finds its listener
+    /// at descriptor 4, bound to its port before any rank started: rank
+    /// 0 dials rank 1's port before rank 1 runs, and is not refused.
+    #[test]
+    fn each_rank_gets_its_listener_bound_before_any_starts() {
+        let none = AtomicI32::new(0);
+        let ports: Vec<u16> = (0..2)
+            .map(|_| sperli_tls::job_plan::free_port("127.0.0.1").unwrap())
+            .collect();
+        let dial = format!(
+            "read -r d; [ \"$SPERLI_LISTEN_FD\" = 4 ] && [ -S /proc/self/fd/4 ] || exit 9; \
+             exec 5<>/dev/tcp/127.0.0.1/{} || exit 10",
+            ports[1]
+        );
+        let wait = "read -r d; sleep 0.3; [ \"$SPERLI_LISTEN_FD\" = 4 ] && [ -S /proc/self/fd/4 ] || exit 9";
+        let mut r0 = sh(0, &dial);
+        let mut r1 = sh(1, wait);
+        r0.argv[0] = "bash".into();
+        r0.port = Some(ports[0]);
+        r1.port = Some(ports[1]);
+        assert_eq!(run_job(vec![r0, r1], &quick(), &none), Outcome::Success);
+        // Without a port the rank binds its own: no descriptor 4.
+        let plain = sh(
+            0,
+            "read -r d; [ -z \"$SPERLI_LISTEN_FD\" ] && ! [ -e /proc/self/fd/4 ] || exit 9",
+        );
+        assert_eq!(run_job(vec![plain], &quick(), &none), Outcome::Success);
     }
 
     #[test]

@@ -4,10 +4,8 @@
 //! [`CONTROL_FD_ENV`]. The rank writes REPORT records to it and reads
 //! MEMBERSHIP records from it, one lowercase hex line each.
 //!
-//! The only `unsafe` of this crate is here: taking ownership of the
-//! inherited descriptor needs it (the OS hands it over by number).
+//! The inherited descriptor is taken in [`crate::inherited`].
 
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
@@ -101,23 +99,8 @@ pub fn from_env() -> Result<Option<Arc<UnixStream>>, Error> {
             value: text.clone(),
         })
     };
-    let fd: i32 = text.trim().parse().map_err(|_| bad())?;
-    // Descriptors 0-2 are stdin, stdout and stderr, never the channel.
-    if fd < 3 {
-        return Err(bad());
-    }
-    let is_socket = std::fs::metadata(format!("/proc/self/fd/{fd}"))
-        .map(|m| m.file_type().is_socket())
-        .unwrap_or(false);
-    if !is_socket {
-        return Err(bad());
-    }
-    // SAFETY: `fd` is open and a socket (checked just above through
-    // /proc/self/fd), the launcher opened it for this process and named it
-    // in CONTROL_FD_ENV, and no other code of this process owns it: this
-    // function takes it once per process (TAKEN) and nothing else reads
-    // the variable.
-    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let owned =
+        crate::inherited::take_socket(&text, |m| m.file_type().is_socket()).ok_or_else(bad)?;
     let inherited = UnixStream::from(owned);
     // A duplicate with close-on-exec, so programs the rank starts do not
     // inherit the channel; the inherited descriptor closes here.

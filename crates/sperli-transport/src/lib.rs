@@ -165,11 +165,12 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-#[allow(unsafe_code)]
 pub mod control_channel;
 mod endpoint;
 pub mod failure_record;
 pub mod fd_limit;
+#[allow(unsafe_code)]
+pub mod inherited;
 mod io;
 pub mod job;
 pub mod pool;

@@ -94,9 +94,13 @@ impl Job<'_> {
             host: rep.endpoint.host.clone(),
             env,
             stdin_line: rep.description.to_line(),
+            port: template.port.map(|_| rep.endpoint.port),
             ..template.clone()
         };
-        let spawned = match spawn_rank(launch, self.opts, self.records.as_ref(), true) {
+        let listener = launch
+            .port
+            .and_then(|p| crate::listen_ahead::bind(&launch.host, p));
+        let spawned = match spawn_rank(launch, self.opts, self.records.as_ref(), true, listener) {
             Ok(s) => s,
             Err(f) => {
                 {
@@ -221,6 +225,7 @@ pub(crate) mod tests {
                         ),
                     ],
                     stdin_line: "00ff\n".into(),
+                    port: None,
                 }
             })
             .collect();

@@ -43,6 +43,14 @@ pub enum LocalError {
         /// The variable's value.
         value: String,
     },
+    /// `SPERLI_LISTEN_FD` does not name a listening TCP socket of this
+    /// process (protocol §5.1 step 1: the listener the launcher bound for
+    /// this rank).
+    #[error("SPERLI_LISTEN_FD={value:?} does not name a listening TCP socket of this process (the listener the launcher bound for this rank)")]
+    ListenerFd {
+        /// The variable's value.
+        value: String,
+    },
     /// An invariant of this library did not hold: a bug, to be reported.
     #[error("internal error: {what}")]
     Internal {
