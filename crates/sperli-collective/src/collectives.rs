@@ -10,6 +10,7 @@ use sperli_wire::Error;
 
 use crate::comm::{Comm, Elems, Src};
 use crate::element::Element;
+use crate::large::max_chunk_elems;
 use crate::peers::Peers;
 use crate::pipeline::chain::ChainOp;
 use crate::pipeline::{ElemsMut, Grow, NoResult};
@@ -307,9 +308,11 @@ impl<L: Peers> Comm<L> {
 
     /// gather (protocol §8.2, operation 5): at the root, every rank's block
     /// concatenated in rank order (its own at its rank's place); `None`
-    /// elsewhere. H1618 on every rank for `root >= size` or a block longer
-    /// than 16777200 bytes; a block whose length differs from the root's
-    /// own ends the job (root H1617 with ABORT reason 3, others H1612).
+    /// elsewhere. Blocks of any length: one longer than one v1 call
+    /// (16777200 bytes) is a series of v1 gathers, one per chunk of every
+    /// block (protocol §6.1). H1618 on every rank for `root >= size`; a
+    /// block whose length differs from the root's own ends the job (root
+    /// H1617 with ABORT reason 3, others H1612).
     ///
     /// ```
     /// use sperli_collective::fake;
@@ -317,6 +320,17 @@ impl<L: Peers> Comm<L> {
     /// assert_eq!(got, vec![Some(vec![0, 0, 1, 1, 2, 2]), None, None]);
     /// ```
     pub fn gather<T: Element>(&self, root: u32, data: &[T]) -> Result<Option<Vec<T>>, Error> {
+        if data.len() > max_chunk_elems::<T>() && root < self.size {
+            // Protocol §6.1: one v1 gather per chunk of every block.
+            let whole = if self.rank == root {
+                data.len() * self.size as usize
+            } else {
+                0
+            };
+            let mut out = vec![T::default(); whole];
+            let at_root = self.gather_split_into(root, data, &mut out)?;
+            return Ok(at_root.then_some(out));
+        }
         let mut out = Vec::new();
         if self.rank == root {
             out.reserve(data.len() * self.size as usize);
@@ -362,6 +376,9 @@ impl<L: Peers> Comm<L> {
                 .into(),
             );
         }
+        if data.len() > max_chunk_elems::<T>() && root < self.size {
+            return self.gather_split_into(root, data, out);
+        }
         let mut at = 0;
         self.gather_core(root, &Elems(data), |b| {
             // gather_core checked every block's length (protocol §8.4).
@@ -404,7 +421,10 @@ impl<L: Peers> Comm<L> {
     /// scatter into `out`, which must have exactly the block's length on
     /// every rank: at the root a wrong `out` length ends the job like an
     /// invalid scatter (H1618, ABORT reason 4), at a receiver data of
-    /// another length is H1617. Allocates no result vector.
+    /// another length is H1617. Blocks of any length: one longer than one
+    /// v1 call (16777200 bytes) is a series of v1 scatters, one per chunk
+    /// of every block (protocol §6.1; every rank knows the series from its
+    /// `out`). Allocates no result vector at the receivers.
     ///
     /// ```
     /// use sperli_collective::fake;
@@ -436,6 +456,10 @@ impl<L: Peers> Comm<L> {
                 }
                 .into(),
             );
+        }
+        if out.len() > max_chunk_elems::<T>() && root < self.size {
+            // Protocol §6.1: one v1 scatter per chunk of every block.
+            return self.scatter_split_into(root, (self.rank == root).then_some(src.0), out);
         }
         let (p, off) = self.scatter_core(root, &src, T::WIDTH, Some(want))?;
         T::read_le(&p[off..], out);

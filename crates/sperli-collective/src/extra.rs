@@ -37,10 +37,9 @@ impl<L: Peers> Comm<L> {
 
     /// allgather: every rank gets every rank's block, concatenated in rank
     /// order. Two v1 calls: gather to 0, then bcast from 0 (receivers check
-    /// the length is `size` times their own block, else H1617). Every rank
-    /// refuses with H1618 (counting both calls) if `size` blocks of its
-    /// length exceed 16777200 bytes; for more, use [`Comm::gather`] and
-    /// [`Comm::bcast_counted`].
+    /// the length is `size` times their own block, else H1617). Blocks of
+    /// any length: when `size` of them exceed 16777200 bytes, one such pair
+    /// (or pipelined call) per chunk of every block (protocol §6.1).
     ///
     /// ```
     /// use sperli_collective::fake;
@@ -51,13 +50,8 @@ impl<L: Peers> Comm<L> {
         let total = data.len() * T::WIDTH * self.size() as usize;
         let pipelined = self.runs_pipelined(Operation::Allgather, total);
         if total > MAX_COLLECTIVE_DATA {
-            return self.refuse(
-                if pipelined { 1 } else { 2 },
-                ArgumentError::TooLong {
-                    len: total,
-                    max: MAX_COLLECTIVE_DATA,
-                },
-            );
+            // Protocol §6.1: one allgather per chunk of every block.
+            return self.allgather_split(data);
         }
         if pipelined {
             let mut out = vec![T::default(); data.len() * self.size() as usize];

@@ -238,6 +238,7 @@ mod group;
 pub mod intercomm;
 pub mod intercomm_collectives;
 mod large;
+mod large_blocks;
 mod mpi_error;
 pub mod nonblocking;
 mod nonblocking_more;

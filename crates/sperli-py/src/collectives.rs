@@ -7,11 +7,10 @@
 //! call runs with [`with_dtype!`] straight on the numpy memory where the
 //! Rust API has an `_into` form (`Bcast`, `Reduce`, `Allreduce`,
 //! `Scatter`), else the result is copied into the receive buffer once.
-//! `Bcast`, `Reduce` and `Allreduce` take any length in one call of the
-//! Rust API (one pipelined call with HELLO feature bit 1, the v1 split in a
-//! v1 job). The blocks of `Gather`, `Scatter` and `Allgather` longer than
-//! one v1 call (16777200 bytes per rank) become a fixed series of v1 calls
-//! on consecutive chunks of at most `max_chunk_elems::<T>()` elements.
+//! `Bcast`, `Reduce`, `Allreduce`, `Gather`, `Scatter` and `Allgather` take
+//! any length in one call of the Rust API (one pipelined call with HELLO
+//! feature bit 1 where protocol §14.5 says so, else the v1 split of
+//! protocol §6.1 that the Rust call makes itself).
 //!
 //! Errors follow protocol §8.4, as the Rust API does:
 //! - a check every rank makes on its own arguments (dtype, layout, a
@@ -26,10 +25,10 @@
 //!   another rank: H1617/H1618) is raised as it reports it.
 
 use pyo3::prelude::*;
-use sperli_collective::{max_chunk_elems, Element, Reduction};
+use sperli_collective::{Element, Reduction};
 use sperli_wire::abort::AbortReason;
 
-use crate::buffer::{chunks, with_dtype, Buf};
+use crate::buffer::{with_dtype, Buf};
 use crate::comm::{rank_arg, Comm};
 use crate::errors::{BindingError, Fail};
 use crate::ops::{is_in_place, op_arg};
@@ -73,17 +72,6 @@ fn send_recv<T: Element, R>(
 pub(crate) fn own_block<T: Element>(recv: &[T], me: usize, size: usize) -> Vec<T> {
     let n = recv.len() / size;
     recv[me * n..(me + 1) * n].to_vec()
-}
-
-/// Puts chunk `s..e` of every rank's block (`v`: rank by rank, `e - s`
-/// elements each) into `out`, which holds `size` blocks of `n` elements.
-fn place_blocks<T: Element>(out: &mut [T], v: &[T], n: usize, (s, e): (usize, usize), size: usize) {
-    if e == s {
-        return;
-    }
-    for (i, block) in v.chunks_exact(e - s).enumerate().take(size) {
-        out[i * n + s..i * n + e].copy_from_slice(block);
-    }
 }
 
 impl Comm {
@@ -276,13 +264,14 @@ impl Comm {
                         &own
                     }
                 };
-                let n = a.len();
-                for (s, e) in chunks(n, max_chunk_elems::<T>()) {
-                    let got = r.comm().gather(root, &a[s..e])?;
-                    if let (Some(v), Some(d)) = (got, recv.as_mut()) {
-                        place_blocks(d.elems_mut::<T>(), &v, n, (s, e), size);
-                    }
-                }
+                // Any length: the Rust call splits a block past one v1
+                // call itself (protocol §6.1).
+                let mut none: [T; 0] = [];
+                let out: &mut [T] = match recv.as_mut() {
+                    Some(d) => d.elems_mut::<T>(),
+                    None => &mut none,
+                };
+                r.comm().gather_into(root, a, out)?;
             });
             Ok(())
         })
@@ -343,18 +332,8 @@ impl Comm {
                         &mut own
                     }
                 };
-                let n = d.len();
-                let max = max_chunk_elems::<T>();
-                if n <= max {
-                    r.comm().scatter_into(root, whole, d)?;
-                } else {
-                    for (s, e) in chunks(n, max) {
-                        let part: Option<Vec<T>> = whole.map(|w| {
-                            (0..size).flat_map(|i| w[i * n + s..i * n + e].iter().copied()).collect()
-                        });
-                        r.comm().scatter_into(root, part.as_deref(), &mut d[s..e])?;
-                    }
-                }
+                // Any length (protocol §6.1: the Rust call splits it).
+                r.comm().scatter_into(root, whole, d)?;
             });
             Ok(())
         })
@@ -395,13 +374,9 @@ impl Comm {
                         &own
                     }
                 };
-                let n = a.len();
-                let max = (max_chunk_elems::<T>() / size).max(1);
-                let out = recv.elems_mut::<T>();
-                for (s, e) in chunks(n, max) {
-                    let v = r.comm().allgather(&a[s..e])?;
-                    place_blocks(out, &v, n, (s, e), size);
-                }
+                // Any length (protocol §6.1: the Rust call splits it).
+                let v = r.comm().allgather(a)?;
+                recv.elems_mut::<T>().copy_from_slice(&v);
             });
             Ok(())
         })

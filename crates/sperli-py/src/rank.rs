@@ -392,6 +392,8 @@ coll! {
     fn allreduce_scalar<T>(&mut self, x: T, op: Reduction) -> Result<T, Error>;
     /// `Comm::gather`.
     fn gather<T>(&mut self, root: u32, data: &[T]) -> Result<Option<Vec<T>>, Error>;
+    /// `Comm::gather_into`.
+    fn gather_into<T>(&mut self, root: u32, data: &[T], out: &mut [T]) -> Result<bool, Error>;
     /// `Comm::scatter`.
     fn scatter<T>(&mut self, root: u32, data: Option<&[T]>) -> Result<Vec<T>, Error>;
     /// `Comm::scatter_into`.

@@ -45,3 +45,25 @@ comm.Bcast(buf, root=0)
 check(np.array_equal(buf, data(0)), "Bcast")
 
 print(f"any length ok {r} {comm.sequence}", flush=True)
+
+# Blocks past one v1 call (16777200 bytes per rank): Gather, Scatter and
+# Allgather, each one call of the package (the Rust call splits them).
+del out, red, buf, mine, want
+LENB = (17 << 20) // 8
+
+
+def block(rank):
+    return np.arange(LENB, dtype=np.float64) + rank * 1e7
+
+
+whole = np.concatenate([block(q) for q in range(n)])
+g = np.full(LENB * n, -1.0) if r == root else None
+comm.Gather(block(r), g, root=root)
+check(r != root or np.array_equal(g, whole), "Gather")
+part = np.zeros(LENB)
+comm.Scatter(whole if r == 0 else None, part, root=0)
+check(np.array_equal(part, block(r)), "Scatter")
+allg = np.zeros(LENB * n)
+comm.Allgather(block(r), allg)
+check(np.array_equal(allg, whole), "Allgather")
+print(f"blocks ok {r}", flush=True)
