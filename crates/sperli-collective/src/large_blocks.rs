@@ -18,8 +18,15 @@ use crate::peers::Peers;
 
 /// The chunks `[s, e)` of a block of `n` elements, at most `chunk`
 /// elements each (at least one element, and one empty chunk for an empty
-/// block, so that every call makes at least one v1 call).
-pub(crate) fn chunk_ranges(n: usize, chunk: usize) -> Vec<(usize, usize)> {
+/// block, so that every call makes at least one v1 call): how the calls of
+/// this crate split a block past one v1 call, for a layer above that
+/// splits what it sends the same way.
+///
+/// ```
+/// assert_eq!(sperli_collective::chunk_ranges(5, 2), vec![(0, 2), (2, 4), (4, 5)]);
+/// assert_eq!(sperli_collective::chunk_ranges(0, 2), vec![(0, 0)]);
+/// ```
+pub fn chunk_ranges(n: usize, chunk: usize) -> Vec<(usize, usize)> {
     if n == 0 {
         return vec![(0, 0)];
     }

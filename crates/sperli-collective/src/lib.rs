@@ -266,6 +266,7 @@ pub use group::{Comparison, Group, GROUP_EMPTY};
 pub use intercomm::Intercomm;
 pub use intercomm_collectives::InterRoot;
 pub use large::max_chunk_elems;
+pub use large_blocks::chunk_ranges;
 pub use mpi_error::MpiError;
 pub use nonblocking::Request;
 pub use p2p::{HasEndpoint, RecvRequest, SendRequest};

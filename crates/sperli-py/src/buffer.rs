@@ -383,20 +383,6 @@ pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-/// Consecutive ranges of at most `chunk` elements covering `0..len`; one
-/// empty range for `len == 0`, so a call on an empty buffer is still one
-/// call on every rank.
-pub(crate) fn chunks(len: usize, chunk: usize) -> Vec<(usize, usize)> {
-    if len == 0 {
-        return vec![(0, 0)];
-    }
-    let chunk = chunk.max(1);
-    (0..len)
-        .step_by(chunk)
-        .map(|s| (s, (s + chunk).min(len)))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -469,12 +455,5 @@ mod tests {
             assert_eq!(d.name(), name);
         }
         assert_eq!(Dtype::F64.width(), 8);
-    }
-
-    #[test]
-    fn chunks_cover_the_range() {
-        assert_eq!(chunks(0, 4), vec![(0, 0)]);
-        assert_eq!(chunks(10, 4), vec![(0, 4), (4, 8), (8, 10)]);
-        assert_eq!(chunks(3, 0), vec![(0, 1), (1, 2), (2, 3)]);
     }
 }

@@ -27,7 +27,7 @@ use sperli_wire::abort::AbortReason;
 use sperli_wire::limits::{MAX_COLLECTIVE_DATA, MAX_PAYLOAD};
 use sperli_wire::Error;
 
-use crate::buffer::{chunks, type_name};
+use crate::buffer::type_name;
 use crate::comm::{rank_arg, Comm};
 use crate::errors::{BindingError, Fail};
 use crate::messages::{assemble, prefixed, start_recv, start_send};
@@ -36,6 +36,7 @@ use crate::p2p::{
     recv_frame, recv_tag, send_tag, source_arg, Kind, Peer, Request, Status, ANY_SOURCE, ANY_TAG,
 };
 use crate::rank::Coll;
+use sperli_collective::chunk_ranges as chunks;
 
 /// `pickle.dumps(obj, HIGHEST_PROTOCOL)`.
 pub(crate) fn pickle<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
