@@ -352,6 +352,8 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
     }
 
     // Start-up.
+    const STARTUP_SPREAD_GOAL: f64 = 2.0;
+    const STARTUP_MPI_GOAL: f64 = 0.7;
     let _ = writeln!(o, "## Job start-up\n");
     let _ = writeln!(
         o,
@@ -365,22 +367,47 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
     );
     let _ = writeln!(
         o,
-        "| ranks | SPERLI: to all connected (ms) | SPERLI: to rank 0's main (ms) | OpenMPI: to all connected (ms) | SPERLI / OpenMPI |"
+        "Goal: the slowest run of each size at most {STARTUP_SPREAD_GOAL} x its fastest (no \
+         step such as a retry timer), and SPERLI at most {STARTUP_MPI_GOAL} x OpenMPI (medians).\n"
     );
-    let _ = writeln!(o, "|---|---|---|---|---|");
+    let _ = writeln!(
+        o,
+        "| ranks | SPERLI: to all connected (ms) | SPERLI: to rank 0's main (ms) | OpenMPI: to all connected (ms) | SPERLI / OpenMPI | slowest / fastest | goal |"
+    );
+    let _ = writeln!(o, "|---|---|---|---|---|---|---|");
+    let mut missed = Vec::new();
     for n in STARTUP_RANKS {
         let a = s.get(&group("sperli", "startup", n), "to_all_connected_ms", 0);
         let m0 = s.get(&group("sperli", "startup", n), "to_rank0_main_ms", 0);
         let m = s.get(&group("mpi", "startup", n), "to_all_connected_ms", 0);
+        let spread = a.filter(|a| a.min > 0.0).map(|a| a.max / a.min);
+        let met = match (spread, ratio(a, m)) {
+            (Some(sp), Some(r)) => Some(sp <= STARTUP_SPREAD_GOAL && r <= STARTUP_MPI_GOAL),
+            _ => None,
+        };
+        if met == Some(false) {
+            missed.push(n.to_string());
+        }
         let _ = writeln!(
             o,
-            "| {n} | {} | {} | {} | {} |",
+            "| {n} | {} | {} | {} | {} | {} | {} |",
             cell(a),
             cell(m0),
             cell(m),
-            ratio_cell(ratio(a, m))
+            ratio_cell(ratio(a, m)),
+            ratio_cell(spread),
+            link_bound::goal_cell(met)
         );
     }
+    let _ = writeln!(
+        o,
+        "\nSizes not met: {}.",
+        if missed.is_empty() {
+            "none".to_string()
+        } else {
+            missed.join(", ")
+        }
+    );
     o.push('\n');
     o.push_str(include_str!("../startup_notes.md"));
     o.push('\n');
