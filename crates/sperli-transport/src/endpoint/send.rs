@@ -234,6 +234,9 @@ impl Endpoint {
                 if self.shared.fail(err, false) {
                     self.shared.command(Command::Failed);
                 }
+                // A close without BYE waits for the ABORT that may explain
+                // it (protocol §7.5).
+                self.shared.await_settled();
                 match self.check() {
                     Err(job) => job,
                     Ok(()) => Error::io("writing to a socket", e),

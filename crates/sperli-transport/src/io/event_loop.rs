@@ -80,6 +80,9 @@ pub(crate) struct EventLoop {
     /// Sockets that used up their read budget with bytes still waiting
     /// (edge-triggered: no new event will come for those).
     pub unfinished: Vec<Token>,
+    /// The program finished while a close without BYE was held (protocol
+    /// §7.5): the BYEs wait until the grace decided the step's fate.
+    finish_held: bool,
 }
 
 impl EventLoop {
@@ -122,6 +125,7 @@ impl EventLoop {
             ending,
             next_timer: now,
             unfinished: Vec::new(),
+            finish_held: false,
             shared,
         })
     }
@@ -284,6 +288,11 @@ impl EventLoop {
                 Command::Released => {
                     let due = self.shared.driver.released() + HANDBACK;
                     self.next_timer = self.next_timer.min(due);
+                }
+                Command::Settle => {
+                    if let Some(due) = self.shared.grace_deadline() {
+                        self.next_timer = self.next_timer.min(due);
+                    }
                 }
             }
         }
@@ -498,6 +507,17 @@ impl EventLoop {
                 next = next.min(d);
             }
         }
+        // Protocol §7.5: a held close ends the step at its deadline unless
+        // an ABORT ended it meanwhile; a finish held for it goes on.
+        if let Some(e) = self.shared.settle_due(now) {
+            self.fail(e, None);
+        } else if let Some(due) = self.shared.grace_deadline() {
+            next = next.min(due);
+        }
+        if self.finish_held && self.shared.grace_deadline().is_none() {
+            self.finish_held = false;
+            self.finish();
+        }
         if let Some(end) = self.ending.deadline() {
             next = next.min(end);
         }
@@ -612,6 +632,13 @@ impl EventLoop {
 
     /// Normal end: BYE to every open peer, then close_notify and close.
     fn finish(&mut self) {
+        if self.shared.grace_deadline().is_some() {
+            // A peer closed without BYE while this step ran: the normal
+            // end waits for the grace (protocol §7.5), which ends the step
+            // with H1613 or the ABORT that explains the close.
+            self.finish_held = true;
+            return;
+        }
         let now = Instant::now();
         if !self.ending.handle_finish(now) {
             return;
@@ -641,6 +668,14 @@ impl EventLoop {
         // Protocol §18.6: with feature bit 5 a lost peer is a recovery.
         if local.is_none() && self.shared.recover_from(&error) {
             return;
+        }
+        // Protocol §7.5: a close without BYE first waits for the ABORT
+        // that may explain it.
+        if local.is_none() {
+            if let Some(due) = self.shared.hold_loss(&error) {
+                self.next_timer = self.next_timer.min(due);
+                return;
+            }
         }
         let now = Instant::now();
         let Some(action) = self.ending.handle_failure(&error, local, now) else {

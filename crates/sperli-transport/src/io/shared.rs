@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use mio::{Registry, Waker};
@@ -17,6 +17,7 @@ use crate::io::driver::Driver;
 use crate::io::link::Link;
 use crate::io::recovery::Recovery;
 use crate::pool::BufPool;
+use crate::proto::close_grace::CloseGrace;
 use crate::proto::connection::JobContext;
 use crate::proto::ending::AbortFrame;
 use crate::proto::matching::Matching;
@@ -42,6 +43,9 @@ pub(crate) enum Command {
     /// The last leader stepped down while the I/O thread was parked
     /// (`Driver::park_io`): its hand-back timer starts now.
     Released,
+    /// A close without BYE is held (protocol §7.5): the I/O thread ends
+    /// the step with it at its deadline unless an ABORT came first.
+    Settle,
 }
 
 /// See the module docs.
@@ -54,6 +58,8 @@ pub(crate) struct Shared {
     /// The job's error, set once.
     pub error: OnceLock<Error>,
     fail_lock: Mutex<()>,
+    /// The grace of the first close without BYE (protocol §7.5).
+    close_grace: Mutex<CloseGrace>,
     /// The error is the program's own `abort`.
     local_abort: AtomicBool,
     /// Large payload buffers for reuse (received frames, written frames).
@@ -129,6 +135,7 @@ impl Shared {
             gen: AtomicU64::new(0),
             error: OnceLock::new(),
             fail_lock: Mutex::new(()),
+            close_grace: Mutex::default(),
             local_abort: AtomicBool::new(false),
             pool: Arc::default(),
             job_features: AtomicU64::new(p.ctx.features),
@@ -219,6 +226,15 @@ impl Shared {
         if !local && self.recover_from(&error) {
             return false;
         }
+        if !local && self.hold_loss(&error).is_some() {
+            self.command(Command::Settle);
+            return false;
+        }
+        self.publish(error, local)
+    }
+
+    /// [`Shared::fail`] without the recovery and the grace.
+    fn publish(&self, error: Error, local: bool) -> bool {
         {
             let _g = self.fail_lock.lock().unwrap_or_else(|e| e.into_inner());
             if self.error.get().is_some() {
@@ -238,6 +254,58 @@ impl Shared {
         }
         self.changed();
         true
+    }
+
+    /// Holds `error` back when it is a close without BYE and the grace is
+    /// not spent (protocol §7.5, [`CloseGrace`]): `Some(deadline)`, and
+    /// the step does not end now. `None` when it counts now (also once the
+    /// step has its error: nothing is to wait for).
+    pub fn hold_loss(&self, error: &Error) -> Option<Instant> {
+        if self.error.get().is_some() {
+            return None;
+        }
+        self.grace().handle_loss(error, Instant::now())
+    }
+
+    /// Ends the step with the held close once its grace is over at `now`,
+    /// unless it has its error already (an ABORT came meanwhile). Returns
+    /// the error when it became the step's: the caller then has the ABORT
+    /// sent, as after [`Shared::fail`]. Published under the grace's lock,
+    /// so whoever finds the grace spent finds the error set.
+    pub fn settle_due(&self, now: Instant) -> Option<Error> {
+        let mut g = self.grace();
+        let due = g.poll(now)?;
+        self.publish(due.clone(), false).then_some(due)
+    }
+
+    /// When the held close falls due, while one is held.
+    pub fn grace_deadline(&self) -> Option<Instant> {
+        self.grace().deadline()
+    }
+
+    /// On a caller's thread that needs the step's error now (a write to a
+    /// closed socket): waits out a held close's grace, ending the step
+    /// with it at its deadline if nothing else did (the I/O thread may be
+    /// first; either way the error is set when this returns, unless no
+    /// close was held).
+    pub fn await_settled(&self) {
+        while self.error.get().is_none() {
+            let Some(deadline) = self.grace_deadline() else {
+                return;
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                if self.settle_due(now).is_some() {
+                    self.command(Command::Failed);
+                }
+                return;
+            }
+            std::thread::sleep((deadline - now).min(Duration::from_millis(2)));
+        }
+    }
+
+    fn grace(&self) -> MutexGuard<'_, CloseGrace> {
+        self.close_grace.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether a lost peer starts a recovery instead of ending the job

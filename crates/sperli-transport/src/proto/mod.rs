@@ -7,6 +7,8 @@
 //!   silence, ABORT, BYE (protocol §5, §7).
 //! - [`setup`]: whom to dial when, which rank an accepted connection may
 //!   be, the set-up deadline (protocol §5).
+//! - [`close_grace`]: a close without BYE waits a moment for the ABORT that
+//!   explains it (protocol §7.5).
 //! - [`ending`]: the end of a job step: which ABORT goes out, the linger,
 //!   whether the process ends (protocol §7.5).
 //! - [`matching`]: messages to receives, the queues of early frames, the
@@ -14,6 +16,7 @@
 //! - [`large`]: the `send_large` convention (crate docs).
 //! - [`recovery`]: feature bit 5, a lost rank costs one process (protocol §18).
 
+pub mod close_grace;
 pub mod connection;
 pub mod ending;
 pub mod frame_reader;

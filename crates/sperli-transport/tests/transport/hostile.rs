@@ -84,6 +84,23 @@ pub(crate) fn accept_as(
     (rank, StreamOwned::new(conn, sock))
 }
 
+/// Accepts the connections of ranks 0 and 1 as a raw rank 2 of `plan` and
+/// sends each a correct HELLO; the streams in rank order.
+pub(crate) fn accept_both(
+    plan: &JobPlan,
+    l: &TcpListener,
+) -> Vec<(u32, StreamOwned<ServerConnection, TcpStream>)> {
+    let mut streams = Vec::new();
+    for _ in 0..2 {
+        let (rank, mut s) = accept_as(plan, 2, l);
+        s.write_all(&hello(plan, 2, rank, plan.token(2))).unwrap();
+        s.flush().unwrap();
+        streams.push((rank, s));
+    }
+    streams.sort_by_key(|(r, _)| *r);
+    streams
+}
+
 /// Rank 2 is hostile: valid certificate and token, correct HELLO, then a
 /// header with flags = 1 (a negative vector) to rank 1. Rank 1 returns
 /// H1610 and sends ABORT reason 7 (code 1610); rank 0 gets H1612 or H1613.
@@ -96,13 +113,7 @@ fn hostile_peer_frame_is_rejected_with_h1610() {
         let p2 = plan.clone();
         let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
         let hostile = thread::spawn(move || {
-            let mut streams = Vec::new();
-            for _ in 0..2 {
-                let (rank, mut s) = accept_as(&p2, 2, &l);
-                s.write_all(&hello(&p2, 2, rank, p2.token(2))).unwrap();
-                s.flush().unwrap();
-                streams.push((rank, s));
-            }
+            let mut streams = accept_both(&p2, &l);
             // Both ranks are set up: the frame comes after set-up.
             for _ in 0..2 {
                 up_rx.recv().unwrap();

@@ -3,6 +3,7 @@
 
 mod behind_hello;
 mod buffer_reuse;
+mod close_grace;
 mod common;
 mod fast_path;
 mod hostile;

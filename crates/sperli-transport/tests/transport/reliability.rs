@@ -24,7 +24,7 @@ use sperli_wire::header::FrameHeader;
 use sperli_wire::{Error, FrameType};
 
 use crate::common::{code, held_listener, run_ranks, settings, start_rank, with_deadline};
-use crate::hostile::{accept_as, hello, read_until};
+use crate::hostile::{accept_both, hello, read_until};
 
 type Tls = StreamOwned<ServerConnection, TcpStream>;
 
@@ -64,13 +64,7 @@ pub fn hostile_job(
     let p = plan.clone();
     let (up_tx, up_rx) = std::sync::mpsc::channel::<()>();
     let hostile = thread::spawn(move || {
-        let mut streams = Vec::new();
-        for _ in 0..2 {
-            let (rank, mut s) = accept_as(&p, 2, &l);
-            s.write_all(&hello(&p, 2, rank, p.token(2))).unwrap();
-            s.flush().unwrap();
-            streams.push((rank, s));
-        }
+        let mut streams = accept_both(&p, &l);
         // Both ranks are set up and in their calls.
         for _ in 0..2 {
             up_rx.recv().unwrap();
