@@ -126,6 +126,33 @@ fn a_killed_rank_and_its_peers_reports_make_one_signed_record() {
     assert_eq!((r.epoch, to), (3, vec![0, 2]));
 }
 
+/// Protocol §18.6, "This implementation": the record is signed at the
+/// exit, while the reports come in, and written once they are in.
+#[test]
+fn the_record_signed_while_the_reports_came_in_is_the_one_written() {
+    let job = JobPlan::localhost(4).unwrap();
+    let mut rec = Recovery::new(plan(&job, Mode::Shrink, 0));
+    rec.on_exit(failure(3, RankExit::Signal(9)), 1);
+    let early = rec.presigned.clone().expect("signed at the exit");
+    assert_eq!((early.epoch, early.agreed), (2, true));
+    let flagged = |rank| {
+        let ChannelLine::Report(mut r) = report(&job, rank, vec![3]) else {
+            unreachable!()
+        };
+        r.flag = true;
+        ChannelLine::Report(r)
+    };
+    for rank in 0..3 {
+        rec.on_line(rank, 1, flagged(rank));
+    }
+    let acts = rec.step(|_| true);
+    let (r, to) = written(&job, &acts[1]);
+    assert_eq!(to, [0, 1, 2]);
+    assert_eq!(r.signature, early.signature, "not signed again");
+    assert_eq!(r.signed_bytes(), early.signed_bytes());
+    assert!(rec.presigned.is_none());
+}
+
 #[test]
 fn a_suspected_rank_is_fenced_and_the_record_waits_for_its_end() {
     let job = JobPlan::localhost(3).unwrap();

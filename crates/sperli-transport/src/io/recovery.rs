@@ -237,6 +237,12 @@ impl Recovery {
             }
             return Ok(());
         }
+        if matches!(payload, RecoverPayload::Membership { .. }) {
+            // The launcher's copy first, if it is in the channel already:
+            // it needs no signature check (protocol §18.3 check 16), and
+            // the peer's copy is then one the rank holds (check 15).
+            self.drain_control(&mut g);
+        }
         let event = Event::Recover {
             from,
             header_epoch,
@@ -259,8 +265,16 @@ impl Recovery {
         st: &mut Matching,
         epoch: &crate::proto::connection::MembershipEpoch,
     ) -> Option<Error> {
-        let mut buf = [0u8; 65536];
         let mut g = self.lock();
+        self.drain_control(&mut g);
+        self.after(&mut g, st, epoch);
+        g.ended.clone().map(Error::from)
+    }
+
+    /// Reads what the control channel holds now into the machine: whole
+    /// lines as records, its end as the launcher's loss.
+    fn drain_control(&self, g: &mut Inner) {
+        let mut buf = [0u8; 65536];
         loop {
             match (&*self.control).read(&mut buf) {
                 Ok(0) => {
@@ -290,8 +304,6 @@ impl Recovery {
                 }
             }
         }
-        self.after(&mut g, st, epoch);
-        g.ended.clone().map(Error::from)
     }
 
     /// Runs the machine's clocks (protocol §18.6: the 60 s wait for a

@@ -199,9 +199,25 @@ impl Decider {
             }
             self.replacements_left -= f.len() as u32;
         }
+        let record = self.record(&f, &survivors, false);
+        self.epoch = record.epoch;
+        self.incarnations = record.incarnations.clone();
+        self.exited.clear();
+        self.reports.clear();
+        self.started = None;
+        self.out.push_back(DeciderOutput::Issue {
+            record,
+            to: survivors,
+        });
+    }
+
+    /// The record (signature a placeholder) of the next epoch with failed
+    /// set `f` and `survivors`; a survivor without a report counts with
+    /// flag `missing_flag` (protocol §18.6, "Decision").
+    fn record(&self, f: &BTreeSet<u32>, survivors: &[u32], missing_flag: bool) -> MembershipRecord {
         let agreed = survivors
             .iter()
-            .all(|s| self.reports.get(s).is_some_and(|r| r.flag));
+            .all(|s| self.reports.get(s).map_or(missing_flag, |r| r.flag));
         let rollback = match self.mode {
             Mode::Replace => survivors
                 .iter()
@@ -236,26 +252,110 @@ impl Decider {
                 }
             })
             .collect();
-        self.epoch += 1;
-        let record = MembershipRecord {
+        MembershipRecord {
             mode: self.mode,
             agreed,
             job_id: self.job_id,
             start_incarnation: self.start_incarnation,
-            epoch: self.epoch,
+            epoch: self.epoch + 1,
             size: self.incarnations.len() as u32,
             rollback,
-            incarnations: incarnations.clone(),
+            incarnations,
             changes,
             signature: vec![0; SIGNATURE_LEN],
-        };
-        self.incarnations = incarnations;
-        self.exited.clear();
-        self.reports.clear();
-        self.started = None;
-        self.out.push_back(DeciderOutput::Issue {
-            record,
-            to: survivors,
-        });
+        }
+    }
+
+    /// The shrink record this recovery issues if every member that has
+    /// not reported yet reports with its flag set and no new suspect (the
+    /// usual case: one process ended, every survivor saw its close). The
+    /// launcher may sign it while the reports come in and write it once
+    /// the Decider issues the same bytes (protocol §18.6, "This
+    /// implementation"). `None` when no recovery is under way, in replace
+    /// mode (the replacements' certificates are issued with the record)
+    /// or when no member would survive.
+    pub fn forecast(&self) -> Option<MembershipRecord> {
+        if self.done || self.started.is_none() || self.mode != Mode::Shrink {
+            return None;
+        }
+        let f = self.failed();
+        let survivors: Vec<u32> = members(&self.incarnations)
+            .filter(|m| !f.contains(m))
+            .collect();
+        if f.is_empty() || survivors.is_empty() {
+            return None;
+        }
+        Some(self.record(&f, &survivors, true))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const JOB: JobId = JobId([3; 16]);
+
+    fn report(rank: u32, flag: bool, suspects: &[u32]) -> Report {
+        Report {
+            flag,
+            job_id: JOB,
+            rank,
+            incarnation: 1,
+            epoch: 1,
+            best_commit: 0,
+            suspects: suspects.to_vec(),
+        }
+    }
+
+    fn issued(d: &mut Decider) -> MembershipRecord {
+        loop {
+            match d.poll_output() {
+                Some(DeciderOutput::Issue { record, .. }) => return record,
+                Some(_) => {}
+                None => panic!("nothing issued"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_forecast_is_the_record_issued_when_every_survivor_reports_the_exit() {
+        let mut d = Decider::new(JOB, 4, 1, Mode::Shrink, 0);
+        assert_eq!(d.forecast(), None, "no recovery under way");
+        d.handle_exit(3, 1, 10);
+        let f = d.forecast().unwrap();
+        assert_eq!((f.epoch, f.agreed), (2, true));
+        assert_eq!(f.incarnations, vec![1, 1, 1, 0]);
+        for r in 0..3 {
+            d.handle_report(report(r, true, &[3]), 11);
+            if r < 2 {
+                assert_eq!(d.forecast().as_ref(), Some(&f), "unchanged by report {r}");
+            }
+        }
+        assert_eq!(issued(&mut d), f);
+        assert_eq!(d.forecast(), None, "issued");
+    }
+
+    #[test]
+    fn the_forecast_follows_a_cleared_flag_and_a_new_suspect() {
+        let mut d = Decider::new(JOB, 4, 1, Mode::Shrink, 0);
+        d.handle_report(report(0, true, &[3]), 10);
+        let first = d.forecast().unwrap();
+        assert_eq!(first.incarnations, vec![1, 1, 1, 0]);
+        d.handle_report(report(1, false, &[3]), 11);
+        let second = d.forecast().unwrap();
+        assert!(!second.agreed);
+        // Rank 2 suspects rank 1 too: F = {1, 3}, and the record issued
+        // is not the forecast (the launcher signs it then).
+        d.handle_report(report(2, true, &[1, 3]), 12);
+        let rec = issued(&mut d);
+        assert_eq!(rec.incarnations, vec![1, 0, 1, 0]);
+        assert_ne!(rec, second);
+    }
+
+    #[test]
+    fn no_forecast_in_replace_mode() {
+        let mut d = Decider::new(JOB, 4, 1, Mode::Replace, 1);
+        d.handle_exit(3, 1, 10);
+        assert_eq!(d.forecast(), None);
     }
 }
