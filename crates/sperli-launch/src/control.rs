@@ -121,11 +121,23 @@ pub fn read_lines(stream: impl Read, mut deliver: impl FnMut(ChannelLine)) {
     }
 }
 
+/// `record` (its encoded bytes) as the hex line a control channel carries
+/// (protocol §18.1), for [`write_line`].
+pub fn record_line(record: &[u8]) -> Vec<u8> {
+    let mut line = sperli_wire::hex::encode(record).into_bytes();
+    line.push(b'\n');
+    line
+}
+
+/// Writes a [`record_line`] (encoded once for all the survivors a record
+/// goes to).
+pub fn write_line(mut stream: &UnixStream, line: &[u8]) -> std::io::Result<()> {
+    stream.write_all(line)
+}
+
 /// Writes `record` (its encoded bytes) as one hex line (protocol §18.1).
-pub fn write_record(mut stream: &UnixStream, record: &[u8]) -> std::io::Result<()> {
-    let mut line = sperli_wire::hex::encode(record);
-    line.push('\n');
-    stream.write_all(line.as_bytes())
+pub fn write_record(stream: &UnixStream, record: &[u8]) -> std::io::Result<()> {
+    write_line(stream, &record_line(record))
 }
 
 #[cfg(test)]

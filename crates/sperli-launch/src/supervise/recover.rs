@@ -49,11 +49,12 @@ impl Job<'_> {
                     }
                 }
                 Action::Write { record, to } => {
+                    let line = crate::control::record_line(&record);
                     for rank in to {
                         if let Some(c) = self.slot_of(rank).and_then(|s| s.control.as_ref()) {
                             // A survivor that ended meanwhile is a failure
                             // of the new epoch: its exit tells.
-                            let _ = crate::control::write_record(c, &record);
+                            let _ = crate::control::write_line(c, &line);
                         }
                     }
                 }

@@ -80,12 +80,18 @@ struct Inner {
     removed: BTreeSet<u32>,
     /// What is read of the control channel and not yet a whole line.
     line: Vec<u8>,
+    /// The buffer the control channel is read into.
+    scratch: Vec<u8>,
     /// The step ended with this error (the machine's `End`).
     ended: Option<RecoveryError>,
     /// Batches of `todo` the I/O thread took and has not queued on the
     /// connections yet ([`Recovery::todo_done`]).
     in_flight: usize,
 }
+
+/// How much one read of the control channel takes (a record's line is
+/// about 7 KB).
+const CONTROL_READ: usize = 16 * 1024;
 
 /// The recovery of one rank (see the module docs).
 pub(crate) struct Recovery {
@@ -129,6 +135,7 @@ impl Recovery {
                 decided: None,
                 removed: BTreeSet::new(),
                 line,
+                scratch: vec![0; CONTROL_READ],
                 ended: None,
                 in_flight: 0,
             }),
@@ -274,7 +281,10 @@ impl Recovery {
     /// Reads what the control channel holds now into the machine: whole
     /// lines as records, its end as the launcher's loss.
     fn drain_control(&self, g: &mut Inner) {
-        let mut buf = [0u8; 65536];
+        // A record's line is about 7 KB: one read takes it, into a buffer
+        // kept from call to call.
+        let mut buf = std::mem::take(&mut g.scratch);
+        buf.resize(CONTROL_READ, 0);
         loop {
             match (&*self.control).read(&mut buf) {
                 Ok(0) => {
@@ -304,6 +314,7 @@ impl Recovery {
                 }
             }
         }
+        g.scratch = buf;
     }
 
     /// Runs the machine's clocks (protocol §18.6: the 60 s wait for a
