@@ -5,8 +5,8 @@
 //! | call | v1 calls |
 //! |---|---|
 //! | `allgather` | gather to 0, then bcast from 0 (2 calls); with feature bit 1 from 256 KiB in all: one pipelined ring call (protocol §14.3) |
-//! | `reduce_scatter` | reduce to 0, then scatter from 0 (2 calls); with feature bit 1 from 256 KiB: one pipelined call (protocol §14.3) |
-//! | `alltoall` | `size` scatters, the k-th rooted at rank k with rank k's data |
+//! | `reduce_scatter` | reduce to 0, then scatter from 0 (2 calls); with feature bit 1 from 256 KiB: one pipelined call (protocol §14.3); past 16777200 bytes in all, one such call per chunk of every block |
+//! | `alltoall` | `size` scatters, the k-th rooted at rank k with rank k's data; a block past one v1 call is one scatter per chunk of it |
 //! | `allreduce_scalar` / `reduce_scalar` / `bcast_scalar` | one call on a 1-element array |
 //! | `scan` / `exscan` (in `scan.rs`) | gather to 0 of a descriptor and the data, then scatter from 0 of the prefixes (2 calls) |
 //!
@@ -21,6 +21,7 @@ use sperli_wire::Error;
 
 use crate::comm::{Comm, Elems};
 use crate::element::Element;
+use crate::large::max_chunk_elems;
 use crate::peers::Peers;
 use crate::pipeline::chain::ChainOp;
 use crate::pipeline::ElemsMut;
@@ -74,7 +75,9 @@ impl<L: Peers> Comm<L> {
     /// every rank's `data` (fold order as [`Comm::reduce`]), cut into `size`
     /// equal blocks; rank i gets block i. Two v1 calls: reduce to 0, then
     /// scatter from 0. `data.len()` must be a multiple of `size` on every
-    /// rank (H1618 on every rank otherwise, counting both calls).
+    /// rank (H1618 on every rank otherwise, counting both calls). Any
+    /// length: past 16777200 bytes in all, one such call per chunk of
+    /// every block (protocol §6.1), each element folded as in one call.
     ///
     /// ```
     /// use sperli_collective::fake;
@@ -93,6 +96,10 @@ impl<L: Peers> Comm<L> {
                     size: self.size(),
                 },
             );
+        }
+        if data.len() * T::WIDTH > MAX_COLLECTIVE_DATA {
+            // Protocol §6.1: one reduce_scatter per chunk of every block.
+            return self.reduce_scatter_split(data, op);
         }
         let block = data.len() / size * T::WIDTH;
         if pipelined {
@@ -129,7 +136,8 @@ impl<L: Peers> Comm<L> {
     /// own data). A rank whose `data.len()` is not a multiple of `size`
     /// ends the job at once like an invalid scatter at the root (H1618,
     /// ABORT reason 4; others H1612); a block of another length than this
-    /// rank's own is H1617 (ABORT reason 3).
+    /// rank's own is H1617 (ABORT reason 3). Blocks of any length: a block
+    /// past one v1 call is one scatter per chunk of it (protocol §6.1).
     ///
     /// ```
     /// use sperli_collective::fake;
@@ -152,12 +160,18 @@ impl<L: Peers> Comm<L> {
                 .into(),
             );
         }
-        let block = data.len() / size as usize * T::WIDTH;
-        let bytes = T::to_le_vec(data);
-        let mut out = Vec::with_capacity(data.len());
+        let n = data.len() / size as usize;
+        let mut out = vec![T::default(); data.len()];
         for k in 0..size {
-            let (p, off) = self.scatter_core(k, &bytes[..], T::WIDTH, Some(block))?;
-            T::extend_from_le(&p[off..], &mut out);
+            let dst = &mut out[k as usize * n..(k as usize + 1) * n];
+            if n > max_chunk_elems::<T>() {
+                // Protocol §6.1: one v1 scatter per chunk of every block.
+                self.scatter_split_into(k, (k == self.rank()).then_some(data), dst)?;
+                continue;
+            }
+            let (p, off) = self.scatter_core(k, &Elems(data), T::WIDTH, Some(n * T::WIDTH))?;
+            T::read_le(&p[off..], dst);
+            self.recycle(p);
         }
         Ok(out)
     }

@@ -1,4 +1,5 @@
-//! gather, scatter and allgather of blocks larger than one v1 call
+//! gather, scatter, allgather, reduce_scatter and alltoall of blocks
+//! larger than one v1 call
 //! (protocol §6.1: a message larger than the largest payload is split by
 //! the layer above; §8.2). As for the large reductions (`large.rs`), the
 //! call is a fixed series of v1 calls made in the same order on every
@@ -9,6 +10,7 @@
 //! Rank i's block of n elements is `[i·n, (i + 1)·n)` of the whole array,
 //! so the chunk `[s, e)` of rank i is `[i·n + s, i·n + e)` there.
 
+use sperli_wire::element::Reduction;
 use sperli_wire::Error;
 
 use crate::comm::{Comm, Elems};
@@ -87,6 +89,30 @@ impl<L: Peers> Comm<L> {
         Ok(())
     }
 
+    /// reduce_scatter of `size` blocks longer than one v1 call in all: one
+    /// reduce_scatter per chunk `[s, e)` of at most `max_chunk_elems /
+    /// size` elements of every rank's block. The call's data is that chunk
+    /// of every block in rank order, so its result here is `[s, e)` of
+    /// this rank's block, each element folded as in one call.
+    pub(crate) fn reduce_scatter_split<T: Element>(
+        &self,
+        data: &[T],
+        op: Reduction,
+    ) -> Result<Vec<T>, Error> {
+        let size = self.size() as usize;
+        let n = data.len() / size;
+        let mut out = vec![T::default(); n];
+        let chunk = (max_chunk_elems::<T>() / size).max(1);
+        for (s, e) in chunk_ranges(n, chunk) {
+            let part: Vec<T> = (0..size)
+                .flat_map(|i| data[i * n + s..i * n + e].iter().copied())
+                .collect();
+            let got = self.reduce_scatter(&part, op)?;
+            out[s..e].copy_from_slice(&got);
+        }
+        Ok(out)
+    }
+
     /// allgather of `size` blocks longer than one v1 call in all: one
     /// allgather per chunk of at most `max_chunk_elems / size` elements of
     /// every rank's block, each chunk's blocks put in their places.
@@ -109,6 +135,7 @@ mod tests {
     use super::chunk_ranges;
     use crate::fake;
     use crate::max_chunk_elems;
+    use sperli_wire::element::Reduction;
 
     #[test]
     fn chunks_cover_the_block() {
@@ -124,8 +151,16 @@ mod tests {
     fn blocks_past_one_call_are_split_and_land_in_place() {
         let n = max_chunk_elems::<u32>() + 5;
         let block = |r: u32| -> Vec<u32> { (0..n as u32).map(|i| i ^ (r << 28)).collect() };
+        // Rank k's block j of its alltoall / reduce_scatter data.
+        let block_of = |k: u32, j: u32| -> Vec<u32> {
+            (0..n as u32)
+                .map(|i| i.wrapping_mul(2654435761) ^ (k << 28) ^ (j << 24))
+                .collect()
+        };
         for size in [2u32, 3] {
             let whole: Vec<u32> = (0..size).flat_map(block).collect();
+            let whole_of =
+                |k: u32| -> Vec<u32> { (0..size).flat_map(|j| block_of(k, j)).collect() };
             let got = fake::run(size, |c| {
                 let me = c.rank();
                 let g = c.gather(1, &block(me)).unwrap();
@@ -135,9 +170,20 @@ mod tests {
                 let src = (me == 2 % size).then_some(&whole[..]);
                 c.scatter_into(2 % size, src, &mut part).unwrap();
                 let all = c.allgather(&block(me)).unwrap();
-                (me, g, at_root, into, part, all, c.sequence())
+                let a2a = c.alltoall(&whole_of(me)).unwrap();
+                let rs = c.reduce_scatter(&whole_of(me), Reduction::Max).unwrap();
+                (me, g, at_root, into, part, all, a2a, rs, c.sequence())
             });
-            for (me, g, at_root, into, part, all, seq) in got {
+            for (me, g, at_root, into, part, all, a2a, rs, seq) in got {
+                // alltoall: block `me` of every rank's whole, in rank order.
+                let want: Vec<u32> = (0..size).flat_map(|k| block_of(k, me)).collect();
+                assert!(a2a == want, "alltoall at {me}");
+                // reduce_scatter (Max): block `me` folded over every rank.
+                let blocks: Vec<Vec<u32>> = (0..size).map(|k| block_of(k, me)).collect();
+                let folded: Vec<u32> = (0..n)
+                    .map(|i| blocks.iter().map(|b| b[i]).max().unwrap_or(0))
+                    .collect();
+                assert!(rs == folded, "reduce_scatter at {me}");
                 assert_eq!(g.as_deref(), (me == 1).then_some(&whole[..]), "gather {me}");
                 assert_eq!(at_root, me == 0);
                 if me == 0 {

@@ -68,8 +68,9 @@ fn calls(c: Comm<Endpoint>, bit1: bool) -> Outcome {
     (all_ok, into_ok, red_ok, bcast_into_ok, bcast_ok, seq)
 }
 
-fn job(n: u32, bit1: bool) -> Vec<Outcome> {
-    let features_of = move |_| {
+/// The settings of every rank: HELLO feature bit 1 on, or a v1 job.
+fn features(bit1: bool) -> impl Fn(u32) -> Settings + Clone + Send + Sync + 'static {
+    move |_| {
         if bit1 {
             settings()
         } else {
@@ -78,7 +79,11 @@ fn job(n: u32, bit1: bool) -> Vec<Outcome> {
                 ..settings()
             }
         }
-    };
+    }
+}
+
+fn job(n: u32, bit1: bool) -> Vec<Outcome> {
+    let features_of = features(bit1);
     // 5 calls of 100 MiB per rank in a debug build: more than the usual
     // watchdog.
     tls_test_within(std::time::Duration::from_secs(300), move || {
@@ -119,4 +124,57 @@ fn plain_calls_of_100_mib_at_2_ranks_in_a_v1_job() {
 #[test]
 fn plain_calls_of_100_mib_at_3_ranks_in_a_v1_job() {
     check(3, false);
+}
+
+/// Rank k's block j of its alltoall and reduce_scatter data: one element
+/// past one v1 call (16777200 bytes of u32).
+fn block_of(k: u32, j: u32) -> Vec<u32> {
+    let n = MAX_COLLECTIVE_DATA / 4 + 1;
+    (0..n as u32)
+        .map(|i| i.wrapping_mul(2_654_435_761) ^ k << 28 ^ j << 24)
+        .collect()
+}
+
+/// alltoall and reduce_scatter whose blocks are past one v1 call, at 3
+/// ranks over TLS: one call each (the series of protocol §8.9, "Blocks
+/// past one call"), checked against the blocks sent and the serial fold.
+fn blocks_past_one_call(bit1: bool) {
+    let features_of = features(bit1);
+    let out = tls_test_within(std::time::Duration::from_secs(300), move || {
+        run_job_with(
+            3,
+            features_of,
+            |ep| ep,
+            move |c: Comm<Endpoint>| {
+                let me = c.rank();
+                let whole: Vec<u32> = (0..3).flat_map(|j| block_of(me, j)).collect();
+                let a2a = c.alltoall(&whole).expect("alltoall");
+                let want: Vec<u32> = (0..3).flat_map(|k| block_of(k, me)).collect();
+                let a2a_ok = a2a == want;
+                let rs = c
+                    .reduce_scatter(&whole, Reduction::Sum)
+                    .expect("reduce_scatter");
+                let blocks: Vec<Vec<u32>> = (0..3).map(|k| block_of(k, me)).collect();
+                let rs_ok = rs.len() == blocks[0].len()
+                    && rs.iter().enumerate().all(|(i, &x)| {
+                        x == blocks.iter().fold(0u32, |acc, b| acc.wrapping_add(b[i]))
+                    });
+                finish(c);
+                (a2a_ok, rs_ok)
+            },
+        )
+    });
+    for (r, o) in out.iter().enumerate() {
+        assert_eq!(*o, (true, true), "rank {r} (bit 1: {bit1})");
+    }
+}
+
+#[test]
+fn alltoall_and_reduce_scatter_past_one_call_with_bit_1() {
+    blocks_past_one_call(true);
+}
+
+#[test]
+fn alltoall_and_reduce_scatter_past_one_call_in_a_v1_job() {
+    blocks_past_one_call(false);
 }

@@ -46,8 +46,9 @@ check(np.array_equal(buf, data(0)), "Bcast")
 
 print(f"any length ok {r} {comm.sequence}", flush=True)
 
-# Blocks past one v1 call (16777200 bytes per rank): Gather, Scatter and
-# Allgather, each one call of the package (the Rust call splits them).
+# Blocks past one v1 call (16777200 bytes per rank): Gather, Scatter,
+# Allgather, Alltoall and Reduce_scatter_block, each one call of the package
+# (the Rust call splits them).
 del out, red, buf, mine, want
 LENB = (17 << 20) // 8
 
@@ -66,4 +67,19 @@ check(np.array_equal(part, block(r)), "Scatter")
 allg = np.zeros(LENB * n)
 comm.Allgather(block(r), allg)
 check(np.array_equal(allg, whole), "Allgather")
+# Alltoall: block j of rank q's data goes to rank j.
+def a2a_block(q, j):
+    return block(q) + j * 1e3
+
+
+sent = np.concatenate([a2a_block(r, j) for j in range(n)])
+got = np.zeros(LENB * n)
+comm.Alltoall(sent, got)
+check(np.array_equal(got, np.concatenate([a2a_block(q, r) for q in range(n)])), "Alltoall")
+rs = np.zeros(LENB)
+comm.Reduce_scatter_block(sent, rs, op=sperli.SUM)
+folded = a2a_block(0, r)
+for q in range(1, n):
+    folded = folded + a2a_block(q, r)
+check(np.array_equal(rs, folded), "Reduce_scatter_block")
 print(f"blocks ok {r}", flush=True)
