@@ -160,8 +160,22 @@ fn pingpong(comm: &Comm<Endpoint>, quick: bool) -> Result<(), Error> {
     Ok(())
 }
 
-/// Calls per timed run of a collective with `size` bytes per rank.
+/// `SPERLI_BENCH_OPS=bcast,gather` limits the coll mode to those
+/// operations, for profiling one row (`perf record`); unset, all run. The
+/// xtask never sets it.
+fn op_wanted(op: &str) -> bool {
+    std::env::var("SPERLI_BENCH_OPS").map_or(true, |v| v.split(',').any(|o| o.trim() == op))
+}
+
+/// Calls per timed run of a collective with `size` bytes per rank
+/// (`SPERLI_BENCH_COUNT=N` sets it, for profiling; the xtask never does).
 fn coll_count(size: usize, quick: bool) -> usize {
+    if let Some(n) = std::env::var("SPERLI_BENCH_COUNT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return n;
+    }
     match size {
         0 => iters(quick, 500, 50),
         s if s <= 8 => iters(quick, 300, 40),
@@ -219,14 +233,20 @@ fn coll(comm: &mut Comm<Endpoint>, quick: bool) -> Result<(), Error> {
             .collect();
         let data: Vec<f64> = (0..n).map(|i| (i % 1000) as f64).collect();
         let mut out = vec![0f64; n];
-        timed(comm, "bcast", bytes, count, |c| c.bcast_into(0, &mut out))?;
-        timed(comm, "reduce", bytes, count, |c| {
-            let o: &mut [f64] = if root { &mut out } else { &mut [] };
-            c.reduce_into(0, &data, o, Reduction::Sum).map(drop)
-        })?;
-        timed(comm, "allreduce", bytes, count, |c| {
-            c.allreduce_into(&data, &mut out, Reduction::Sum)
-        })?;
+        if op_wanted("bcast") {
+            timed(comm, "bcast", bytes, count, |c| c.bcast_into(0, &mut out))?;
+        }
+        if op_wanted("reduce") {
+            timed(comm, "reduce", bytes, count, |c| {
+                let o: &mut [f64] = if root { &mut out } else { &mut [] };
+                c.reduce_into(0, &data, o, Reduction::Sum).map(drop)
+            })?;
+        }
+        if op_wanted("allreduce") {
+            timed(comm, "allreduce", bytes, count, |c| {
+                c.allreduce_into(&data, &mut out, Reduction::Sum)
+            })?;
+        }
         // The root's receive buffers, reused as an MPI program's recvbuf.
         let mut gathered: Vec<Vec<f64>> = if root {
             ranges
@@ -236,12 +256,14 @@ fn coll(comm: &mut Comm<Endpoint>, quick: bool) -> Result<(), Error> {
         } else {
             ranges.iter().map(|_| Vec::new()).collect()
         };
-        timed(comm, "gather", bytes, count, |c| {
-            for (&(s, e), out) in ranges.iter().zip(gathered.iter_mut()) {
-                c.gather_into(0, &data[s..e], out)?;
-            }
-            Ok(())
-        })?;
+        if op_wanted("gather") {
+            timed(comm, "gather", bytes, count, |c| {
+                for (&(s, e), out) in ranges.iter().zip(gathered.iter_mut()) {
+                    c.gather_into(0, &data[s..e], out)?;
+                }
+                Ok(())
+            })?;
+        }
         let blocks: Vec<Vec<f64>> = if root {
             ranges
                 .iter()
@@ -250,13 +272,15 @@ fn coll(comm: &mut Comm<Endpoint>, quick: bool) -> Result<(), Error> {
         } else {
             Vec::new()
         };
-        timed(comm, "scatter", bytes, count, |c| {
-            for (k, &(s, e)) in ranges.iter().enumerate() {
-                let d = blocks.get(k).map(Vec::as_slice);
-                c.scatter_into(0, d, &mut out[s..e])?;
-            }
-            Ok(())
-        })?;
+        if op_wanted("scatter") {
+            timed(comm, "scatter", bytes, count, |c| {
+                for (k, &(s, e)) in ranges.iter().enumerate() {
+                    let d = blocks.get(k).map(Vec::as_slice);
+                    c.scatter_into(0, d, &mut out[s..e])?;
+                }
+                Ok(())
+            })?;
+        }
     }
     Ok(())
 }

@@ -350,6 +350,9 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
     if let Some((r, what)) = worst {
         let _ = writeln!(o, "Largest gap to OpenMPI in this run: {what}, {r:.1} x.\n");
     }
+    // The CPU profile of the worst row, measured apart and kept verbatim.
+    o.push_str(include_str!("../worst_row_notes.md"));
+    o.push('\n');
 
     // Start-up.
     const STARTUP_SPREAD_GOAL: f64 = 2.0;
