@@ -255,7 +255,7 @@ impl<'a> Recovery<'a> {
 
     /// Signs the record the Decider expects to issue, while the survivors'
     /// reports come in (protocol §18.6, "This implementation"): the
-    /// signature (0.2 to 2 ms of one core for ML-DSA-65) is then off the
+    /// signature (0.2 to 2 ms of one core for ML-DSA-44) is then off the
     /// path from the last report to the record's write. Nothing leaves
     /// the launcher before the Decider issues the same signed bytes, after
     /// its fences; a forecast that changed is signed again.

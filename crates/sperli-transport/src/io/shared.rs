@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use mio::{Registry, Waker};
-use sperli_wire::error::{LossCause, UsageError};
+use sperli_wire::error::UsageError;
 use sperli_wire::recovery::FEATURE_MEMBERSHIP;
 use sperli_wire::Error;
 
@@ -17,7 +17,7 @@ use crate::io::driver::Driver;
 use crate::io::link::Link;
 use crate::io::recovery::Recovery;
 use crate::pool::BufPool;
-use crate::proto::close_grace::CloseGrace;
+use crate::proto::close_grace::{self, CloseGrace};
 use crate::proto::connection::JobContext;
 use crate::proto::ending::AbortFrame;
 use crate::proto::matching::Matching;
@@ -342,10 +342,7 @@ impl Shared {
         // Protocol §18.6 step 2: a close (FIN or reset) is seen by every
         // member at once when a process ends; silence and ABORT are not.
         let (peer, closed) = match error {
-            Error::PeerLost { peer, cause } => (
-                *peer,
-                matches!(cause, LossCause::ClosedWithoutBye | LossCause::Reset),
-            ),
+            Error::PeerLost { peer, .. } => (*peer, close_grace::is_close_loss(error)),
             Error::AbortedByPeer {
                 from, reason: 1, ..
             } => (*from, false),
