@@ -186,6 +186,13 @@ impl<L: Peers> Comm<L> {
             let (et, red) = (T::ELEMENT_TYPE.code(), op.code());
             return self.chain_call(kind, &Elems(data), et, red, false, &mut ElemsMut(out));
         }
+        if self.rank == root {
+            if let Some(o) = T::le_bytes_mut(out) {
+                let (et, red) = (T::ELEMENT_TYPE.code(), op.code());
+                self.reduce_root_into(root, &Elems(data), et, red, o)?;
+                return Ok(true);
+            }
+        }
         match self.reduce_elems(false, root, data, op)? {
             Some(p) => {
                 T::read_le(&p[H..], out);

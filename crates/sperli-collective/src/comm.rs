@@ -416,6 +416,31 @@ impl<L: Peers> Comm<L> {
         p
     }
 
+    /// Sends the header of `call` in `phase` and bytes `range` of `data`
+    /// as one COLLECTIVE frame to `to`: straight from `data` where it is
+    /// little-endian bytes in memory ([`Peers::send_collective_parts`]:
+    /// the transport writes a large frame into TLS from the caller's
+    /// memory, no copy), else through a payload buffer.
+    pub(crate) fn send_data<D: Src + ?Sized>(
+        &self,
+        to: u32,
+        call: &Call,
+        phase: Phase,
+        data: &D,
+        range: Range<usize>,
+    ) -> Result<(), Error> {
+        if self.whole_job() {
+            if let Some(b) = data.slice(range.clone()) {
+                return match self.link.send_collective_parts(to, &call.header(phase), b) {
+                    Ok(()) => Ok(()),
+                    Err(e) => self.link_failed(e),
+                };
+            }
+        }
+        let p = self.payload(call, phase, data, range);
+        self.send_vec(to, p)
+    }
+
     /// Bytes `range` of `data` alone, in a buffer from the link.
     pub(crate) fn bytes<D: Src + ?Sized>(&self, data: &D, range: Range<usize>) -> Vec<u8> {
         let mut p = self.link.take_buffer(range.len());

@@ -48,6 +48,13 @@ pub trait Element: sealed::Sealed + Copy + Default + PartialEq + Send + Sync + '
     /// memory already is that (little-endian hosts); `None` elsewhere.
     fn le_bytes(src: &[Self]) -> Option<&[u8]>;
 
+    /// `out` as its little-endian bytes, writable in place, where the
+    /// host's memory already is that; `None` elsewhere (the default).
+    fn le_bytes_mut(out: &mut [Self]) -> Option<&mut [u8]> {
+        let _ = out;
+        None
+    }
+
     /// Fills `out` from `bytes`, which must hold exactly `out.len()`
     /// elements (panics otherwise; callers check lengths first).
     fn read_le(bytes: &[u8], out: &mut [Self]);
@@ -91,6 +98,10 @@ macro_rules! element {
 
             fn le_bytes(src: &[Self]) -> Option<&[u8]> {
                 cfg!(target_endian = "little").then(|| bytemuck::cast_slice(src))
+            }
+
+            fn le_bytes_mut(out: &mut [Self]) -> Option<&mut [u8]> {
+                cfg!(target_endian = "little").then(|| bytemuck::cast_slice_mut(out))
             }
 
             fn read_le(bytes: &[u8], out: &mut [Self]) {

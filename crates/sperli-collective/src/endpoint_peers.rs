@@ -42,6 +42,9 @@ impl Peers for Endpoint {
     fn recycle(&self, buf: Vec<u8>) {
         Endpoint::recycle(self, buf)
     }
+    fn send_collective_parts(&self, to: u32, head: &[u8], data: &[u8]) -> Result<(), Error> {
+        Endpoint::send_collective_parts(self, to, head, data)
+    }
     fn send_collective_each(&self, to: &[u32], payload: &[u8]) -> Result<(), Error> {
         Endpoint::send_collective_each(self, to, payload)
     }

@@ -78,6 +78,18 @@ pub trait Peers {
         self.send_collective(to, &payload)
     }
 
+    /// As [`Peers::send_collective`] with the payload in two pieces, the
+    /// 16-byte collective header `head` and the data: an implementation
+    /// that can write a frame from two buffers sends `data` without
+    /// copying it; the default joins them in a buffer from
+    /// [`Peers::take_buffer`].
+    fn send_collective_parts(&self, to: u32, head: &[u8], data: &[u8]) -> Result<(), Error> {
+        let mut p = self.take_buffer(head.len() + data.len());
+        p.extend_from_slice(head);
+        p.extend_from_slice(data);
+        self.send_collective_vec(to, p)
+    }
+
     /// Gives back a payload from [`Peers::recv_collective`] (or a buffer from
     /// [`Peers::take_buffer`]) the caller is done with, for reuse. The
     /// default drops it.

@@ -83,6 +83,11 @@ impl<L: Peers> Comm<L> {
             if self.size == 1 {
                 return Ok(None);
             }
+            if self.size == 2 {
+                // One receiver: straight from the caller's data.
+                self.send_data(1 - root, &call, Phase::FromRoot, root_data, 0..len)?;
+                return Ok(None);
+            }
             let p = self.payload(&call, Phase::FromRoot, root_data, 0..len);
             self.send_all((0..self.size).filter(|&r| r != root), p)?;
             Ok(None)
@@ -165,8 +170,7 @@ impl<L: Peers> Comm<L> {
             return Ok(Some(self.payload(&call, Phase::FromRoot, data, 0..len)));
         }
         if self.rank != root {
-            let p = self.payload(&call, Phase::ToRoot, data, 0..len);
-            self.send_vec(root, p)?;
+            self.send_data(root, &call, Phase::ToRoot, data, 0..len)?;
             if !allreduce {
                 return Ok(None);
             }
@@ -185,14 +189,7 @@ impl<L: Peers> Comm<L> {
                 self.bytes(data, 0..len)
             } else {
                 let p = self.recv_coll(&call, Phase::ToRoot, r)?;
-                if p.len() - H != len {
-                    // Protocol §8.4: the lengths are data of a call: H1618.
-                    let e = ArgumentError::LengthMismatch {
-                        left: len,
-                        right: p.len() - H,
-                    };
-                    return self.fail_job(AbortReason::CollectiveMismatch, e.into());
-                }
+                self.expect_contribution(len, &p)?;
                 if acc.is_none() {
                     acc = Some(p);
                     continue;
@@ -218,6 +215,77 @@ impl<L: Peers> Comm<L> {
             self.send_each(&to, &acc)?;
         }
         Ok(Some(acc))
+    }
+
+    /// A contribution of another length than the root's own ends the job:
+    /// the lengths are data of a call, H1618 (protocol §8.4).
+    fn expect_contribution(&self, len: usize, payload: &[u8]) -> Result<(), Error> {
+        if payload.len() - H == len {
+            return Ok(());
+        }
+        let e = ArgumentError::LengthMismatch {
+            left: len,
+            right: payload.len() - H,
+        };
+        self.fail_job(AbortReason::CollectiveMismatch, e.into())
+    }
+
+    /// The root of a v1 reduce of a built-in reduction, folding straight
+    /// into `out` (the caller's buffer as little-endian bytes, as long as
+    /// `data`): the first contribution in rank order is copied there and
+    /// every later one folded into it, the lower ranks' partial the left
+    /// operand (protocol §8.2). The same frames, checks and operations in
+    /// the same order as [`Comm::reduce_core`] at the root, without its
+    /// payload buffer and the copy out of it.
+    pub(crate) fn reduce_root_into<D: Src + ?Sized>(
+        &self,
+        root: u32,
+        data: &D,
+        element_type: u8,
+        reduction: u8,
+        out: &mut [u8],
+    ) -> Result<(), Error> {
+        let seq = self.begin()?;
+        let len = data.byte_len();
+        let (t, red) = self.reduce_args(root, len, element_type, reduction, false)?;
+        debug_assert_eq!(out.len(), len, "the caller checked the lengths");
+        let call = Call {
+            op: Operation::Reduce,
+            element_type,
+            reduction,
+            root,
+            seq,
+            len,
+        };
+        for r in 0..self.size {
+            let received = if r == root {
+                None
+            } else {
+                let p = self.recv_coll(&call, Phase::ToRoot, r)?;
+                self.expect_contribution(len, &p)?;
+                Some(p)
+            };
+            let own;
+            let contribution: &[u8] = match &received {
+                Some(p) => &p[H..],
+                None => match data.slice(0..len) {
+                    Some(b) => b,
+                    None => {
+                        own = self.bytes(data, 0..len);
+                        &own
+                    }
+                },
+            };
+            if r == 0 {
+                out.copy_from_slice(contribution);
+            } else if let Err(e) = combine_into(out, contribution, t, red) {
+                return self.fail_job(AbortReason::CollectiveMismatch, e.into());
+            }
+            if let Some(p) = received {
+                self.recycle(p);
+            }
+        }
+        Ok(())
     }
 
     /// gather: calls `sink` at the root with every block in rank order.
@@ -246,15 +314,19 @@ impl<L: Peers> Comm<L> {
             len: data.byte_len(),
         };
         if self.rank != root {
-            let p = self.payload(&call, Phase::ToRoot, data, 0..len);
-            self.send_vec(root, p)?;
+            self.send_data(root, &call, Phase::ToRoot, data, 0..len)?;
             return Ok(false);
         }
         for r in 0..self.size {
             if r == root {
-                let own = self.bytes(data, 0..len);
-                sink(&own);
-                self.recycle(own);
+                match data.slice(0..len) {
+                    Some(own) => sink(own),
+                    None => {
+                        let own = self.bytes(data, 0..len);
+                        sink(&own);
+                        self.recycle(own);
+                    }
+                }
             } else {
                 let p = self.recv_coll(&call, Phase::ToRoot, r)?;
                 // Protocol §8.4: gather blocks of different lengths: H1617.
@@ -303,8 +375,7 @@ impl<L: Peers> Comm<L> {
             }
             for r in (0..self.size).filter(|&r| r != root) {
                 let i = r as usize;
-                let p = self.payload(&call, Phase::FromRoot, data, i * block..(i + 1) * block);
-                self.send_vec(r, p)?;
+                self.send_data(r, &call, Phase::FromRoot, data, i * block..(i + 1) * block)?;
             }
             let i = root as usize;
             Ok((self.bytes(data, i * block..(i + 1) * block), 0))

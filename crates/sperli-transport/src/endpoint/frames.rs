@@ -94,6 +94,34 @@ impl Endpoint {
         self.send_collective_bytes(to, Bytes::Borrowed(payload))
     }
 
+    /// As [`Endpoint::send_collective`] with the payload in two pieces: the
+    /// 16-byte collective header `head`, then `data`. A large frame is
+    /// written into TLS straight from both (no payload buffer, no copy of
+    /// `data`): what a sender of a collective whose data is the caller's
+    /// own memory uses. Same checks and errors as
+    /// [`Endpoint::send_collective`] on `head` and `data` together.
+    pub fn send_collective_parts(&self, to: u32, head: &[u8], data: &[u8]) -> Result<(), Error> {
+        let len = head.len() + data.len();
+        if to == self.rank() || len <= EAGER_LIMIT || head.len() < COLLECTIVE_HEADER_LEN {
+            let mut p = self.take_buffer(len);
+            p.extend_from_slice(head);
+            p.extend_from_slice(data);
+            return self.send_collective_vec(to, p);
+        }
+        self.check()?;
+        self.check_rank(to)?;
+        self.shared.state().check_comm(0)?;
+        if len > MAX_PAYLOAD as usize {
+            return Err(ArgumentError::TooLong {
+                len: len - COLLECTIVE_HEADER_LEN,
+                max: MAX_PAYLOAD as usize - COLLECTIVE_HEADER_LEN,
+            }
+            .into());
+        }
+        let h = self.shared.ctx.header(FrameType::Collective, to);
+        self.send_streamed(to, h, head, data)
+    }
+
     /// As [`Endpoint::send_collective`] with a payload the transport takes
     /// over (no copy); e.g. a buffer from [`Endpoint::take_buffer`].
     pub fn send_collective_vec(&self, to: u32, payload: Vec<u8>) -> Result<(), Error> {

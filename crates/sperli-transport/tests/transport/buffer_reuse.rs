@@ -7,7 +7,7 @@ use std::time::Duration;
 use sperli_tls::job_plan::JobPlan;
 use sperli_transport::Endpoint;
 
-use crate::common::{run_ranks, settings, with_deadline};
+use crate::common::{code, run_ranks, settings, with_deadline};
 
 const MIB: usize = 1 << 20;
 /// A valid collective header: bcast, phase 1, root 0, sequence 1.
@@ -54,7 +54,8 @@ fn recycled_receive_buffer_is_reused_for_the_next_frame() {
     });
 }
 
-/// Owned sends (`take_buffer` + `send_vec`, `send_collective_vec`) and
+/// Owned sends (`take_buffer` + `send_vec`, `send_collective_vec`),
+/// collective frames sent in two pieces (`send_collective_parts`) and
 /// the pooled copies of borrowed sends deliver every byte, at sizes around
 /// the pool's threshold and up to a full 16 MiB frame, and `send_large`
 /// (pooled first frame) and `recv_large` (recycled frames) still agree.
@@ -82,7 +83,20 @@ fn owned_and_pooled_sends_deliver_every_byte() {
                     c.extend_from_slice(&BCAST_HEADER);
                     c.extend_from_slice(&pattern(i as u8 + 50, n.min(MIB)));
                     ep.send_collective_vec(1, c)?;
+                    // Header and data in two pieces: a large frame is
+                    // written from both straight into TLS.
+                    let d = pattern(i as u8 + 70, n.min(16 * MIB - 16));
+                    ep.send_collective_parts(1, &BCAST_HEADER, &d)?;
                 }
+                // The limits of one frame hold for the pieces together.
+                let e = ep
+                    .send_collective_parts(1, &BCAST_HEADER, &vec![0; 16 * MIB - 15])
+                    .unwrap_err();
+                assert_eq!(code(&e), 1618, "{e}");
+                let e = ep
+                    .send_collective_parts(1, &BCAST_HEADER[..15], &[])
+                    .unwrap_err();
+                assert_eq!(code(&e), 1617, "{e}");
                 ep.send_large(1, 3, &pattern(9, 40 * MIB))?;
             } else {
                 for (i, &n) in sizes.iter().enumerate() {
@@ -92,6 +106,10 @@ fn owned_and_pooled_sends_deliver_every_byte() {
                     assert_eq!(b, pattern(i as u8 + 100, n), "send of {n}");
                     let c = ep.recv_collective(0)?;
                     assert_eq!(&c[16..], &pattern(i as u8 + 50, n.min(MIB))[..]);
+                    let d = ep.recv_collective(0)?;
+                    assert_eq!(&d[..16], &BCAST_HEADER[..], "parts of {n}");
+                    assert!(d[16..] == pattern(i as u8 + 70, n.min(16 * MIB - 16)));
+                    ep.recycle(d);
                     ep.recycle(a);
                     ep.recycle(b);
                     ep.recycle(c);
