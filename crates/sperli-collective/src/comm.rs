@@ -417,10 +417,7 @@ impl<L: Peers> Comm<L> {
     }
 
     /// Sends the header of `call` in `phase` and bytes `range` of `data`
-    /// as one COLLECTIVE frame to `to`: straight from `data` where it is
-    /// little-endian bytes in memory ([`Peers::send_collective_parts`]:
-    /// the transport writes a large frame into TLS from the caller's
-    /// memory, no copy), else through a payload buffer.
+    /// as one COLLECTIVE frame to `to` ([`Comm::send_headed`]).
     pub(crate) fn send_data<D: Src + ?Sized>(
         &self,
         to: u32,
@@ -429,15 +426,33 @@ impl<L: Peers> Comm<L> {
         data: &D,
         range: Range<usize>,
     ) -> Result<(), Error> {
+        self.send_headed(to, &call.header(phase), data, range)
+    }
+
+    /// Sends `head` (the collective header, and a chunk header for a
+    /// pipelined chunk) and bytes `range` of `data` as one COLLECTIVE
+    /// frame to `to`: straight from `data` where it is little-endian bytes
+    /// in memory ([`Peers::send_collective_parts`]: the transport writes a
+    /// large frame into TLS from the caller's memory, no copy), else
+    /// through a payload buffer.
+    pub(crate) fn send_headed<D: Src + ?Sized>(
+        &self,
+        to: u32,
+        head: &[u8],
+        data: &D,
+        range: Range<usize>,
+    ) -> Result<(), Error> {
         if self.whole_job() {
             if let Some(b) = data.slice(range.clone()) {
-                return match self.link.send_collective_parts(to, &call.header(phase), b) {
+                return match self.link.send_collective_parts(to, head, b) {
                     Ok(()) => Ok(()),
                     Err(e) => self.link_failed(e),
                 };
             }
         }
-        let p = self.payload(call, phase, data, range);
+        let mut p = self.link.take_buffer(head.len() + range.len());
+        p.extend_from_slice(head);
+        data.put(range, &mut p);
         self.send_vec(to, p)
     }
 

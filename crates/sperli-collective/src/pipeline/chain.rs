@@ -15,7 +15,7 @@ use sperli_wire::pipeline::ChunkStream;
 use sperli_wire::reduce::combine_into;
 use sperli_wire::Error;
 
-use super::{chunk_ranges, Frame, Sink, Taken, CHUNK_DATA};
+use super::{chunk_head, chunk_ranges, Frame, Sink, Taken, CHUNK_DATA};
 use crate::comm::{Call, Comm, Src};
 use crate::peers::Peers;
 
@@ -173,16 +173,8 @@ impl<L: Peers> Comm<L> {
                 let c = self.chunk_len(b.len, call.element_type);
                 for rg in chunk_ranges(b.len, c) {
                     let own = b.start + rg.start..b.start + rg.end;
-                    let p = self.chunk_payload(
-                        call,
-                        Phase::Partial,
-                        b.root_field,
-                        data,
-                        own,
-                        rg.start,
-                        b.len,
-                    );
-                    self.send_vec(1, p)?;
+                    let head = chunk_head(call, Phase::Partial, b.root_field, rg.start, b.len);
+                    self.send_headed(1, &head, data, own)?;
                 }
             }
             if collector == 0 {

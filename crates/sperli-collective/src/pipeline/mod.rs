@@ -338,14 +338,28 @@ impl<L: Peers> Comm<L> {
         total: usize,
     ) -> Vec<u8> {
         let mut p = self.link.take_buffer(CHUNK_DATA + range.len());
-        let chunk = ChunkHeader {
-            offset: offset as u64,
-            total: total as u64,
-        };
-        encode_chunk_head(&call.pheader(phase, root_field), chunk, &mut p);
+        p.extend_from_slice(&chunk_head(call, phase, root_field, offset, total));
         data.put(range, &mut p);
         p
     }
+}
+
+/// The collective header and chunk header of a chunk at `offset` of a
+/// stream of `total` bytes (protocol §14.2).
+pub(crate) fn chunk_head(
+    call: &Call,
+    phase: Phase,
+    root_field: u32,
+    offset: usize,
+    total: usize,
+) -> Vec<u8> {
+    let mut head = Vec::with_capacity(CHUNK_DATA);
+    let chunk = ChunkHeader {
+        offset: offset as u64,
+        total: total as u64,
+    };
+    encode_chunk_head(&call.pheader(phase, root_field), chunk, &mut head);
+    head
 }
 
 /// The ranges `[offset, offset + len)` of the chunks of a stream of

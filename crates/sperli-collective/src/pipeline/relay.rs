@@ -9,7 +9,7 @@ use sperli_wire::pipeline::ChunkStream;
 use sperli_wire::Error;
 
 use super::shape::bcast_fanout;
-use super::{chunk_ranges, Sink, Taken, CHUNK_DATA};
+use super::{chunk_head, chunk_ranges, Sink, Taken, CHUNK_DATA};
 use crate::comm::{Call, Comm, Src};
 use crate::peers::Peers;
 
@@ -62,6 +62,10 @@ impl<L: Peers> Comm<L> {
                 return Ok(());
             }
             if !self.runs_pipelined(Operation::Bcast, len) {
+                if n == 2 {
+                    // One receiver: straight from the caller's data.
+                    return self.send_data(1 - root, &call, Phase::FromRoot, data, 0..len);
+                }
                 let p = self.payload(&call, Phase::FromRoot, data, 0..len);
                 return self.send_all((0..n).filter(|&r| r != root), p);
             }
@@ -72,6 +76,12 @@ impl<L: Peers> Comm<L> {
             }
             let kids = children(root, 0, d, n);
             for rg in chunk_ranges(len, c) {
+                if let [one] = kids[..] {
+                    // A chain: straight from the caller's data.
+                    let head = chunk_head(&call, Phase::Final, root, rg.start, len);
+                    self.send_headed(one, &head, data, rg)?;
+                    continue;
+                }
                 let p =
                     self.chunk_payload(&call, Phase::Final, root, data, rg.clone(), rg.start, len);
                 self.hand_on(&kids, p)?;
@@ -179,8 +189,8 @@ impl<L: Peers> Comm<L> {
         }
         let c = self.chunk_len(b, call.element_type);
         for rg in chunk_ranges(b, c) {
-            let p = self.chunk_payload(call, Phase::Final, me, data, rg.clone(), rg.start, b);
-            self.send_vec(next, p)?;
+            let head = chunk_head(call, Phase::Final, me, rg.start, b);
+            self.send_headed(next, &head, data, rg)?;
         }
         if me == 0 {
             for q in 1..n {
