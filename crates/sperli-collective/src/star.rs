@@ -288,6 +288,32 @@ impl<L: Peers> Comm<L> {
         Ok(())
     }
 
+    /// allreduce of a built-in reduction on a communicator of one rank: the
+    /// checks of every allreduce (protocol §8.4), then the fold of the one
+    /// contribution, `data` itself, copied once into `out` (the caller's
+    /// buffer as little-endian bytes; §8.7: nothing is sent).
+    pub(crate) fn allreduce_alone_into<D: Src + ?Sized>(
+        &self,
+        data: &D,
+        element_type: u8,
+        reduction: u8,
+        out: &mut [u8],
+    ) -> Result<(), Error> {
+        debug_assert_eq!(self.size, 1, "one rank alone");
+        self.begin()?;
+        let len = data.byte_len();
+        self.reduce_args(0, len, element_type, reduction, false)?;
+        match data.slice(0..len) {
+            Some(b) => out.copy_from_slice(b),
+            None => {
+                let own = self.bytes(data, 0..len);
+                out.copy_from_slice(&own);
+                self.recycle(own);
+            }
+        }
+        Ok(())
+    }
+
     /// gather: calls `sink` at the root with every block in rank order.
     pub(crate) fn gather_core<D: Src + ?Sized>(
         &self,

@@ -632,7 +632,19 @@ fn size_one_completes_without_link_traffic() {
         code(&c.reduce(1, &[1i32], Reduction::Sum).unwrap_err()),
         1618
     );
-    assert_eq!(c.sequence(), 16);
+    // The `_into` forms: the contribution copied into the caller's buffer,
+    // the same checks.
+    let mut out = [0.0f64; 3];
+    c.allreduce_into(&[1.0, -2.0, 3.5], &mut out, Reduction::Sum)
+        .unwrap();
+    assert_eq!(out, [1.0, -2.0, 3.5]);
+    assert!(c
+        .reduce_into(0, &[4.0f64, 5.0, 6.0], &mut out, Reduction::Min)
+        .unwrap());
+    assert_eq!(out, [4.0, 5.0, 6.0]);
+    let refused = c.allreduce_into(&[1u8], &mut [0], Reduction::Sum);
+    assert_eq!(code(&refused.unwrap_err()), 1618);
+    assert_eq!(c.sequence(), 19);
 }
 
 // ---- large arrays ----------------------------------------------------------

@@ -160,9 +160,13 @@ fn tls_a_builtin_reduction_against_a_user_one_ends_the_job() {
             |ep| ep,
             |c| {
                 // Every rank is set up before rank 0's ABORT can come (a rank
-                // still verifying a HELLO would end its set-up with it).
+                // still verifying a HELLO would end its set-up with it), and
+                // has its barrier: the mismatch is the last rank's, so rank 0
+                // sees it only after every rank sent its allreduce frame,
+                // after its barrier returned (a barrier still waiting for
+                // rank 0's release when the ABORT is read fails with it).
                 c.barrier().unwrap();
-                let first = if c.rank() == 1 {
+                let first = if c.rank() == 2 {
                     c.allreduce(&[1u64], Reduction::Sum).map(drop)
                 } else {
                     c.allreduce_with(&[1u64], horner).map(drop)
@@ -173,7 +177,7 @@ fn tls_a_builtin_reduction_against_a_user_one_ends_the_job() {
         );
         for (rank, first, later) in out {
             if rank == 0 {
-                // Rank 0 folds: rank 1's header says reduction 1, not 13.
+                // Rank 0 folds: rank 2's header says reduction 1, not 13.
                 assert_eq!(code(first.as_ref().unwrap_err()), 1617);
             } else {
                 assert_job_ended(&first, &later, 0, AbortReason::CollectiveMismatch, 1617);
