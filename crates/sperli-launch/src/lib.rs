@@ -48,6 +48,6 @@ pub use outcome::{Blame, Outcome, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_TIME
 pub use rank_exit::RankExit;
 pub use recovery::{RecoverMode, RecoveryPlan, UnknownRecoverMode};
 pub use root_cause::{Cause, Verdict};
-pub use spawn::{RankLaunch, SpawnFailure, StartError, Via, DEFAULT_RSH};
+pub use spawn::{omp_threads, RankLaunch, SpawnFailure, StartError, Via, DEFAULT_RSH};
 pub use stdin_feed::StdinFeed;
 pub use supervise::{is_local, run_job_recovering, Options, SETUP_MARGIN};

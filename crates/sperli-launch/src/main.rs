@@ -32,10 +32,11 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use sperli_launch::{
-    at_end, hosts_of, is_local, parse_deny_file, place, run_job_recovering, CheckpointTree,
-    HostChoice, HostSpec, Hosts, JobIdentity, MapBy, Options, Outcome, RankLaunch, RecoverMode,
-    RecoveryPlan, StdinFeed, Via, DEFAULT_RSH, EXIT_USAGE, SETUP_MARGIN,
+    at_end, hosts_of, is_local, omp_threads, parse_deny_file, place, run_job_recovering,
+    CheckpointTree, HostChoice, HostSpec, Hosts, JobIdentity, MapBy, Options, Outcome, RankLaunch,
+    RecoverMode, RecoveryPlan, StdinFeed, Via, DEFAULT_RSH, EXIT_USAGE, SETUP_MARGIN,
 };
+
 use sperli_wire::env;
 use sperli_wire::job_description::HostEntry;
 use sperli_wire::refused_hosts::{RefusedHosts, ENV_VAR};
@@ -356,6 +357,8 @@ fn run(args: RunArgs) -> ExitCode {
             *local_size.entry(&e.host).or_insert(0) += 1;
         }
         let mut local_rank: HashMap<&str, u32> = HashMap::new();
+        let direct_ranks = rank_via.iter().filter(|v| **v == Via::Direct).count() as u32;
+        let omp_set = std::env::var_os(env::OMP_NUM_THREADS).is_some();
         let ranks = (0..n)
             .map(|r| {
                 let host = &entries[r as usize].host;
@@ -376,6 +379,8 @@ fn run(args: RunArgs) -> ExitCode {
                 ];
                 *lr += 1;
                 let mut env = env;
+                let via = &rank_via[r as usize];
+                env.extend(omp_threads(via, direct_ranks, ls, omp_set));
                 env.extend(mailbox.as_ref().and_then(|m| m.env(r)));
                 if let Some(dir) = &args.checkpoint_dir {
                     // Each rank gets its own directory (protocol §9.1: "`<dir>`

@@ -52,6 +52,28 @@ impl Via {
     }
 }
 
+/// torchrun's default for a rank that shares its machine with other ranks
+/// of the job: `OMP_NUM_THREADS=1` (OpenMP, and OpenBLAS under numpy, read
+/// it), so that each rank's thread pools do not take the cores from the
+/// others (mpirun gets the same by binding each rank to a core). `None`
+/// when the rank has its machine to itself or the launcher's own
+/// environment sets the variable (then that value reaches the rank). A
+/// rank started directly shares the launcher's machine with the
+/// `direct_ranks` started directly; one started on another host shares it
+/// with the `host_ranks` of its host entry.
+pub fn omp_threads(
+    via: &Via,
+    direct_ranks: u32,
+    host_ranks: u32,
+    launcher_sets: bool,
+) -> Option<(String, String)> {
+    let sharing = match via {
+        Via::Direct => direct_ranks > 1,
+        Via::Rsh | Via::Srun { .. } => host_ranks > 1,
+    };
+    (sharing && !launcher_sets).then(|| (sperli_wire::env::OMP_NUM_THREADS.into(), "1".into()))
+}
+
 /// How to start one rank.
 #[derive(Clone)]
 pub struct RankLaunch {

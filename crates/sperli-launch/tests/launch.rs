@@ -151,6 +151,18 @@ fn sperli(args: &[&str]) -> Output {
         .expect("run sperli")
 }
 
+/// The stdout lines of a launcher run that succeeded, sorted (ranks print
+/// in any order).
+fn sorted_lines(out: &Output) -> Vec<String> {
+    assert!(out.status.success(), "{out:?}");
+    let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    lines
+}
+
 #[test]
 fn four_ranks_on_four_loopback_hosts() {
     let _cpu = crate::shared_cpu();

@@ -18,6 +18,7 @@
 //! | [`WORLD_SIZE`] | launcher | program | torchrun's name for [`SIZE`] |
 //! | [`TORCH_LOCAL_RANK`] (`LOCAL_RANK`) | launcher | program | torchrun's name for [`LOCAL_RANK`] |
 //! | [`LOCAL_WORLD_SIZE`] | launcher | program | torchrun's name for [`LOCAL_SIZE`] |
+//! | [`OMP_NUM_THREADS`] | launcher, ranks sharing a machine, unless set | program | `1`: one thread per rank in OpenMP and OpenBLAS pools (torchrun's default) |
 //! | [`MAILBOX`] | launcher (`--mailbox`), rank 0 only | rank 0 | the name of the job's task mailbox (docs/mailbox.md) |
 //! | [`RECOVER`] | launcher (`--recover`), ranks with a control channel | rank | `inplace` or `shrink`: the recovery of a lost rank (protocol §18) |
 //!
@@ -54,6 +55,10 @@ pub const ERROR_FILE: &str = "SPERLI_ERROR_FILE";
 
 /// torchrun's name for [`LOCAL_SIZE`], set too so torchrun habits work.
 pub const LOCAL_WORLD_SIZE: &str = "LOCAL_WORLD_SIZE";
+/// The threads of a rank's OpenMP (and OpenBLAS) pools: `1`, as torchrun
+/// sets it, for a rank that shares its machine with other ranks of the
+/// job, unless the launcher's own environment sets it (docs/launcher.md).
+pub const OMP_NUM_THREADS: &str = "OMP_NUM_THREADS";
 /// torchrun's name for [`RANK`], set to the same value.
 pub const TORCH_RANK: &str = "RANK";
 /// torchrun's name for [`SIZE`], set to the same value.

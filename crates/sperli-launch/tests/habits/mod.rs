@@ -1,5 +1,6 @@
 //! mpirun and torchrun habits: `-np`, hostfile `slots=N` with
-//! `--map-by`, `--version`, `--output-dir`, `LOCAL_WORLD_SIZE`.
+//! `--map-by`, `--version`, `--output-dir`, `LOCAL_WORLD_SIZE`, torchrun's
+//! `OMP_NUM_THREADS=1`.
 
 use super::sperli;
 
@@ -161,4 +162,32 @@ fn output_dir_holds_each_ranks_output() {
         assert!(stderr.contains(&format!("[{r}] err-{r}")), "{stderr}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What each rank of `sperli run -n N -- sh -c ...` prints as its
+/// `OMP_NUM_THREADS`, by rank, with `omp` in the launcher's environment (or
+/// none).
+fn omp_of_ranks(n: &str, omp: Option<&str>) -> Vec<String> {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_sperli"));
+    cmd.args(["run", "-n", n, "--timeout", "60", "--", "sh", "-c"])
+        .arg("echo \"omp=${OMP_NUM_THREADS-unset}\"")
+        .env_remove("SPERLI_REFUSED_HOSTS")
+        .env_remove("OMP_NUM_THREADS")
+        .stdin(std::process::Stdio::null());
+    if let Some(v) = omp {
+        cmd.env("OMP_NUM_THREADS", v);
+    }
+    crate::sorted_lines(&cmd.output().expect("run sperli"))
+}
+
+/// torchrun's default: ranks that share the machine get
+/// `OMP_NUM_THREADS=1` (their OpenMP and OpenBLAS pools would take the
+/// cores from each other); a value the launcher's environment sets is
+/// passed on instead; a rank alone on its machine gets none.
+#[test]
+fn ranks_sharing_a_machine_get_one_omp_thread_unless_set() {
+    let _cpu = crate::shared_cpu();
+    assert_eq!(omp_of_ranks("2", None), ["[0] omp=1", "[1] omp=1"]);
+    assert_eq!(omp_of_ranks("2", Some("3")), ["[0] omp=3", "[1] omp=3"]);
+    assert_eq!(omp_of_ranks("1", None), ["[0] omp=unset"]);
 }

@@ -176,13 +176,10 @@ if [ -n "$SPERLI_CONTROL_FD" ]; then echo "channel $SPERLI_CONTROL_FD"; elif { t
             .stdin(Stdio::null())
             .output()
             .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_owned)
-            .collect();
-        lines.sort();
-        (lines, String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            crate::sorted_lines(&out),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     };
     let (lines, stderr) = go(Some("restart"));
     assert_eq!(lines, ["[0] none", "[1] none"]);
