@@ -223,8 +223,10 @@ impl<L: Peers> Comm<L> {
         }
         if self.size() == 1 {
             if let Some(o) = T::le_bytes_mut(out) {
+                // One rank: the root's fold of its own contribution
+                // (protocol §8.7), copied once into the caller's buffer.
                 let (et, red) = (T::ELEMENT_TYPE.code(), op.code());
-                return self.allreduce_alone_into(&Elems(data), et, red, o);
+                return self.reduce_root_into(0, &Elems(data), et, red, o);
             }
         }
         let p = self

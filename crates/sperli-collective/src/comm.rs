@@ -410,8 +410,18 @@ impl<L: Peers> Comm<L> {
         data: &D,
         range: Range<usize>,
     ) -> Vec<u8> {
-        let mut p = self.link.take_buffer(H + range.len());
-        p.extend_from_slice(&call.header(phase));
+        self.headed(&call.header(phase), data, range)
+    }
+
+    /// `head` and bytes `range` of `data` in one buffer from the link.
+    pub(crate) fn headed<D: Src + ?Sized>(
+        &self,
+        head: &[u8],
+        data: &D,
+        range: Range<usize>,
+    ) -> Vec<u8> {
+        let mut p = self.link.take_buffer(head.len() + range.len());
+        p.extend_from_slice(head);
         data.put(range, &mut p);
         p
     }
@@ -450,10 +460,46 @@ impl<L: Peers> Comm<L> {
                 };
             }
         }
-        let mut p = self.link.take_buffer(head.len() + range.len());
-        p.extend_from_slice(head);
-        data.put(range, &mut p);
+        let p = self.headed(head, data, range);
         self.send_vec(to, p)
+    }
+
+    /// As [`Comm::send_headed`] to every rank in `to`: to one rank straight
+    /// from `data`; to several from one payload buffer, whose sends the
+    /// link may overlap ([`Comm::send_all`]).
+    pub(crate) fn send_headed_each<D: Src + ?Sized>(
+        &self,
+        to: &[u32],
+        head: &[u8],
+        data: &D,
+        range: Range<usize>,
+    ) -> Result<(), Error> {
+        match to {
+            [] => Ok(()),
+            [one] => self.send_headed(*one, head, data, range),
+            many => {
+                let p = self.headed(head, data, range);
+                self.send_all(many.iter().copied(), p)
+            }
+        }
+    }
+
+    /// Calls `f` with bytes `range` of `data`: borrowed where they are
+    /// little-endian bytes in memory, else in a buffer from the link,
+    /// given back afterwards.
+    pub(crate) fn with_bytes<D: Src + ?Sized, R>(
+        &self,
+        data: &D,
+        range: Range<usize>,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> R {
+        if let Some(b) = data.slice(range.clone()) {
+            return f(b);
+        }
+        let own = self.bytes(data, range);
+        let r = f(&own);
+        self.recycle(own);
+        r
     }
 
     /// Bytes `range` of `data` alone, in a buffer from the link.

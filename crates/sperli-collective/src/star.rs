@@ -83,13 +83,9 @@ impl<L: Peers> Comm<L> {
             if self.size == 1 {
                 return Ok(None);
             }
-            if self.size == 2 {
-                // One receiver: straight from the caller's data.
-                self.send_data(1 - root, &call, Phase::FromRoot, root_data, 0..len)?;
-                return Ok(None);
-            }
-            let p = self.payload(&call, Phase::FromRoot, root_data, 0..len);
-            self.send_all((0..self.size).filter(|&r| r != root), p)?;
+            let others: Vec<u32> = (0..self.size).filter(|&r| r != root).collect();
+            let head = call.header(Phase::FromRoot);
+            self.send_headed_each(&others, &head, root_data, 0..len)?;
             Ok(None)
         } else {
             let p = self.recv_coll(&call, Phase::FromRoot, root)?;
@@ -236,7 +232,9 @@ impl<L: Peers> Comm<L> {
     /// every later one folded into it, the lower ranks' partial the left
     /// operand (protocol §8.2). The same frames, checks and operations in
     /// the same order as [`Comm::reduce_core`] at the root, without its
-    /// payload buffer and the copy out of it.
+    /// payload buffer and the copy out of it. On one rank it is also what
+    /// an allreduce is: the checks, then the one contribution copied
+    /// (protocol §8.7).
     pub(crate) fn reduce_root_into<D: Src + ?Sized>(
         &self,
         root: u32,
@@ -265,50 +263,23 @@ impl<L: Peers> Comm<L> {
                 self.expect_contribution(len, &p)?;
                 Some(p)
             };
-            let own;
-            let contribution: &[u8] = match &received {
-                Some(p) => &p[H..],
-                None => match data.slice(0..len) {
-                    Some(b) => b,
-                    None => {
-                        own = self.bytes(data, 0..len);
-                        &own
-                    }
-                },
+            let fold = |out: &mut [u8], c: &[u8]| {
+                if r == 0 {
+                    out.copy_from_slice(c);
+                    return Ok(());
+                }
+                combine_into(out, c, t, red)
             };
-            if r == 0 {
-                out.copy_from_slice(contribution);
-            } else if let Err(e) = combine_into(out, contribution, t, red) {
+            let folded = match received {
+                Some(p) => {
+                    let f = fold(out, &p[H..]);
+                    self.recycle(p);
+                    f
+                }
+                None => self.with_bytes(data, 0..len, |own| fold(out, own)),
+            };
+            if let Err(e) = folded {
                 return self.fail_job(AbortReason::CollectiveMismatch, e.into());
-            }
-            if let Some(p) = received {
-                self.recycle(p);
-            }
-        }
-        Ok(())
-    }
-
-    /// allreduce of a built-in reduction on a communicator of one rank: the
-    /// checks of every allreduce (protocol §8.4), then the fold of the one
-    /// contribution, `data` itself, copied once into `out` (the caller's
-    /// buffer as little-endian bytes; §8.7: nothing is sent).
-    pub(crate) fn allreduce_alone_into<D: Src + ?Sized>(
-        &self,
-        data: &D,
-        element_type: u8,
-        reduction: u8,
-        out: &mut [u8],
-    ) -> Result<(), Error> {
-        debug_assert_eq!(self.size, 1, "one rank alone");
-        self.begin()?;
-        let len = data.byte_len();
-        self.reduce_args(0, len, element_type, reduction, false)?;
-        match data.slice(0..len) {
-            Some(b) => out.copy_from_slice(b),
-            None => {
-                let own = self.bytes(data, 0..len);
-                out.copy_from_slice(&own);
-                self.recycle(own);
             }
         }
         Ok(())
@@ -345,14 +316,7 @@ impl<L: Peers> Comm<L> {
         }
         for r in 0..self.size {
             if r == root {
-                match data.slice(0..len) {
-                    Some(own) => sink(own),
-                    None => {
-                        let own = self.bytes(data, 0..len);
-                        sink(&own);
-                        self.recycle(own);
-                    }
-                }
+                self.with_bytes(data, 0..len, &mut sink);
             } else {
                 let p = self.recv_coll(&call, Phase::ToRoot, r)?;
                 // Protocol §8.4: gather blocks of different lengths: H1617.

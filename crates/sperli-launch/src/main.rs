@@ -36,7 +36,6 @@ use sperli_launch::{
     CheckpointTree, HostChoice, HostSpec, Hosts, JobIdentity, MapBy, Options, Outcome, RankLaunch,
     RecoverMode, RecoveryPlan, StdinFeed, Via, DEFAULT_RSH, EXIT_USAGE, SETUP_MARGIN,
 };
-
 use sperli_wire::env;
 use sperli_wire::job_description::HostEntry;
 use sperli_wire::refused_hosts::{RefusedHosts, ENV_VAR};

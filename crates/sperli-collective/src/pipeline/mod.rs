@@ -37,7 +37,7 @@ use sperli_wire::pipeline::{
 };
 use sperli_wire::{Error, FrameType};
 
-use crate::comm::{Call, Comm, Src};
+use crate::comm::{Call, Comm};
 use crate::element::Element;
 use crate::peers::Peers;
 
@@ -322,25 +322,6 @@ impl<L: Peers> Comm<L> {
         };
         encode_open(&call.pheader(Phase::Open, root_field), open, &mut p);
         self.send_coll(to, &p)
-    }
-
-    /// A chunk payload of `call` in `phase`: bytes `range` of `data`, at
-    /// `offset` of a stream of `total` bytes, in a buffer from the link.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn chunk_payload<D: Src + ?Sized>(
-        &self,
-        call: &Call,
-        phase: Phase,
-        root_field: u32,
-        data: &D,
-        range: Range<usize>,
-        offset: usize,
-        total: usize,
-    ) -> Vec<u8> {
-        let mut p = self.link.take_buffer(CHUNK_DATA + range.len());
-        p.extend_from_slice(&chunk_head(call, phase, root_field, offset, total));
-        data.put(range, &mut p);
-        p
     }
 }
 

@@ -62,12 +62,9 @@ impl<L: Peers> Comm<L> {
                 return Ok(());
             }
             if !self.runs_pipelined(Operation::Bcast, len) {
-                if n == 2 {
-                    // One receiver: straight from the caller's data.
-                    return self.send_data(1 - root, &call, Phase::FromRoot, data, 0..len);
-                }
-                let p = self.payload(&call, Phase::FromRoot, data, 0..len);
-                return self.send_all((0..n).filter(|&r| r != root), p);
+                let others: Vec<u32> = (0..n).filter(|&r| r != root).collect();
+                let head = call.header(Phase::FromRoot);
+                return self.send_headed_each(&others, &head, data, 0..len);
             }
             let c = self.chunk_len(len, 0);
             let d = bcast_fanout(n, len, c);
@@ -76,15 +73,8 @@ impl<L: Peers> Comm<L> {
             }
             let kids = children(root, 0, d, n);
             for rg in chunk_ranges(len, c) {
-                if let [one] = kids[..] {
-                    // A chain: straight from the caller's data.
-                    let head = chunk_head(&call, Phase::Final, root, rg.start, len);
-                    self.send_headed(one, &head, data, rg)?;
-                    continue;
-                }
-                let p =
-                    self.chunk_payload(&call, Phase::Final, root, data, rg.clone(), rg.start, len);
-                self.hand_on(&kids, p)?;
+                let head = chunk_head(&call, Phase::Final, root, rg.start, len);
+                self.send_headed_each(&kids, &head, data, rg)?;
             }
             return Ok(());
         }
