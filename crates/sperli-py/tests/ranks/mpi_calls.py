@@ -66,6 +66,33 @@ comm.Send(HostCAI(a.copy()), nxt, 14)
 req.Wait()
 check((got == a - r + prv).all(), "a __cuda_array_interface__ buffer")
 
+# ---- Send and Recv of bare buffers (their fast path) and what leaves it --
+
+m2 = np.arange(6.0).reshape(2, 3) + r
+got2 = np.empty((2, 3))
+comm.Send(m2, nxt, 20)
+comm.Recv(got2, prv, MPI.ANY_TAG, st)
+check((got2 == np.arange(6.0).reshape(2, 3) + prv).all(), "a 2-d array")
+check(st.source == prv and st.tag == 20 and st.Get_count(MPI.DOUBLE) == 6, st)
+comm.Send(np.asfortranarray(m2), nxt, 21)  # its bytes in memory order
+comm.Recv(got2, prv, 21)
+check((got2.ravel() == (np.arange(6.0).reshape(2, 3) + prv).ravel(order="F")).all(), "Fortran order")
+ro = np.zeros(6)
+ro.flags.writeable = False
+try:
+    comm.Recv(ro, prv, 22)
+    check(False, "a read-only receive buffer")
+except BufferError:
+    pass
+try:
+    comm.Send(np.arange(6, dtype=">f8"), nxt, 22)
+    check(False, "a byte-swapped send buffer")
+except BufferError:
+    pass
+comm.Send(memoryview(bytearray(b"fast")), nxt, 22)
+comm.Recv(cell := bytearray(4), prv, 22)
+check(cell == b"fast" and not ro.any(), "a memoryview; the read-only buffer took nothing")
+
 # ---- PROC_NULL, requests -------------------------------------------------
 
 comm.Send(a, MPI.PROC_NULL)

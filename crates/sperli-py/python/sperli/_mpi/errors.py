@@ -199,11 +199,15 @@ def _wrap(fn):
 
 
 def _wrap_class(cls):
+    """Wraps the public methods of `cls` (`_wrap`). Private helpers are
+    not wrapped: every path from user code enters through a public method,
+    which converts, and a second wrapper per helper call doubled the cost
+    of a point-to-point call's argument checks."""
     for name, v in list(vars(cls).items()):
         if isinstance(v, (staticmethod, classmethod)):
             if not getattr(v.__func__, "_mpi_wrapped", False):
                 setattr(cls, name, type(v)(_wrap(v.__func__)))
-        elif callable(v) and not name.startswith("__") and not getattr(v, "_mpi_wrapped", False) \
+        elif callable(v) and not name.startswith("_") and not getattr(v, "_mpi_wrapped", False) \
                 and not isinstance(v, type):
             setattr(cls, name, _wrap(v))
     return cls

@@ -6,7 +6,7 @@ import array as _array
 import operator as _operator
 import sys as _sys
 
-from .buffers import _address, _raw_view, _view
+from .buffers import _address, _raw_view, _view, buffer
 from .constants import IN_PLACE
 from .datatypes import Datatype, _BY_CHAR
 from .errors import ERR_TYPE, Exception
@@ -161,6 +161,24 @@ def _msg(spec, blocks=1, writable=False):
     count = None if count is None else _index(count, "count") * blocks
     displ = 0 if displ is None else _index(displ, "displacement") * blocks
     return _typed(buf, datatype, count, displ, writable, blocks)
+
+
+def _plain(obj, writable=False):
+    """The view `_msg(obj)` (`_rmsg` when `writable`) gives a bare
+    buffer, cheaply, when the checks of `_typed` would pass it unchanged:
+    a C-contiguous, non-empty buffer in native byte order (and writable
+    for a receive); None when the full parse must decide (a spec, a
+    `buffer`, an empty, strided, byte-swapped or read-only buffer). The
+    fast path of Send and Recv."""
+    if isinstance(obj, (list, tuple, buffer)) or obj is None or obj is IN_PLACE:
+        return None
+    try:
+        mv = memoryview(obj)
+    except TypeError:
+        return None
+    if not mv.c_contiguous or not mv.nbytes or mv.format[0] in "<>!" or (writable and mv.readonly):
+        return None
+    return mv
 
 
 def _rmsg(spec, blocks=1):

@@ -4,7 +4,7 @@ from .. import _sperli as _s
 from . import state as _state
 from .constants import ANY_SOURCE, ANY_TAG, PROC_NULL, _TAG_MAX
 from .errors import ERR_RANK, ERR_TAG, ERR_UNSUPPORTED_OPERATION, Exception
-from .msgspec import _copy_of, _msg, _rmsg
+from .msgspec import _copy_of, _msg, _plain, _rmsg
 from .requests import Request, _done, _persistent
 from .status import _buf_unused, _fill, _proc_null
 
@@ -44,6 +44,15 @@ class _PointToPoint:
 
     def Send(self, buf, dest, tag=0):
         """Sends."""
+        h = self._h
+        # The fast path: int rank and tag in range, a bare buffer (`_plain`);
+        # it passes the package exactly what the checks below would.
+        if type(dest) is int and type(tag) is int and h is not None and not h.freed \
+                and 0 <= tag <= _TAG_MAX and 0 <= dest < self._peer_size():
+            b = _plain(buf)
+            if b is not None:
+                h.c.Send(b, dest, tag + h.base)
+                return
         dest = self._rank_arg(dest, "dest")
         tag = self._tag_arg(tag)
         b = _msg(buf)
@@ -68,6 +77,20 @@ class _PointToPoint:
 
     def Recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
         """Receives."""
+        h = self._h
+        # The fast path (see Send): a named source, a tag or ANY_TAG.
+        if type(source) is int and type(tag) is int and h is not None and not h.freed \
+                and (0 <= tag <= _TAG_MAX or tag == ANY_TAG) and 0 <= source < self._peer_size():
+            b = _plain(buf, True)
+            if b is not None:
+                wire_tag = tag if tag == ANY_TAG else tag + h.base
+                if status is None:
+                    h.c.Recv(b, source, wire_tag, None)
+                else:
+                    st = _s.Status()
+                    h.c.Recv(b, source, wire_tag, st)
+                    _fill(status, st, h.base)
+                return
         b = _rmsg(buf)
         self._receive(lambda *a: self._c.Recv(b, *a), source, tag, status, None)
 
