@@ -15,7 +15,9 @@ of feature bit 2 (communicator ids in COLLECTIVE tags, the
 point-to-point on communicators of feature bit 3 (the DATA header, the
 `message-stream` kind) from its section 16, and the element types and
 reductions of feature bit 4 (new `reduce` types, the `fold` kind) from its
-section 17. It never calls the Rust code.
+section 17, and the pair exchange of feature bit 6 (`collective-stream`
+receivers that name their rank) from its section 19. It never calls the
+Rust code.
 
 Every entry is checked on its own: the verdict is recomputed from the bytes,
 the stated fields are compared with what the bytes decode to, the bytes are
@@ -1566,6 +1568,14 @@ def pipelined_spec(phase):
     return PIPE_STAR_SPEC
 
 
+FEATURE_PAIR_EXCHANGE = 64
+
+
+def pair_exchange(size, features):
+    """19.1: two ranks of a job with feature bit 6 exchange."""
+    return size == 2 and features & FEATURE_PAIR_EXCHANGE != 0
+
+
 def collective_rule(p, features):
     """The decode rules of 7.3/8.4 and, with bit 1, 14.2. Returns None when
     the payload decodes, else the name of the rule it breaks."""
@@ -1704,8 +1714,8 @@ def stream_take(rx, call, due, p, st):
 
 def check_collective_stream(entry):
     rxf = dict(parse_field_list(entry["receiver"]))
-    if sorted(rxf) != ["features", "size"]:
-        return ["receiver: fields must be size features"]
+    if sorted(rxf) not in (["features", "size"], ["features", "rank", "size"]):
+        return ["receiver: fields must be size features [rank]"]
     rx = {"size": dec(rxf["size"], 32), "features": dec(rxf["features"], 64)}
     cf = parse_field_list(entry["call"])
     if [k for k, _ in cf] != ["operation", "element_type", "reduction", "sequence", "length"]:
@@ -1718,6 +1728,12 @@ def check_collective_stream(entry):
     if [k for k, _ in df] != ["phase", "root"]:
         return ["due: fields must be phase root"]
     due = {"phase": dec(dict(df)["phase"], 8), "root": dec(dict(df)["root"], 32)}
+    if "rank" in rxf and call["operation"] == 4 and due["phase"] in (0, 1):
+        # 8.2, 19.3: what a rank of the star's allreduce takes
+        rank = dec(rxf["rank"], 32)
+        want = 0 if rank == 0 or pair_exchange(rx["size"], rx["features"]) else 1
+        if due["phase"] != want:
+            return ["due: rank %d takes phase %d, not %d" % (rank, want, due["phase"])]
     frames = [unhex(f) for f in entry["frames"].split(" ")] if entry["frames"] else []
     st = None
     if due["phase"] in (3, 4) and call["length"] is not None:

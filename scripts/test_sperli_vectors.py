@@ -424,6 +424,20 @@ class PipelinedChecks(unittest.TestCase):
         e["receiver"] = e["receiver"].replace(" features=3", "")
         self.assertProblem(e, "reject H1610 payload")
 
+    def test_pair_exchange_due(self):
+        # Feature bit 6 (protocol 19.3): rank 1 of two takes rank 0's
+        # contribution; without the bit, the result.
+        by_name = {e["name"]: e for e in load(VECTORS)}
+        e = dict(by_name["pair-rank-1-takes-the-contribution"])
+        self.assertEqual(sv.check_entry(e), [])
+        e["receiver"] = e["receiver"].replace("features=67", "features=3")
+        self.assertProblem(e, "due: rank 1 takes phase 1")
+        e = dict(by_name["pair-without-bit-6-rank-1-takes-the-result"])
+        e["receiver"] = e["receiver"].replace("features=3", "features=67")
+        self.assertProblem(e, "due: rank 1 takes phase 0")
+        e["receiver"] = e["receiver"].replace("size=2", "size=3")
+        self.assertEqual(sv.check_entry(e), [])
+
     def test_collective_rules(self):
         rule = sv.collective_rule
         head = lambda op, et, red, ph: bytes([op, et, red, ph]) + bytes(12)

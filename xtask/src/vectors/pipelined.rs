@@ -96,6 +96,10 @@ struct Call {
     length: Option<u64>,
     phase: u8,
     root: u32,
+    /// The receiver's rank, where the entry gives it (`rank=`, the
+    /// two-rank allreduce entries of protocol §19.4): `due` is then checked
+    /// against what the receiver takes.
+    rank: Option<u32>,
 }
 
 fn reduce_type(op: u8) -> bool {
@@ -131,7 +135,28 @@ impl Call {
             length,
             phase: num(due, "phase")?,
             root: num(due, "root")?,
+            rank: field(rx, "rank")
+                .ok()
+                .map(str::parse)
+                .transpose()
+                .map_err(|_| "rank is not a number")?,
         })
+    }
+
+    /// A star allreduce entry of two ranks that names its receiver must
+    /// say what that rank takes (protocol §8.2, §19.3).
+    fn check_due(&self) -> Result<(), String> {
+        let (Some(rank), 4, 0 | 1) = (self.rank, self.op, self.phase) else {
+            return Ok(());
+        };
+        let due = sperli_wire::pair::allreduce_star_due(rank, self.size, self.features) as u8;
+        if due != self.phase {
+            return Err(format!(
+                "due: rank {rank} takes phase {due}, not {}",
+                self.phase
+            ));
+        }
+        Ok(())
     }
 
     /// Check 2 of protocol §14.4: the other shape's opening frame of the
@@ -217,6 +242,7 @@ impl Call {
 /// then `at` (the index of the failing frame) or `taken` and `complete`.
 pub fn derive_stream(e: Entry) -> Result<Entry, String> {
     let call = Call::parse(&e)?;
+    call.check_due()?;
     let frames: Vec<Vec<u8>> = e
         .get("frames")
         .unwrap_or("")
@@ -249,7 +275,7 @@ pub fn frame_payload(payload: &[u8], features: u64) -> Result<String, DecodeErro
 
 // ---- the entries ------------------------------------------------------------
 
-fn header(op: Operation, phase: Phase, root: u32) -> CollectiveHeader {
+pub(super) fn header(op: Operation, phase: Phase, root: u32) -> CollectiveHeader {
     let (element_type, reduction) = if op.reduces() { (6, 1) } else { (0, 0) };
     CollectiveHeader {
         operation: op,
@@ -268,7 +294,7 @@ fn open(h: CollectiveHeader, total: u64, fanout: u32) -> Vec<u8> {
 }
 
 /// Chunk data: bytes 0x10, 0x11, ... from `offset` on (distinct per byte).
-fn chunk(h: CollectiveHeader, offset: u64, total: u64, len: usize) -> Vec<u8> {
+pub(super) fn chunk(h: CollectiveHeader, offset: u64, total: u64, len: usize) -> Vec<u8> {
     let data: Vec<u8> = (0..len)
         .map(|i| (0x10u64.wrapping_add(offset).wrapping_add(i as u64)) as u8)
         .collect();
@@ -283,7 +309,7 @@ fn with_byte(mut p: Vec<u8>, at: usize, value: u8) -> Vec<u8> {
     p
 }
 
-fn star(h: CollectiveHeader, len: usize) -> Vec<u8> {
+pub(super) fn star(h: CollectiveHeader, len: usize) -> Vec<u8> {
     let mut p = h.to_bytes().to_vec();
     p.extend(std::iter::repeat_n(0x42, len));
     p
@@ -537,16 +563,17 @@ fn stream(
                 op.code()
             ),
         )
-        .with("due", format!("phase={} root={root}", phase as u8))
-        .with(
-            "frames",
-            frames
-                .iter()
-                .map(|f| hex::encode(f))
-                .collect::<Vec<_>>()
-                .join(" "),
-        );
-    let e = derive(e).unwrap_or_else(|why| panic!("{name}: {why}"));
+        .with("due", format!("phase={} root={root}", phase as u8));
+    judged(e, frames, verdict)
+}
+
+/// A `collective-stream` entry's `frames` line added and the rest derived;
+/// the verdict must be `verdict`.
+pub(super) fn judged(e: Entry, frames: &[Vec<u8>], verdict: &str) -> Entry {
+    let name = e.name().to_string();
+    let frames: Vec<String> = frames.iter().map(|f| hex::encode(f)).collect();
+    let e =
+        derive(e.with("frames", frames.join(" "))).unwrap_or_else(|why| panic!("{name}: {why}"));
     assert_eq!(e.get("verdict"), Some(verdict), "{name}");
     e
 }

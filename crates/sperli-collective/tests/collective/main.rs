@@ -37,6 +37,7 @@ mod intercomm;
 mod intercomm_collectives;
 mod p2p_communicators;
 mod p2p_semantics;
+mod pair;
 mod pipelined_fake;
 mod pipelined_tls;
 mod scan;

@@ -115,5 +115,6 @@ pub fn all() -> Vec<Entry> {
     v.extend(super::p2p::entries());
     v.extend(super::element_types::entries());
     v.extend(super::membership::entries());
+    v.extend(super::pair::entries());
     v
 }
