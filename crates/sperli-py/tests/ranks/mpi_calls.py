@@ -92,6 +92,17 @@ except BufferError:
 comm.Send(memoryview(bytearray(b"fast")), nxt, 22)
 comm.Recv(cell := bytearray(4), prv, 22)
 check(cell == b"fast" and not ro.any(), "a memoryview; the read-only buffer took nothing")
+# numpy integers as ranks, tags and roots, as mpi4py's int parameters take them
+comm.Send(a, np.int64(nxt), np.int32(23))
+comm.Recv(b, np.int64(prv), np.int32(23), st)
+check((b == a - r + prv).all() and st.Get_tag() == 23, "numpy integer rank and tag")
+got = comm.bcast(("root", r), root=np.int64(0))
+check(got == ("root", 0), "a numpy integer root")
+try:
+    comm.Send(a, 0.5, 23)
+    check(False, "a float rank")
+except MPI.Exception as e:
+    check(e.Get_error_class() == MPI.ERR_RANK, e)
 
 # ---- PROC_NULL, requests -------------------------------------------------
 

@@ -8,7 +8,7 @@ from .. import _sperli as _s
 from .alltoallw import alltoallw as _alltoallw
 from .constants import IN_PLACE, _TAG_MAX
 from .errors import ERR_ARG, ERR_COUNT, ERR_OP, ERR_ROOT, Exception
-from .msgspec import _copy_of, _crecv, _csend, _first, _msg, _pair, _rmsg, _rvmsg, _view, _vmsg
+from .msgspec import _copy_of, _crecv, _csend, _first, _int_arg, _msg, _pair, _rmsg, _rvmsg, _view, _vmsg
 from . import ops as _ops
 from .ops import Op, _spec_datatype, _user
 from .requests import Request, _done
@@ -32,6 +32,7 @@ class _Collectives:
         self._c.Bcast(_msg(buf), self._root(root))
 
     def _root(self, root):
+        root = _int_arg(root)
         if not isinstance(root, int) or not 0 <= root < self.Get_size():
             raise Exception(ERR_ROOT, f"root {root} is not a rank")
         return root

@@ -11,7 +11,7 @@ from .comm import Comm, Intracomm, _Handle
 from .constants import PROC_NULL, ROOT, UNDEFINED
 from .errors import ERR_ARG, ERR_COMM, ERR_COUNT, ERR_ROOT, Exception
 from .groups import Group
-from .msgspec import _msg, _rmsg, _rvmsg, _view, _vmsg
+from .msgspec import _int_arg, _msg, _rmsg, _rvmsg, _view, _vmsg
 from .requests import _done
 
 
@@ -142,6 +142,7 @@ class Intercomm(Comm):
     # collectives across the groups
 
     def _iroot(self, root):
+        root = _int_arg(root)
         if root == ROOT or root == PROC_NULL:
             return root
         if not isinstance(root, int) or not 0 <= root < self.Get_remote_size():

@@ -37,6 +37,19 @@ def _index(x, what):
         raise TypeError(f"message: {what} must be an integer, not {type(x).__name__}") from None
 
 
+def _int_arg(x):
+    """A rank, root or tag as mpi4py's `int` parameters take it: an int,
+    or an integer of another type (a numpy integer, anything with
+    `__index__`) as its int; anything else unchanged, for the caller's
+    check to refuse."""
+    if type(x) is int:
+        return x
+    try:
+        return _operator.index(x)
+    except TypeError:
+        return x
+
+
 def _datatype(x):
     """The Datatype of a spec's type item: a Datatype or a type character
     (KeyError for an unknown one, as mpi4py's typecode lookup)."""

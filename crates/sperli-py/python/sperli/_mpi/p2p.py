@@ -4,7 +4,7 @@ from .. import _sperli as _s
 from . import state as _state
 from .constants import ANY_SOURCE, ANY_TAG, PROC_NULL, _TAG_MAX
 from .errors import ERR_RANK, ERR_TAG, ERR_UNSUPPORTED_OPERATION, Exception
-from .msgspec import _copy_of, _msg, _plain, _rmsg
+from .msgspec import _copy_of, _int_arg, _msg, _plain, _rmsg
 from .requests import Request, _done, _persistent
 from .status import _buf_unused, _fill, _proc_null
 
@@ -15,6 +15,7 @@ class _PointToPoint:
     # point-to-point
 
     def _rank_arg(self, r, what="rank"):
+        r = _int_arg(r)
         n = self._peer_size()
         if r == PROC_NULL:
             self._check_revoked()  # the call completes here (protocol §18.8.1)
@@ -24,6 +25,7 @@ class _PointToPoint:
         return r
 
     def _source_arg(self, source):
+        source = _int_arg(source)
         if source == ANY_SOURCE:
             if self._peer_size() == 1:
                 return 0
@@ -36,6 +38,7 @@ class _PointToPoint:
         return self._rank_arg(source, "source")
 
     def _tag_arg(self, tag, recv=False):
+        tag = _int_arg(tag)
         if recv and tag == ANY_TAG:
             return tag
         if not isinstance(tag, int) or not 0 <= tag <= _TAG_MAX:
