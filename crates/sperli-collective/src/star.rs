@@ -173,23 +173,18 @@ impl<L: Peers> Comm<L> {
             // Protocol §19.3: both ranks fold combine(c_0, c_1), rank 1 in
             // place into rank 0's payload, rank 0 into a copy of its own.
             return self.allreduce_pair(&call, data, |c, theirs| {
-                let (mut acc, own) = if c.rank == 1 {
-                    (theirs, None)
+                let folded = if c.rank == 1 {
+                    let mut acc = theirs;
+                    c.with_bytes(data, 0..len, |o| combine_into(&mut acc[H..], o, t, red))
+                        .map(|()| acc)
                 } else {
-                    (
-                        c.payload(&call, Phase::FromRoot, data, 0..len),
-                        Some(theirs),
-                    )
+                    let mut acc = c.payload(&call, Phase::FromRoot, data, 0..len);
+                    let r = combine_into(&mut acc[H..], &theirs[H..], t, red);
+                    c.recycle(theirs);
+                    r.map(|()| acc)
                 };
-                let folded = match &own {
-                    Some(p) => combine_into(&mut acc[H..], &p[H..], t, red),
-                    None => c.with_bytes(data, 0..len, |o| combine_into(&mut acc[H..], o, t, red)),
-                };
-                if let Some(p) = own {
-                    c.recycle(p);
-                }
                 match folded {
-                    Ok(()) => Ok(Some(acc)),
+                    Ok(acc) => Ok(Some(acc)),
                     Err(e) => c.fail_job(AbortReason::CollectiveMismatch, e.into()),
                 }
             });

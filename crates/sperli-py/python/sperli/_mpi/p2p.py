@@ -86,13 +86,9 @@ class _PointToPoint:
                 and (0 <= tag <= _TAG_MAX or tag == ANY_TAG) and 0 <= source < self._peer_size():
             b = _plain(buf, True)
             if b is not None:
-                wire_tag = tag if tag == ANY_TAG else tag + h.base
-                if status is None:
-                    h.c.Recv(b, source, wire_tag, None)
-                else:
-                    st = _s.Status()
-                    h.c.Recv(b, source, wire_tag, st)
-                    _fill(status, st, h.base)
+                st = None if status is None else _s.Status()
+                h.c.Recv(b, source, tag if tag == ANY_TAG else tag + h.base, st)
+                _fill(status, st, h.base)
                 return
         b = _rmsg(buf)
         self._receive(lambda *a: self._c.Recv(b, *a), source, tag, status, None)
