@@ -329,6 +329,21 @@ pub struct PrivatePemDir {
     path: PathBuf,
 }
 
+/// The memory file systems where [`PrivatePemDir::create`] tries to make
+/// its directory first, so the rank key never reaches a disk and set-up
+/// waits on no disk: `$XDG_RUNTIME_DIR` (the user's own runtime directory,
+/// mode 0700, a tmpfs on systemd machines), then `/dev/shm` (the
+/// shared-memory tmpfs of Linux), each when it is an absolute path to a
+/// directory.
+pub fn memory_parents() -> Vec<PathBuf> {
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    runtime
+        .into_iter()
+        .chain([PathBuf::from("/dev/shm")])
+        .filter(|p| p.is_absolute() && p.is_dir())
+        .collect()
+}
+
 /// File name of the job CA certificate in a [`PrivatePemDir`].
 pub const CA_FILE: &str = "ca.pem";
 /// File name of the rank certificate in a [`PrivatePemDir`].
@@ -337,9 +352,15 @@ pub const CERT_FILE: &str = "rank.pem";
 pub const KEY_FILE: &str = "rank-key.pem";
 
 impl PrivatePemDir {
-    /// Writes `identity` into a new directory under the system temp dir
-    /// (protocol §4.1).
+    /// Writes `identity` into a new directory (protocol §4.1) under the
+    /// first of [`memory_parents`] that takes it, else under the system
+    /// temp dir (`$TMPDIR` or `/tmp`).
     pub fn create(identity: &RankIdentity) -> Result<Self, ConfigError> {
+        for parent in memory_parents() {
+            if let Ok(dir) = Self::create_in(&parent, identity) {
+                return Ok(dir);
+            }
+        }
         Self::create_in(&std::env::temp_dir(), identity)
     }
 
@@ -377,8 +398,11 @@ impl PrivatePemDir {
             .mode(0o600)
             .open(self.path.join(name))
             .map_err(io_err)?;
-        f.write_all(bytes).map_err(io_err)?;
-        f.sync_all().map_err(io_err)
+        // No fsync: the files live for the milliseconds the configurations
+        // take to load, and a sync would put the key on a disk the kernel
+        // otherwise most likely never writes it to (the unlink drops the
+        // unwritten pages); on a memory file system it is moot.
+        f.write_all(bytes).map_err(io_err)
     }
 
     /// The directory.
@@ -410,7 +434,8 @@ impl PrivatePemDir {
 
 impl Drop for PrivatePemDir {
     fn drop(&mut self) {
-        // Best effort: overwrite the key before unlinking it.
+        // Best effort: overwrite the key before unlinking it, synced for a
+        // disk-backed temp dir whose pages the kernel may have written.
         let key = self.path.join(KEY_FILE);
         if let Ok(meta) = fs::metadata(&key) {
             if let Ok(mut f) = OpenOptions::new().write(true).open(&key) {
@@ -451,6 +476,10 @@ mod tests {
         );
         dir.server_config().unwrap();
         dir.client_config().unwrap();
+        // On a memory file system where the machine has one.
+        if let Some(first) = memory_parents().first() {
+            assert!(path.starts_with(first), "{path:?} not under {first:?}");
+        }
         drop(dir);
         assert!(!path.exists());
     }
