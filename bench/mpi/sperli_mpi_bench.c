@@ -83,13 +83,14 @@ static void pingpong(int me) {
     free(buf);
 }
 
-/* As rank.rs: coll_count. */
+/* As rank.rs: coll_count (SPERLI_BENCH_COUNT=N sets it, for profiling). */
 static long coll_count(long size) {
-    if (size == 0) return iters(500, 50);
-    if (size <= 8) return iters(300, 40);
-    if (size <= 64 * 1024) return iters(40, 6);
-    if (size <= MIB) return iters(10, 3);
-    return iters(3, 1);
+    const char *env = getenv("SPERLI_BENCH_COUNT");
+    if (env && atol(env) > 0) return atol(env);
+    if (size <= 8) return iters(1000, 40);
+    if (size <= 64 * 1024) return iters(100, 6);
+    if (size <= MIB) return iters(100, 3);
+    return iters(10, 1);
 }
 
 enum op { BARRIER, BCAST, REDUCE, ALLREDUCE, GATHER, SCATTER };
@@ -144,10 +145,9 @@ static void coll(int me, int size) {
  * allreduce (f64 sum) and bcast (root 0) of 8 B .. 64 MiB per
  * rank, one MPI call each, the same counts; `RESULT mpi_allreduce|mpi_bcast`. */
 static long pipe_count(long size) {
-    if (size <= 1024) return iters(300, 40);
-    if (size <= 64 * 1024) return iters(60, 10);
-    if (size <= MIB) return iters(20, 4);
-    if (size <= 16 * MIB) return iters(5, 2);
+    if (size <= 1024) return iters(1000, 40);
+    if (size <= MIB) return iters(100, 4);
+    if (size <= 16 * MIB) return iters(10, 2);
     return iters(3, 1);
 }
 

@@ -34,13 +34,14 @@ pub const PIPE_SIZES: [usize; 9] = [
     64 * MIB,
 ];
 
-/// Calls per timed run for `size` bytes per rank.
+/// Calls per timed run for `size` bytes per rank, after a warm-up of a
+/// tenth of them: as the collectives rows (`rank::coll_count`), and 3
+/// above 16 MiB.
 fn count(size: usize, quick: bool) -> usize {
     match size {
-        s if s <= 1024 => iters(quick, 300, 40),
-        s if s <= 64 * 1024 => iters(quick, 60, 10),
-        s if s <= MIB => iters(quick, 20, 4),
-        s if s <= 16 * MIB => iters(quick, 5, 2),
+        s if s <= 1024 => iters(quick, 1000, 40),
+        s if s <= MIB => iters(quick, 100, 4),
+        s if s <= 16 * MIB => iters(quick, 10, 2),
         _ => iters(quick, 3, 1),
     }
 }

@@ -167,8 +167,12 @@ fn op_wanted(op: &str) -> bool {
     std::env::var("SPERLI_BENCH_OPS").map_or(true, |v| v.split(',').any(|o| o.trim() == op))
 }
 
-/// Calls per timed run of a collective with `size` bytes per rank
-/// (`SPERLI_BENCH_COUNT=N` sets it, for profiling; the xtask never does).
+/// Calls per timed run of a collective with `size` bytes per rank, after a
+/// warm-up of a tenth of them: 1000 up to 8 bytes, 100 up to 1 MiB, 10
+/// above (OSU's micro-benchmarks time 1000 small and 100 large calls; fewer
+/// calls at 1 MiB measured mostly the first, cold ones, and a row of 10
+/// calls swung by 30 % from run to run). `SPERLI_BENCH_COUNT=N` sets it, for
+/// profiling; the xtask never does.
 fn coll_count(size: usize, quick: bool) -> usize {
     if let Some(n) = std::env::var("SPERLI_BENCH_COUNT")
         .ok()
@@ -177,11 +181,10 @@ fn coll_count(size: usize, quick: bool) -> usize {
         return n;
     }
     match size {
-        0 => iters(quick, 500, 50),
-        s if s <= 8 => iters(quick, 300, 40),
-        s if s <= 64 * 1024 => iters(quick, 40, 6),
-        s if s <= MIB => iters(quick, 10, 3),
-        _ => iters(quick, 3, 1),
+        s if s <= 8 => iters(quick, 1000, 40),
+        s if s <= 64 * 1024 => iters(quick, 100, 6),
+        s if s <= MIB => iters(quick, 100, 3),
+        _ => iters(quick, 10, 1),
     }
 }
 

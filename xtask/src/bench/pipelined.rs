@@ -244,7 +244,8 @@ pub(super) fn section(s: &Samples, opts: &Options) -> String {
          OpenMPI: `sperli_mpi_bench pipe`, one `MPI_Allreduce` / `MPI_Bcast` per row. \
          The three jobs of a job size run back to back in every run, in an order that \
          rotates from run to run. Time per call: the slowest rank's mean over the timed \
-         calls.\n"
+         calls (1000 up to 1 KiB, 100 up to 1 MiB, 10 up to 16 MiB, 3 above, after a \
+         warm-up of a tenth of them; the same on every side).\n"
     );
     o.push_str(&goals(s));
     o.push('\n');

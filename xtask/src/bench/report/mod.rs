@@ -286,7 +286,10 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
         "f64 elements, sum, root 0; size = bytes per rank (gather: each rank's block; \
          scatter: each rank's block of the root's array). Time per call: the slowest \
          rank's mean over the timed calls, which run back to back (calls that do not \
-         synchronise, such as bcast and gather of 8 B, may overlap). Each side makes \
+         synchronise, such as bcast and gather of 8 B, may overlap): 1000 calls for \
+         the barrier and 8 B, 100 for 64 KiB and 1 MiB, 10 for 16 MiB (as OSU's \
+         micro-benchmarks time 1000 small and 100 large calls), after a warm-up of a \
+         tenth of them, the same on both sides. Each side makes \
          one call per row with the `_into` variants, except SPERLI's gather and \
          scatter of 16 MiB blocks: two calls (16777200 bytes + 16 bytes, the v1 \
          split). The job negotiates HELLO feature bit 1, so \
