@@ -89,8 +89,8 @@ static long coll_count(long size) {
     if (env && atol(env) > 0) return atol(env);
     if (size <= 8) return iters(1000, 40);
     if (size <= 64 * 1024) return iters(100, 6);
-    if (size <= MIB) return iters(100, 3);
-    return iters(10, 1);
+    if (size <= MIB) return iters(50, 3);
+    return iters(3, 1);
 }
 
 enum op { BARRIER, BCAST, REDUCE, ALLREDUCE, GATHER, SCATTER };
@@ -146,8 +146,9 @@ static void coll(int me, int size) {
  * rank, one MPI call each, the same counts; `RESULT mpi_allreduce|mpi_bcast`. */
 static long pipe_count(long size) {
     if (size <= 1024) return iters(1000, 40);
-    if (size <= MIB) return iters(100, 4);
-    if (size <= 16 * MIB) return iters(10, 2);
+    if (size <= 64 * 1024) return iters(100, 10);
+    if (size <= MIB) return iters(50, 4);
+    if (size <= 16 * MIB) return iters(5, 2);
     return iters(3, 1);
 }
 

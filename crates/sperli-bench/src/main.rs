@@ -25,6 +25,7 @@
 //! Each invocation is ONE run: the xtask starts several and takes the median.
 
 mod ckpt;
+mod cpu_time;
 mod latency;
 mod limits;
 mod overlap;

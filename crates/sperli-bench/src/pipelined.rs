@@ -35,13 +35,14 @@ pub const PIPE_SIZES: [usize; 9] = [
 ];
 
 /// Calls per timed run for `size` bytes per rank, after a warm-up of a
-/// tenth of them: as the collectives rows (`rank::coll_count`), and 3
-/// above 16 MiB.
+/// tenth of them: as the collectives rows (`rank::coll_count`), 5 from
+/// 4 MiB to 16 MiB and 3 above.
 fn count(size: usize, quick: bool) -> usize {
     match size {
         s if s <= 1024 => iters(quick, 1000, 40),
-        s if s <= MIB => iters(quick, 100, 4),
-        s if s <= 16 * MIB => iters(quick, 10, 2),
+        s if s <= 64 * 1024 => iters(quick, 100, 10),
+        s if s <= MIB => iters(quick, 50, 4),
+        s if s <= 16 * MIB => iters(quick, 5, 2),
         _ => iters(quick, 3, 1),
     }
 }

@@ -35,6 +35,73 @@ pub fn bound_bytes(op: &str, n: u32, s: u64) -> f64 {
     }
 }
 
+/// The bytes all links carry together in `op` of `s` bytes per rank at
+/// `n` ranks, whatever the algorithm: bcast, every other rank receives s;
+/// reduce, every other rank's s must leave it (each of its elements goes
+/// into the result, folded or not); allreduce, 2(n-1) s (n times the
+/// 2(n-1)/n s of [`bound_bytes`]); gather and scatter, the n-1 other
+/// blocks; a barrier, none.
+pub fn total_bytes(op: &str, n: u32, s: u64) -> f64 {
+    let (n, s) = (f64::from(n), s as f64);
+    match op {
+        "bcast" | "reduce" | "gather" | "scatter" => (n - 1.0) * s,
+        "allreduce" => 2.0 * (n - 1.0) * s,
+        _ => 0.0,
+    }
+}
+
+/// The CPU floor (µs) of `op` at `bytes` per rank and `n` ranks on a
+/// machine of `cores` CPUs: the [`total_bytes`] at the CPU time both ends
+/// of the SPERLI ping-pong stream spent per byte (`sperli_bw_cpu`, ns,
+/// every thread of both processes) at the size nearest to `bytes`, spread
+/// over every core. No algorithm moves those bytes in less while a byte
+/// through TLS costs what it costs the ping-pong: every rank runs on the
+/// same `cores`.
+pub fn cpu_floor_us(s: &Samples, op: &str, n: u32, bytes: u64, cores: f64) -> Option<f64> {
+    let grp = group("sperli", "pingpong", 2);
+    let (_, ns) = nearest(&BW_SIZES, bytes as f64, |z| {
+        Some(s.get(&grp, "sperli_bw_cpu", z)?.median)
+    })?;
+    Some(total_bytes(op, n, bytes) * ns / 1e3 / cores)
+}
+
+/// Whether a CPU floor puts a row out of reach of its goal: the floor is
+/// above both [`MPI_GOAL`] x OpenMPI and [`BOUND_GOAL`] x the link bound
+/// (`None` without a floor).
+pub fn beyond_goal(floor: Option<f64>, mpi: Option<Stat>, bound: Option<f64>) -> Option<bool> {
+    let floor = floor?;
+    let limit = [
+        mpi.map(|m| MPI_GOAL * m.median),
+        bound.map(|b| BOUND_GOAL * b),
+    ]
+    .into_iter()
+    .flatten()
+    .reduce(f64::max)?;
+    Some(floor > limit)
+}
+
+/// The CPUs of the machine a run measured (the `cores` the bench
+/// records; one when it is missing).
+pub fn cores(s: &Samples) -> f64 {
+    s.info
+        .get("cores")
+        .and_then(|c| c.parse::<f64>().ok())
+        .unwrap_or(1.0)
+}
+
+/// Whether a row that is not met is out of reach on the machine: its
+/// [`cpu_floor_us`] is [`beyond_goal`].
+pub fn out_of_reach(
+    s: &Samples,
+    (op, n, bytes): (&str, u32, u64),
+    goal: Option<bool>,
+    mpi: Option<Stat>,
+    bound: Option<f64>,
+) -> bool {
+    goal == Some(false)
+        && beyond_goal(cpu_floor_us(s, op, n, bytes, cores(s)), mpi, bound) == Some(true)
+}
+
 /// The measured size of `sizes` nearest to `bytes` on a log scale, with
 /// its figure.
 pub fn nearest(sizes: &[u64], bytes: f64, get: impl Fn(u64) -> Option<f64>) -> Option<(u64, f64)> {
@@ -148,6 +215,34 @@ mod tests {
         // 64 KiB gather at 2 ranks: 64 KiB at 1 GB/s is 65.5 µs > 40.
         let b = loopback_us(&s, "gather", 2, 64 * 1024).unwrap();
         assert!((b - 65.536).abs() < 1e-6, "{b}");
+    }
+
+    #[test]
+    fn the_cpu_floor_spreads_every_link_byte_over_the_cores() {
+        let mut s = Samples::default();
+        let g = group("sperli", "pingpong", 2);
+        s.add(&g, "sperli_bw_cpu", 1 << 20, 0.5); // ns per byte
+        s.add(&g, "sperli_bw_cpu", 16 << 20, 0.25);
+        assert_eq!(total_bytes("bcast", 4, 100), 300.0);
+        assert_eq!(total_bytes("reduce", 2, 100), 100.0);
+        assert_eq!(total_bytes("allreduce", 4, 100), 600.0);
+        assert_eq!(total_bytes("gather", 8, 100), 700.0);
+        assert_eq!(total_bytes("barrier", 8, 0), 0.0);
+        // 1 MiB bcast at 4 ranks on 2 cores: 3 MiB at 0.5 ns/B over 2.
+        let f = cpu_floor_us(&s, "bcast", 4, 1 << 20, 2.0).unwrap();
+        assert!((f - 786.432).abs() < 1e-6, "{f}");
+        // 16 MiB allreduce at 4 ranks: 6 x 16 MiB at 0.25 ns/B over 2.
+        let f = cpu_floor_us(&s, "allreduce", 4, 16 << 20, 2.0).unwrap();
+        assert!((f - 12582.912).abs() < 1e-6, "{f}");
+        // Beyond the goal only past both limits.
+        assert_eq!(beyond_goal(Some(900.0), st(400.0), Some(500.0)), Some(true));
+        assert_eq!(
+            beyond_goal(Some(700.0), st(400.0), Some(500.0)),
+            Some(false)
+        );
+        assert_eq!(beyond_goal(Some(700.0), None, Some(500.0)), Some(true));
+        assert_eq!(beyond_goal(None, st(400.0), Some(500.0)), None);
+        assert_eq!(beyond_goal(Some(1.0), None, None), None);
     }
 
     #[test]

@@ -518,6 +518,8 @@ pub fn run(args: &[String]) -> i32 {
         Ok(mut s) => {
             s.info.insert("load_before".into(), load_before);
             s.info.insert("load_after".into(), loadavg());
+            let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+            s.info.insert("cores".into(), cores.to_string());
             s
         }
         Err(e) => {

@@ -244,12 +244,14 @@ pub(super) fn section(s: &Samples, opts: &Options) -> String {
          OpenMPI: `sperli_mpi_bench pipe`, one `MPI_Allreduce` / `MPI_Bcast` per row. \
          The three jobs of a job size run back to back in every run, in an order that \
          rotates from run to run. Time per call: the slowest rank's mean over the timed \
-         calls (1000 up to 1 KiB, 100 up to 1 MiB, 10 up to 16 MiB, 3 above, after a \
-         warm-up of a tenth of them; the same on every side).\n"
+         calls (1000 up to 1 KiB, 100 at 64 KiB, 50 at 256 KiB and 1 MiB, 5 from 4 to \
+         16 MiB, 3 above, after a warm-up of a tenth of them, at least one; the same \
+         on every side).\n"
     );
     o.push_str(&goals(s));
     o.push('\n');
     let mut missed = Vec::new();
+    let mut out_of_reach = Vec::new();
     for n in PIPE_RANKS {
         let _ = writeln!(o, "### {n} ranks\n");
         let _ = writeln!(
@@ -262,12 +264,16 @@ pub(super) fn section(s: &Samples, opts: &Options) -> String {
                 let [p, st, m] = row(s, n, op, bytes);
                 let bound = link_bound::loopback_us(s, op, n, bytes);
                 let goal = link_bound::loopback_goal(p, m, bound);
+                let beyond = link_bound::out_of_reach(s, (op, n, bytes), goal, m, bound);
                 if goal == Some(false) {
                     missed.push(format!("{op} {} at {n} ranks", size_name(bytes)));
                 }
+                if beyond {
+                    out_of_reach.push(format!("{op} {} at {n} ranks", size_name(bytes)));
+                }
                 let _ = writeln!(
                     o,
-                    "| {op} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {op} | {} | {} | {} | {} | {} | {} | {} | {} | {}{} |",
                     size_name(bytes),
                     time(p),
                     time(st),
@@ -276,7 +282,8 @@ pub(super) fn section(s: &Samples, opts: &Options) -> String {
                     ratio_cell(ratio(p, m)),
                     link_bound::bound_cell(bound),
                     ratio_cell(p.zip(bound).map(|(p, b)| p.median / b)),
-                    link_bound::goal_cell(goal)
+                    link_bound::goal_cell(goal),
+                    if beyond { " (floor)" } else { "" }
                 );
             }
         }
@@ -286,6 +293,12 @@ pub(super) fn section(s: &Samples, opts: &Options) -> String {
         o,
         "Rows not met (goal and link bound as in \"Collectives\"): {}.\n",
         link_bound::missed_list(&missed)
+    );
+    let _ = writeln!(
+        o,
+        "Of these, out of reach on this machine by their CPU floor (as in \
+         \"Collectives\"; \"(floor)\"): {}.\n",
+        link_bound::missed_list(&out_of_reach)
     );
     let _ = writeln!(
         o,

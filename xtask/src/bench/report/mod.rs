@@ -31,7 +31,12 @@ pub const LINK_BOUND_TEXT: &str = "Link bound: the bytes the busiest rank must s
      SPERLI ping-pong stream rate of the same run at the nearest size, and at least \
      the one-way latency of one message of the row's size (a barrier: 8 B). Goal: a \
      row is met at most 2.0 x OpenMPI (TCP), or at most 1.25 x its link bound where \
-     the TLS link itself is what is slower.";
+     the TLS link itself is what is slower. CPU floor: the bytes all links carry \
+     together whatever the algorithm (bcast, reduce, gather and scatter: (n-1) s; \
+     allreduce: 2(n-1) s) at the CPU time both processes of the ping-pong stream \
+     spent per byte (every thread, at the nearest size), over the machine's cores: \
+     every rank shares them, so no algorithm is faster while a byte through TLS \
+     costs what it costs there.";
 
 /// `8 B`, `64 KiB`, `16 MiB`.
 pub fn size_name(b: u64) -> String {
@@ -277,6 +282,24 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
             );
         }
     }
+    let cpu: Vec<String> = BW_SIZES
+        .iter()
+        .filter_map(|&z| {
+            Some(format!(
+                "{} {}",
+                size_name(z),
+                cell(Some(pp("sperli", "sperli_bw_cpu", z)?))
+            ))
+        })
+        .collect();
+    if !cpu.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nCPU time of SPERLI's stream per byte moved, both rank processes with every \
+             thread (ns/byte, the input of the collectives' CPU floor): {}.",
+            cpu.join(", ")
+        );
+    }
     o.push('\n');
 
     // Collectives.
@@ -287,9 +310,9 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
          scatter: each rank's block of the root's array). Time per call: the slowest \
          rank's mean over the timed calls, which run back to back (calls that do not \
          synchronise, such as bcast and gather of 8 B, may overlap): 1000 calls for \
-         the barrier and 8 B, 100 for 64 KiB and 1 MiB, 10 for 16 MiB (as OSU's \
+         the barrier and 8 B, 100 for 64 KiB, 50 for 1 MiB, 3 for 16 MiB (OSU's \
          micro-benchmarks time 1000 small and 100 large calls), after a warm-up of a \
-         tenth of them, the same on both sides. Each side makes \
+         tenth of them (at least one), the same on both sides. Each side makes \
          one call per row with the `_into` variants, except SPERLI's gather and \
          scatter of 16 MiB blocks: two calls (16777200 bytes + 16 bytes, the v1 \
          split). The job negotiates HELLO feature bit 1, so \
@@ -301,13 +324,15 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
     );
     let mut worst: Option<(f64, String)> = None;
     let mut missed = Vec::new();
+    let mut out_of_reach = Vec::new();
+    let cores = link_bound::cores(s);
     for n in COLL_RANKS {
         let _ = writeln!(o, "### {n} ranks\n");
         let _ = writeln!(
             o,
-            "| operation | size per rank | SPERLI | OpenMPI (TCP) | SPERLI / OpenMPI | link bound | SPERLI / bound | goal |"
+            "| operation | size per rank | SPERLI | OpenMPI (TCP) | SPERLI / OpenMPI | link bound | SPERLI / bound | CPU floor | goal |"
         );
-        let _ = writeln!(o, "|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|");
         let mut rows: Vec<(&str, u64)> = vec![("barrier", 0)];
         for size in COLL_SIZES {
             rows.extend(OPS.iter().map(|op| (*op, size)));
@@ -328,12 +353,17 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
             }
             let bound = link_bound::loopback_us(s, op, n, size);
             let goal = link_bound::loopback_goal(a, m, bound);
+            let floor = link_bound::cpu_floor_us(s, op, n, size, cores);
+            let beyond = link_bound::out_of_reach(s, (op, n, size), goal, m, bound);
             if goal == Some(false) {
                 missed.push(format!("{op} {} at {n} ranks", size_name(size)));
             }
+            if beyond {
+                out_of_reach.push(format!("{op} {} at {n} ranks", size_name(size)));
+            }
             let _ = writeln!(
                 o,
-                "| {op} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {op} | {} | {} | {} | {} | {} | {} | {} | {}{} |",
                 if size == 0 {
                     "-".into()
                 } else {
@@ -344,12 +374,24 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
                 ratio_cell(r),
                 link_bound::bound_cell(bound),
                 ratio_cell(a.zip(bound).map(|(a, b)| a.median / b)),
-                link_bound::goal_cell(goal)
+                if size == 0 {
+                    "-".into()
+                } else {
+                    link_bound::bound_cell(floor)
+                },
+                link_bound::goal_cell(goal),
+                if beyond { " (floor)" } else { "" }
             );
         }
         o.push('\n');
     }
     let _ = writeln!(o, "Rows not met: {}.\n", link_bound::missed_list(&missed));
+    let _ = writeln!(
+        o,
+        "Of these, out of reach on this machine, their CPU floor above both \
+         2.0 x OpenMPI and 1.25 x the link bound (\"(floor)\"): {}.\n",
+        link_bound::missed_list(&out_of_reach)
+    );
     if let Some((r, what)) = worst {
         let _ = writeln!(o, "Largest gap to OpenMPI in this run: {what}, {r:.1} x.\n");
     }
@@ -463,13 +505,21 @@ mod tests {
         for size in LAT_SIZES {
             s.add(&pp, "sperli_lat", size, 10.0);
         }
+        for size in BW_SIZES {
+            s.add(&pp, "sperli_bw_cpu", size, 2.0); // ns per byte
+        }
+        s.info.insert("cores".into(), "2".into());
         // reduce 1 MiB at 2 ranks: bound 1048.6 µs; 3000 µs is 2.86 x the
-        // bound and 3 x OpenMPI: not met. gather 1 MiB: 1100 µs, met by
-        // the bound although 11 x OpenMPI.
+        // bound and 3 x OpenMPI: not met; its CPU floor (1 MiB at 2 ns/B
+        // over 2 cores) is 1049 µs, below the goal. gather 1 MiB: 1100 µs,
+        // met by the bound although 11 x OpenMPI. bcast 1 MiB at 4 ranks:
+        // floor 3146 µs, above both 2 x 1000 µs and 1.25 x 1049 µs.
         s.add(&group("sperli", "coll", 2), "reduce", MIB, 3000.0);
         s.add(&group("mpi", "coll", 2), "reduce", MIB, 1000.0);
         s.add(&group("sperli", "coll", 2), "gather", MIB, 1100.0);
         s.add(&group("mpi", "coll", 2), "gather", MIB, 100.0);
+        s.add(&group("sperli", "coll", 4), "bcast", MIB, 4000.0);
+        s.add(&group("mpi", "coll", 4), "bcast", MIB, 1000.0);
         let opts = Options {
             quick: true,
             runs: 1,
@@ -487,13 +537,25 @@ mod tests {
         };
         let reduce = line("| reduce | 1 MiB | 3000 µs");
         assert!(
-            reduce.ends_with("| 1049 µs | 2.86 | **not met** |"),
+            reduce.ends_with("| 1049 µs | 2.86 | 1049 µs | **not met** |"),
             "{reduce}"
         );
         let gather = line("| gather | 1 MiB | 1100 µs");
-        assert!(gather.ends_with("| 1049 µs | 1.05 | **met** |"), "{gather}");
         assert!(
-            doc.contains("Rows not met: 1 (reduce 1 MiB at 2 ranks)."),
+            gather.ends_with("| 1049 µs | 1.05 | 1049 µs | **met** |"),
+            "{gather}"
+        );
+        let bcast = line("| bcast | 1 MiB | 4000 µs");
+        assert!(
+            bcast.ends_with("| 1049 µs | 3.81 | 3146 µs | **not met** (floor) |"),
+            "{bcast}"
+        );
+        assert!(
+            doc.contains("Rows not met: 2 (reduce 1 MiB at 2 ranks, bcast 1 MiB at 4 ranks)."),
+            "{doc}"
+        );
+        assert!(
+            doc.contains("link bound (\"(floor)\"): 1 (bcast 1 MiB at 4 ranks)."),
             "{doc}"
         );
     }
