@@ -45,14 +45,13 @@ pub(crate) struct Registry {
     any_revoked: AtomicBool,
 }
 
-/// What this rank knows of revoked communicators (protocol §18.8.1).
+/// What this rank knows of revoked communicators (protocol §18.8.1; the
+/// notices of other members, early ones included, are the transport's:
+/// `is_communicator_revoked`).
 #[derive(Debug, Default)]
 struct Revoked {
-    /// The ids of the communicators it holds that are revoked for good.
+    /// The ids of the communicators this rank revoked itself, for good.
     ids: BTreeSet<u32>,
-    /// Notices for ids above its highest, not made yet: (id, sender's job
-    /// rank), applied when it makes that id.
-    early: BTreeSet<(u32, u32)>,
 }
 
 impl Registry {
@@ -71,25 +70,9 @@ impl Registry {
     }
 
     /// The split or dup that made `id` is through on this rank: `members`
-    /// (job ranks) is this rank's new communicator, if it has one. A
-    /// remembered revoke notice of `id` from one of its members revokes
-    /// it from its birth (protocol §18.8.1); notices of ids up to `id` are
-    /// then stale and dropped.
+    /// (job ranks) is this rank's new communicator, if it has one.
     fn made(&self, id: u32, members: Option<Arc<[u32]>>) {
-        let born_revoked = {
-            let mut rv = lock(&self.revoked);
-            let early: Vec<(u32, u32)> = rv.early.iter().copied().filter(|n| n.0 <= id).collect();
-            for n in &early {
-                rv.early.remove(n);
-            }
-            members
-                .as_ref()
-                .is_some_and(|m| early.iter().any(|&(i, s)| i == id && m.contains(&s)))
-        };
         lock(&self.known).made(id, members);
-        if born_revoked {
-            self.revoke(id);
-        }
     }
 
     /// Revokes communicator `id` of this rank for good; whether it was
@@ -103,32 +86,6 @@ impl Registry {
     /// Whether communicator `id` of this rank is revoked.
     pub(crate) fn is_revoked(&self, id: u32) -> bool {
         self.any_revoked.load(Ordering::SeqCst) && lock(&self.revoked).ids.contains(&id)
-    }
-
-    /// A RECOVER REVOKE COMMUNICATOR for `id` from job rank `sender`
-    /// (protocol §18.8.1): revokes this rank's communicator `id` if the
-    /// sender is a member of it (the job's, 0, has every rank); remembers
-    /// it if `id` is above this rank's highest (not made yet); ignores it
-    /// otherwise. Whether it revoked a communicator that was not revoked
-    /// (then this rank forwards the notice once).
-    pub(crate) fn notice(&self, id: u32, sender: u32) -> bool {
-        let member = {
-            let known = lock(&self.known);
-            match (id, known.comms.get(&id)) {
-                (0, _) => Some(true),
-                (_, Some(m)) => Some(m.contains(&sender)),
-                (_, None) if id > known.highest => None,
-                (_, None) => Some(false),
-            }
-        };
-        match member {
-            Some(true) => self.revoke(id),
-            Some(false) => false,
-            None => {
-                lock(&self.revoked).early.insert((id, sender));
-                false
-            }
-        }
     }
 
     /// Forgets communicator `id` (freed: its id is never made again).

@@ -6,7 +6,8 @@
 //!   (protocol §18.8.1): every later call on it fails with
 //!   [`RecoveryError::CommunicatorRevoked`] (H1613, the job goes on),
 //!   except agree, shrink, get_failed, ack_failed and dropping it;
-//!   [`Comm::revoke_notice`] takes another member's notice (RECOVER kind 3);
+//!   another member's notice (RECOVER kind 3) is taken by the transport
+//!   and revokes it here as well ([`Comm::is_revoked`]);
 //! - [`Comm::agree`] / [`Comm::iagree`]: the bitwise AND of the members'
 //!   flags, folded in ascending rank order ([`crate::agreement`]);
 //! - [`Comm::shrink`]: a communicator of the members that have not failed,
@@ -89,18 +90,6 @@ impl<L: Peers> Comm<L> {
     /// another member's notice (protocol §18.8.1).
     pub fn is_revoked(&self) -> bool {
         self.registry.is_revoked(self.group.id) || self.link.is_communicator_revoked(self.group.id)
-    }
-
-    /// Takes a RECOVER REVOKE COMMUNICATOR for communicator `comm` from job
-    /// rank `sender` (protocol §18.8.1) into this rank's communicators
-    /// (those made from the same job's communicator as this one): this
-    /// rank's communicator `comm` is revoked if `sender` is one of its
-    /// members; a `comm` above every id this rank has made is remembered
-    /// and revokes that communicator when this rank makes it; any other is
-    /// ignored. Returns whether a communicator was revoked by it that was
-    /// not revoked before: this rank then forwards the notice once.
-    pub fn revoke_notice(&self, comm: u32, sender: u32) -> bool {
-        self.registry.notice(comm, sender)
     }
 
     /// H1613 if this communicator is revoked (protocol §18.8.1); the start
@@ -334,41 +323,5 @@ mod tests {
             )
         });
         assert_eq!(got, vec![(true, false, Some(1613), 3); 3]);
-    }
-
-    #[test]
-    fn notices_revoke_members_remember_early_ids_and_ignore_others() {
-        let got = fake::run(3, |c| {
-            // A notice for an id not made yet, from a member: the
-            // communicator is born revoked. From a non-member: not.
-            let next = c.highest_id() + 1;
-            let fresh = c.revoke_notice(next, 2);
-            let d = c.dup().unwrap();
-            let born = d.is_revoked();
-            let e = c.split(Some(c.rank() % 2), 0).unwrap().unwrap();
-            let stranger = if c.rank() == 1 { 0 } else { 1 };
-            let by_stranger = c.revoke_notice(e.id(), stranger);
-            let e_ok = !e.is_revoked();
-            // A freed id (at or below the highest, not held): ignored.
-            let freed = d.id();
-            drop(d);
-            let ignored = !c.revoke_notice(freed, 0);
-            // The job's communicator: any rank may revoke it; once.
-            let first = c.revoke_notice(0, 1);
-            let again = c.revoke_notice(0, 1);
-            (
-                fresh,
-                born,
-                by_stranger,
-                e_ok,
-                ignored,
-                first,
-                again,
-                c.is_revoked(),
-            )
-        });
-        for g in got {
-            assert_eq!(g, (false, true, false, true, true, true, false, true));
-        }
     }
 }
