@@ -29,11 +29,7 @@ const ABOVE: i32 = 10;
 /// when it cannot be bound (the port is taken): the rank binds its own and
 /// says why it cannot.
 pub fn bind(host: &str, port: u16) -> Option<OwnedFd> {
-    let addr = if host == "localhost" {
-        "127.0.0.1"
-    } else {
-        host
-    };
+    let addr = sperli_tls::job_plan::listen_addr(host);
     let l = TcpListener::bind((addr, port)).ok()?;
     nix::sys::socket::listen(&l, nix::sys::socket::Backlog::new(BACKLOG).ok()?).ok()?;
     crate::os::dup_at_least(&l, ABOVE).ok()

@@ -328,14 +328,21 @@ pub fn free_port_held(host: &str) -> Result<(u16, TcpListener), PlanError> {
     Ok((port, l))
 }
 
-/// A listener on a random port of 20000-32767 of `host` (see
-/// [`free_port`]), tried up to 200 times.
-fn bind_free(host: &str) -> Result<TcpListener, PlanError> {
-    let addr = if host == "localhost" {
+/// The address a listener for a rank on `host` binds: `localhost` is
+/// 127.0.0.1 (not ::1 or whatever the resolver answers first), any other
+/// host itself.
+pub fn listen_addr(host: &str) -> &str {
+    if host == "localhost" {
         "127.0.0.1"
     } else {
         host
-    };
+    }
+}
+
+/// A listener on a random port of 20000-32767 of `host` (see
+/// [`free_port`]), tried up to 200 times.
+fn bind_free(host: &str) -> Result<TcpListener, PlanError> {
+    let addr = listen_addr(host);
     let span = u32::from(LISTEN_PORTS.end - LISTEN_PORTS.start);
     let mut last = std::io::ErrorKind::AddrInUse;
     for _ in 0..200 {
