@@ -135,17 +135,9 @@ impl<L: Peers> Comm<L> {
     /// `1..=max_chunk_elems::<T>()`), results concatenated; every rank must
     /// pass the same `chunk_elems`. Each chunk is an allreduce of its own
     /// (pipelined with feature bit 1 when it is large enough). For tests
-    /// of the v1 split; programs call [`Comm::allreduce`].
-    ///
-    /// ```
-    /// use sperli_collective::fake;
-    /// use sperli_wire::element::Reduction;
-    /// let got = fake::run(3, |c| {
-    ///     let r = c.allreduce_chunked(&[1i32, 2, 3, 4, 5], Reduction::Sum, 2).unwrap();
-    ///     (r, c.sequence())
-    /// });
-    /// assert_eq!(got, vec![(vec![3, 6, 9, 12, 15], 3); 3]);
-    /// ```
+    /// of the v1 split (feature `test-hooks`, which only this crate's own
+    /// tests turn on); programs call [`Comm::allreduce`].
+    #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
     pub fn allreduce_chunked<T: Element>(
         &self,
@@ -251,7 +243,8 @@ impl<L: Peers> Comm<L> {
 
     /// As [`Comm::reduce`] in calls of at most `chunk_elems` elements
     /// (same value on every rank), each a reduce of its own. For tests of
-    /// the v1 split; programs call [`Comm::reduce`].
+    /// the v1 split (feature `test-hooks`); programs call [`Comm::reduce`].
+    #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
     pub fn reduce_chunked<T: Element>(
         &self,
@@ -293,7 +286,7 @@ impl<L: Peers> Comm<L> {
         if self.bit1() {
             return self.bcast_grow(root, buf, true);
         }
-        self.bcast_chunked(root, buf, max_chunk_elems::<T>())
+        self.bcast_in_chunks(root, buf, max_chunk_elems::<T>())
     }
 
     /// bcast (protocol §8.2) of an array of any length into a buffer of
@@ -343,9 +336,22 @@ impl<L: Peers> Comm<L> {
     /// `chunk_elems` elements, whatever the features; only the root's
     /// `chunk_elems` counts (it is sent). With feature bit 1 each part is a
     /// bcast of its own (the root may pipeline the large ones). For tests
-    /// of the v1 split.
+    /// of the v1 split (feature `test-hooks`).
+    #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
     pub fn bcast_chunked<T: Element>(
+        &self,
+        root: u32,
+        buf: &mut Vec<T>,
+        chunk_elems: usize,
+    ) -> Result<(), Error> {
+        self.bcast_in_chunks(root, buf, chunk_elems)
+    }
+
+    /// [`Comm::bcast_counted`]'s v1 form with chunks of at most
+    /// `chunk_elems` elements; only the root's `chunk_elems` counts (it is
+    /// sent).
+    fn bcast_in_chunks<T: Element>(
         &self,
         root: u32,
         buf: &mut Vec<T>,
@@ -396,7 +402,7 @@ impl<L: Peers> Comm<L> {
         Ok(())
     }
 
-    /// One bcast of `bcast_chunked`: `None` at the root, elsewhere a buffer
+    /// One bcast of `bcast_in_chunks`: `None` at the root, elsewhere a buffer
     /// and where the data starts in it (checked to be `expect` bytes, or
     /// whole `width`-byte elements).
     fn bcast_part<D: crate::comm::Src + ?Sized>(
