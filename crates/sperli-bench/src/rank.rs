@@ -126,6 +126,10 @@ fn pingpong(comm: &Comm<Endpoint>, quick: bool) -> Result<(), Error> {
         }
     }
     buf.fill(3);
+    // Rank 1 receives into one vector for every size and pass, as the
+    // baselines read into one buffer (a fresh 64 MiB vector per pass was
+    // faulted in page by page within the timed passes).
+    let mut m = Vec::new();
     for size in BW_SIZES.into_iter().filter(|&s| wanted(s)) {
         let large = size > sperli_wire::limits::MAX_PAYLOAD as usize;
         let n = bw_count(size, quick);
@@ -157,9 +161,6 @@ fn pingpong(comm: &Comm<Endpoint>, quick: bool) -> Result<(), Error> {
                     .map(u64::from_le_bytes)
                     .filter(|&ns| ns != u64::MAX);
             } else {
-                // Into one reused vector, as the baselines read into one
-                // buffer (a fresh 64 MiB vector is faulted in page by page).
-                let mut m = Vec::new();
                 for _ in 0..count {
                     if large {
                         ep.recv_large_into(peer, 2, &mut m)?;
