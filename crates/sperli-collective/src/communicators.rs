@@ -38,20 +38,13 @@ pub(crate) struct Registry {
     known: Mutex<Known>,
     /// One split or dup at a time on this rank (protocol §15.3).
     one_at_a_time: Mutex<()>,
-    /// The revoked communicators of this rank (protocol §18.8.1).
-    revoked: Mutex<Revoked>,
+    /// The ids of the communicators this rank revoked itself, for good
+    /// (protocol §18.8.1; the notices of other members, early ones
+    /// included, are the transport's: `is_communicator_revoked`).
+    revoked: Mutex<BTreeSet<u32>>,
     /// Whether `revoked` holds an id (the calls' check reads only this
     /// until a communicator is revoked).
     any_revoked: AtomicBool,
-}
-
-/// What this rank knows of revoked communicators (protocol §18.8.1; the
-/// notices of other members, early ones included, are the transport's:
-/// `is_communicator_revoked`).
-#[derive(Debug, Default)]
-struct Revoked {
-    /// The ids of the communicators this rank revoked itself, for good.
-    ids: BTreeSet<u32>,
 }
 
 impl Registry {
@@ -78,19 +71,19 @@ impl Registry {
     /// Revokes communicator `id` of this rank for good; whether it was
     /// not revoked before.
     pub(crate) fn revoke(&self, id: u32) -> bool {
-        let fresh = lock(&self.revoked).ids.insert(id);
+        let fresh = lock(&self.revoked).insert(id);
         self.any_revoked.store(true, Ordering::SeqCst);
         fresh
     }
 
     /// Whether communicator `id` of this rank is revoked.
     pub(crate) fn is_revoked(&self, id: u32) -> bool {
-        self.any_revoked.load(Ordering::SeqCst) && lock(&self.revoked).ids.contains(&id)
+        self.any_revoked.load(Ordering::SeqCst) && lock(&self.revoked).contains(&id)
     }
 
     /// Forgets communicator `id` (freed: its id is never made again).
     fn forget(&self, id: u32) {
-        lock(&self.revoked).ids.remove(&id);
+        lock(&self.revoked).remove(&id);
     }
 }
 

@@ -50,19 +50,19 @@ pub fn total_bytes(op: &str, n: u32, s: u64) -> f64 {
     }
 }
 
-/// The CPU floor (µs) of `op` at `bytes` per rank and `n` ranks on a
-/// machine of `cores` CPUs: the [`total_bytes`] at the CPU time both ends
-/// of the SPERLI ping-pong stream spent per byte (`sperli_bw_cpu`, ns,
-/// every thread of both processes) at the size nearest to `bytes`, spread
-/// over every core. No algorithm moves those bytes in less while a byte
-/// through TLS costs what it costs the ping-pong: every rank runs on the
-/// same `cores`.
-pub fn cpu_floor_us(s: &Samples, op: &str, n: u32, bytes: u64, cores: f64) -> Option<f64> {
+/// The CPU floor (µs) of `op` at `bytes` per rank and `n` ranks on the
+/// machine the run measured ([`cores`] CPUs): the [`total_bytes`] at the
+/// CPU time both ends of the SPERLI ping-pong stream spent per byte
+/// (`sperli_bw_cpu`, ns, every thread of both processes) at the size
+/// nearest to `bytes`, spread over every core. No algorithm moves those
+/// bytes in less while a byte through TLS costs what it costs the
+/// ping-pong: every rank runs on the same cores.
+pub fn cpu_floor_us(s: &Samples, op: &str, n: u32, bytes: u64) -> Option<f64> {
     let grp = group("sperli", "pingpong", 2);
     let (_, ns) = nearest(&BW_SIZES, bytes as f64, |z| {
         Some(s.get(&grp, "sperli_bw_cpu", z)?.median)
     })?;
-    Some(total_bytes(op, n, bytes) * ns / 1e3 / cores)
+    Some(total_bytes(op, n, bytes) * ns / 1e3 / cores(s))
 }
 
 /// Whether a CPU floor puts a row out of reach of its goal: the floor is
@@ -90,16 +90,14 @@ pub fn cores(s: &Samples) -> f64 {
 }
 
 /// Whether a row that is not met is out of reach on the machine: its
-/// [`cpu_floor_us`] is [`beyond_goal`].
+/// `floor` ([`cpu_floor_us`]) is [`beyond_goal`].
 pub fn out_of_reach(
-    s: &Samples,
-    (op, n, bytes): (&str, u32, u64),
     goal: Option<bool>,
+    floor: Option<f64>,
     mpi: Option<Stat>,
     bound: Option<f64>,
 ) -> bool {
-    goal == Some(false)
-        && beyond_goal(cpu_floor_us(s, op, n, bytes, cores(s)), mpi, bound) == Some(true)
+    goal == Some(false) && beyond_goal(floor, mpi, bound) == Some(true)
 }
 
 /// The measured size of `sizes` nearest to `bytes` on a log scale, with
@@ -223,16 +221,17 @@ mod tests {
         let g = group("sperli", "pingpong", 2);
         s.add(&g, "sperli_bw_cpu", 1 << 20, 0.5); // ns per byte
         s.add(&g, "sperli_bw_cpu", 16 << 20, 0.25);
+        s.info.insert("cores".into(), "2".into());
         assert_eq!(total_bytes("bcast", 4, 100), 300.0);
         assert_eq!(total_bytes("reduce", 2, 100), 100.0);
         assert_eq!(total_bytes("allreduce", 4, 100), 600.0);
         assert_eq!(total_bytes("gather", 8, 100), 700.0);
         assert_eq!(total_bytes("barrier", 8, 0), 0.0);
         // 1 MiB bcast at 4 ranks on 2 cores: 3 MiB at 0.5 ns/B over 2.
-        let f = cpu_floor_us(&s, "bcast", 4, 1 << 20, 2.0).unwrap();
+        let f = cpu_floor_us(&s, "bcast", 4, 1 << 20).unwrap();
         assert!((f - 786.432).abs() < 1e-6, "{f}");
         // 16 MiB allreduce at 4 ranks: 6 x 16 MiB at 0.25 ns/B over 2.
-        let f = cpu_floor_us(&s, "allreduce", 4, 16 << 20, 2.0).unwrap();
+        let f = cpu_floor_us(&s, "allreduce", 4, 16 << 20).unwrap();
         assert!((f - 12582.912).abs() < 1e-6, "{f}");
         // Beyond the goal only past both limits.
         assert_eq!(beyond_goal(Some(900.0), st(400.0), Some(500.0)), Some(true));

@@ -264,7 +264,8 @@ pub(super) fn section(s: &Samples, opts: &Options) -> String {
                 let [p, st, m] = row(s, n, op, bytes);
                 let bound = link_bound::loopback_us(s, op, n, bytes);
                 let goal = link_bound::loopback_goal(p, m, bound);
-                let beyond = link_bound::out_of_reach(s, (op, n, bytes), goal, m, bound);
+                let floor = link_bound::cpu_floor_us(s, op, n, bytes);
+                let beyond = link_bound::out_of_reach(goal, floor, m, bound);
                 if goal == Some(false) {
                     missed.push(format!("{op} {} at {n} ranks", size_name(bytes)));
                 }

@@ -325,7 +325,6 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
     let mut worst: Option<(f64, String)> = None;
     let mut missed = Vec::new();
     let mut out_of_reach = Vec::new();
-    let cores = link_bound::cores(s);
     for n in COLL_RANKS {
         let _ = writeln!(o, "### {n} ranks\n");
         let _ = writeln!(
@@ -353,8 +352,8 @@ pub fn markdown(s: &Samples, opts: &Options, mpi_missing: Option<&str>, secs: f6
             }
             let bound = link_bound::loopback_us(s, op, n, size);
             let goal = link_bound::loopback_goal(a, m, bound);
-            let floor = link_bound::cpu_floor_us(s, op, n, size, cores);
-            let beyond = link_bound::out_of_reach(s, (op, n, size), goal, m, bound);
+            let floor = link_bound::cpu_floor_us(s, op, n, size);
+            let beyond = link_bound::out_of_reach(goal, floor, m, bound);
             if goal == Some(false) {
                 missed.push(format!("{op} {} at {n} ranks", size_name(size)));
             }
