@@ -1576,6 +1576,49 @@ def pair_exchange(size, features):
     return size == 2 and features & FEATURE_PAIR_EXCHANGE != 0
 
 
+FEATURE_OWNER_FOLD = 128
+OWNER_FOLD_MIN_BYTES = 262144      # T of 14.5 (20.1)
+OWNER_FOLD_CHUNK = 16384           # 20.3
+
+
+def runs_owner_fold(features, size, length):
+    """20.1: an allreduce of `length` bytes per rank runs the owner fold."""
+    bits = FEATURE_PIPELINED | FEATURE_OWNER_FOLD
+    return features & bits == bits and size >= 2 and \
+        length >= OWNER_FOLD_MIN_BYTES and length // 4096 >= size
+
+
+def owner_fold_block(length, width, size, b):
+    """20.2: block b's byte range: q + 1 elements for b < r, else q."""
+    e = length // width
+    q, r = divmod(e, size)
+    start = b * q + min(b, r)
+    return start * width, (start + q + (1 if b < r else 0)) * width
+
+
+def owner_fold_stream(rx, call, due):
+    """20.3: for an owner-fold entry (rank and peer given), the stream due
+    from the peer: (total, L_b); None for any other entry. Raises Problem
+    when `due` is not what that rank takes from that peer."""
+    rank, peer = rx.get("rank"), rx.get("peer")
+    if rank is None or peer is None or call["operation"] != 4 or call["length"] is None:
+        return None
+    if not runs_owner_fold(rx["features"], rx["size"], call["length"]):
+        return None
+    if due["phase"] not in (3, 4):
+        raise Problem("due: an owner fold takes phase 3 or 4 from a peer, not %d" % due["phase"])
+    b = rank if due["phase"] == 3 else peer
+    if due["root"] != b or rank == peer or rank >= rx["size"] or peer >= rx["size"]:
+        raise Problem("due: rank %d takes phase %d root=%d from rank %d, not root=%d"
+                      % (rank, due["phase"], b, peer, due["root"]))
+    w = ELEMENT_WIDTH_BY_CODE[call["element_type"]]
+    start, end = owner_fold_block(call["length"], w, rx["size"], b)
+    total = end - start
+    align = 8 * w // math.gcd(8, w)
+    chunk = max(OWNER_FOLD_CHUNK - OWNER_FOLD_CHUNK % align, align)
+    return total, max(min(chunk, total), 1)
+
+
 def collective_rule(p, features):
     """The decode rules of 7.3/8.4 and, with bit 1, 14.2. Returns None when
     the payload decodes, else the name of the rule it breaks."""
@@ -1707,6 +1750,8 @@ def stream_take(rx, call, due, p, st):
         st["chunk"] = n          # the first chunk fixes L
     elif n != min(st["chunk"], st["total"] - st["next"]):
         return "reject H1617 length", None
+    if st.get("fixed") is not None and n != min(st["fixed"], st["total"] - st["next"]):
+        return "reject H1617 length", None      # 20.4: every chunk is L_b
     start = st["next"]
     st["next"] += n
     return None, "%d..%d" % (start, st["next"])
@@ -1714,9 +1759,13 @@ def stream_take(rx, call, due, p, st):
 
 def check_collective_stream(entry):
     rxf = dict(parse_field_list(entry["receiver"]))
-    if sorted(rxf) not in (["features", "size"], ["features", "rank", "size"]):
-        return ["receiver: fields must be size features [rank]"]
+    if sorted(rxf) not in (["features", "size"], ["features", "rank", "size"],
+                           ["features", "peer", "rank", "size"]):
+        return ["receiver: fields must be size features [rank [peer]]"]
     rx = {"size": dec(rxf["size"], 32), "features": dec(rxf["features"], 64)}
+    for k in ("rank", "peer"):
+        if k in rxf:
+            rx[k] = dec(rxf[k], 32)
     cf = parse_field_list(entry["call"])
     if [k for k, _ in cf] != ["operation", "element_type", "reduction", "sequence", "length"]:
         return ["call: fields must be operation element_type reduction sequence length"]
@@ -1735,8 +1784,14 @@ def check_collective_stream(entry):
         if due["phase"] != want:
             return ["due: rank %d takes phase %d, not %d" % (rank, want, due["phase"])]
     frames = [unhex(f) for f in entry["frames"].split(" ")] if entry["frames"] else []
+    try:
+        fold = owner_fold_stream(rx, call, due)
+    except Problem as p:
+        return [str(p)]
     st = None
-    if due["phase"] in (3, 4) and call["length"] is not None:
+    if due["phase"] in (3, 4) and fold is not None:
+        st = {"total": fold[0], "next": 0, "chunk": None, "fixed": fold[1]}
+    elif due["phase"] in (3, 4) and call["length"] is not None:
         st = {"total": call["length"], "next": 0, "chunk": None}
     verdict, at, taken = "accept", None, []
     for i, f in enumerate(frames):

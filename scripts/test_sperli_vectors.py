@@ -186,6 +186,22 @@ class MutationProperty(unittest.TestCase):
             checked += 1
         self.assertGreater(checked, 5)
 
+    def test_owner_fold_due_is_derived(self):
+        # Protocol 20.3: rank 3 takes from rank 7 the PARTIAL stream of
+        # block 3 or the FINAL stream of block 7, nothing else; the stream's
+        # length is the block's, not the contribution's.
+        e = next(x for x in load(VECTORS)
+                 if x["name"] == "owner-fold-rank-3-takes-its-block-from-rank-7")
+        self.assertEqual(sv.check_entry(e), [])
+        for due in ("phase=3 root=7", "phase=4 root=3", "phase=1 root=0"):
+            me = dict(e)
+            me["due"] = due
+            probs = sv.check_entry(me)
+            self.assertTrue(probs and probs[0].startswith("due:"), (due, probs))
+        me = dict(e)
+        me["receiver"] = me["receiver"].replace("features=131", "features=3")
+        self.assertNotEqual(sv.check_entry(me), [])
+
 
 VERDICTS = {
     "frame": ["accept", "discard"] + ["reject H1610 " + c for c in sv.FRAME_CHECKS],

@@ -250,6 +250,12 @@ impl Comm<Endpoint> {
         }
         settings.error_file =
             std::env::var_os(sperli_transport::failure_record::ENV_VAR).map(Into::into);
+        if one_machine(&desc) {
+            // Protocol §20.1: ranks that share one machine's CPUs do not
+            // announce bit 7 (the chain's fewer, longer streams cost less
+            // CPU there than the owner fold's n-1 streams per rank).
+            settings.features &= !sperli_wire::limits::FEATURE_OWNER_FOLD;
+        }
         if let Some(f) = std::env::var(sperli_wire::env::FEATURES)
             .ok()
             .and_then(|v| v.trim().parse::<u64>().ok())
@@ -264,6 +270,16 @@ impl Comm<Endpoint> {
         desc.join_token = Vec::new();
         Ok((comm, desc))
     }
+}
+
+/// Whether every host of the job is an IPv4 literal in 127.0.0.0/8: the
+/// ranks then share one machine (protocol §20.1).
+fn one_machine(desc: &JobDescription) -> bool {
+    desc.hosts.iter().all(|h| {
+        h.host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
+    })
 }
 
 #[cfg(test)]
@@ -283,6 +299,10 @@ mod tests {
     }
 
     fn description(rank: u32) -> String {
+        description_struct(rank).to_line()
+    }
+
+    fn description_struct(rank: u32) -> JobDescription {
         use sperli_wire::ids::JobId;
         use sperli_wire::job_description::HostEntry;
         JobDescription {
@@ -303,7 +323,20 @@ mod tests {
             job_secret_key: if rank == 0 { vec![5; 64] } else { Vec::new() },
             rank_key_pem: b"key".to_vec(),
         }
-        .to_line()
+    }
+
+    #[test]
+    fn only_a_job_whose_hosts_are_all_loopback_is_on_one_machine() {
+        use sperli_wire::job_description::HostEntry;
+        let mut d = description_struct(1);
+        assert!(one_machine(&d));
+        for host in ["10.231.0.2", "node7", "::1"] {
+            d.hosts[2] = HostEntry {
+                host: host.into(),
+                port: 7000,
+            };
+            assert!(!one_machine(&d), "{host}");
+        }
     }
 
     #[test]

@@ -46,6 +46,7 @@ pub mod join_token;
 pub mod limits;
 pub mod match_notice;
 pub mod message_stream;
+pub mod owner_fold;
 pub mod pair;
 pub mod payload;
 pub mod pipeline;

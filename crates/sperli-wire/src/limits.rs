@@ -45,6 +45,10 @@ pub const FEATURE_ELEMENT_TYPES: u64 = 1 << 4;
 /// two ranks, barrier and the star's allreduce exchange instead of
 /// meeting at rank 0. No new frame.
 pub const FEATURE_PAIR_EXCHANGE: u64 = 1 << 6;
+/// HELLO feature bit 7: the owner-fold allreduce (protocol §7.1.1, §20):
+/// block b of every rank's array goes to rank b, which folds it and sends
+/// the result block to every rank. The frames of §14.2; needs bit 1.
+pub const FEATURE_OWNER_FOLD: u64 = 1 << 7;
 /// The DATA header of a job with feature bit 3 (protocol §16.2).
 pub const DATA_HEADER_LEN: usize = 24;
 /// The data bytes of every frame of a message but its last, with feature
@@ -60,7 +64,8 @@ pub const FEATURES_IMPLEMENTED: u64 = FEATURE_V1_CORE
     | FEATURE_P2P_COMMUNICATORS
     | FEATURE_ELEMENT_TYPES
     | crate::recovery::FEATURE_MEMBERSHIP
-    | FEATURE_PAIR_EXCHANGE;
+    | FEATURE_PAIR_EXCHANGE
+    | FEATURE_OWNER_FOLD;
 /// Heartbeat interval: a connection that sent nothing for this long sends one.
 pub const HEARTBEAT_INTERVAL_MS: u64 = 1000;
 /// Default silence limit before a peer counts as lost.

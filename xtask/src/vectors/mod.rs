@@ -6,6 +6,7 @@ mod communicators;
 mod element_types;
 mod entries;
 mod membership;
+mod owner_fold;
 mod p2p;
 mod pair;
 mod pipelined;

@@ -16,7 +16,7 @@ use sperli_wire::limits::{FEATURE_PIPELINED, FEATURE_V1_CORE};
 use sperli_wire::pipeline::{
     encode_chunk, encode_open, Body, ChunkHeader, ChunkStream, CollectivePayload, Open, StreamError,
 };
-use sperli_wire::{FrameType, JobId};
+use sperli_wire::{ElementType, FrameType, JobId};
 
 use super::render;
 use super::verify::{derive, field, num};
@@ -100,6 +100,17 @@ struct Call {
     /// two-rank allreduce entries of protocol §19.4): `due` is then checked
     /// against what the receiver takes.
     rank: Option<u32>,
+    /// The sender's rank, where the entry gives it (`peer=`, the owner-fold
+    /// entries of protocol §20.6).
+    peer: Option<u32>,
+}
+
+/// What an owner-fold receiver takes from its peer (protocol §20.3): the
+/// stream's length and its fixed chunk length L_b.
+#[derive(Clone, Copy)]
+struct OwnerFold {
+    total: u64,
+    chunk: u64,
 }
 
 fn reduce_type(op: u8) -> bool {
@@ -140,7 +151,50 @@ impl Call {
                 .map(str::parse)
                 .transpose()
                 .map_err(|_| "rank is not a number")?,
+            peer: field(rx, "peer")
+                .ok()
+                .map(str::parse)
+                .transpose()
+                .map_err(|_| "peer is not a number")?,
         })
+    }
+
+    /// An allreduce entry whose receiver names its rank and its peer, in a
+    /// job with bits 1 and 7 and a contribution (`length`) that protocol
+    /// §20.1 gives the owner fold: the stream due is derived (§20.3), the
+    /// PARTIAL stream of block `rank` or the FINAL stream of block `peer`,
+    /// and `due` must say so. None for every other entry.
+    fn owner_fold(&self) -> Result<Option<OwnerFold>, String> {
+        let (Some(rank), Some(peer), 4, Some(len)) = (self.rank, self.peer, self.op, self.length)
+        else {
+            return Ok(None);
+        };
+        if !sperli_wire::owner_fold::runs_owner_fold(self.features, self.size, len) {
+            return Ok(None);
+        }
+        let t = ElementType::from_code(self.element_type).map_err(|e| e.to_string())?;
+        let b = match self.phase {
+            3 => rank,
+            4 => peer,
+            p => {
+                return Err(format!(
+                    "due: an owner fold takes phase 3 or 4 from a peer, not {p}"
+                ))
+            }
+        };
+        if self.root != b || rank == peer || rank >= self.size || peer >= self.size {
+            return Err(format!(
+                "due: rank {rank} takes phase {} root={b} from rank {peer}, not root={}",
+                self.phase, self.root
+            ));
+        }
+        let r = sperli_wire::owner_fold::block(len, t.width(), self.size, b);
+        let total = r.end - r.start;
+        let chunk = sperli_wire::owner_fold::owner_fold_chunk(total as usize, t.chunk_align());
+        Ok(Some(OwnerFold {
+            total,
+            chunk: chunk as u64,
+        }))
     }
 
     /// A star allreduce entry of two ranks that names its receiver must
@@ -186,7 +240,12 @@ impl Call {
     }
 
     /// Judges one frame; Ok(what it took) or Err(the verdict).
-    fn take(&self, bytes: &[u8], stream: &mut Option<ChunkStream>) -> Result<String, String> {
+    fn take(
+        &self,
+        bytes: &[u8],
+        stream: &mut Option<ChunkStream>,
+        fold: Option<OwnerFold>,
+    ) -> Result<String, String> {
         let c = CollectivePayload::decode(bytes, self.features)
             .map_err(|d| format!("reject H1610 {}", decode_rule(&d)))?;
         let h = &c.header;
@@ -227,6 +286,14 @@ impl Call {
                     .ok_or("a chunk stream needs a length, not `any`")?;
                 let first = s.taken() == 0;
                 match s.take(&ch, d.len()) {
+                    // Protocol §20.4: every chunk of an owner fold is L_b
+                    // long, the first one too.
+                    Ok(r)
+                        if fold
+                            .is_some_and(|f| r.end - r.start != f.chunk.min(f.total - r.start)) =>
+                    {
+                        Err("reject H1617 length".into())
+                    }
                     Ok(r) => Ok(format!("{}..{}", r.start, r.end)),
                     Err(StreamError::Total { .. }) if first && h.phase == Phase::Partial => {
                         Err("reject H1618 total".into())
@@ -250,13 +317,15 @@ pub fn derive_stream(e: Entry) -> Result<Entry, String> {
         .filter(|s| !s.is_empty())
         .map(|s| hex::decode(s.as_bytes()).map_err(|x| x.to_string()))
         .collect::<Result<_, _>>()?;
-    let mut stream = match (call.phase, call.length) {
-        (3 | 4, Some(len)) => Some(ChunkStream::new(len)),
+    let fold = call.owner_fold()?;
+    let mut stream = match (call.phase, fold, call.length) {
+        (3 | 4, Some(f), _) => Some(ChunkStream::new(f.total)),
+        (3 | 4, None, Some(len)) => Some(ChunkStream::new(len)),
         _ => None,
     };
     let mut taken = Vec::new();
     for (i, f) in frames.iter().enumerate() {
-        match call.take(f, &mut stream) {
+        match call.take(f, &mut stream, fold) {
             Ok(t) => taken.push(t),
             Err(verdict) => return Ok(e.with("verdict", verdict).with("at", i.to_string())),
         }

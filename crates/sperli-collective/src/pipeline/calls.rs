@@ -56,6 +56,11 @@ impl<L: Peers> Comm<L> {
             seq,
             len,
         };
+        if kind == ChainOp::Allreduce && self.runs_owner_fold(len) {
+            // Protocol §20: with bit 7 the owner fold, not the chain.
+            self.owner_fold(&call, data, t, r, out)?;
+            return Ok(true);
+        }
         self.chain(&call, kind, data, t, r, out)
     }
 

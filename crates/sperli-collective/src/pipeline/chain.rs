@@ -203,7 +203,7 @@ impl<L: Peers> Comm<L> {
     }
 
     /// The collector's OPEN step: every other rank's OPEN, ascending.
-    fn take_opens(&self, call: &Call) -> Result<(), Error> {
+    pub(crate) fn take_opens(&self, call: &Call) -> Result<(), Error> {
         let me = self.rank();
         for q in (0..self.size()).filter(|&q| q != me) {
             self.take_open_at_collector(q, call)?;

@@ -13,6 +13,9 @@
 //!   §14.4), the result sinks;
 //! - `chain`: reduce, allreduce and reduce_scatter, a chain 0 → … → n-1
 //!   then the result on (bit-identical to the star: protocol §14.6);
+//! - `owner_fold`: allreduce with HELLO feature bit 7 (protocol §20):
+//!   block b of every rank's array folded at rank b, its result sent to
+//!   every rank;
 //! - `relay`: bcast along a chain or tree, allgather along a ring.
 //!
 //! Everything goes through [`Peers`]: `send_collective_vec` hands a
@@ -23,6 +26,7 @@
 
 mod calls;
 pub(crate) mod chain;
+mod owner_fold;
 pub(crate) mod relay;
 pub mod shape;
 
@@ -137,8 +141,19 @@ impl<L: Peers> Comm<L> {
 
     /// Whether a call of `op` with `len` bytes runs pipelined here
     /// (protocol §14.5).
+    /// With feature bit 7 an allreduce that protocol §20.1 gives the owner
+    /// fold runs pipelined too (below T as well).
     pub(crate) fn runs_pipelined(&self, op: Operation, len: usize) -> bool {
-        self.bit1() && sperli_wire::pipeline::runs_pipelined(op, self.size(), len as u64)
+        self.bit1()
+            && (sperli_wire::pipeline::runs_pipelined(op, self.size(), len as u64)
+                || (op == Operation::Allreduce && self.runs_owner_fold(len)))
+    }
+
+    /// Whether an allreduce of `len` bytes per rank runs the owner fold of
+    /// protocol §20 (bits 1 and 7, §20.1); a user-defined reduction never
+    /// reaches a pipelined call.
+    pub(crate) fn runs_owner_fold(&self, len: usize) -> bool {
+        sperli_wire::owner_fold::runs_owner_fold(self.features, self.size(), len as u64)
     }
 
     /// The chunk length of a stream of `total` bytes this rank starts, in

@@ -21,6 +21,9 @@
 //!   fold, and jobs where a rank lacks the bit;
 //! - [`user_tls`]: user-defined reductions (protocol §17.4) against a
 //!   serial left fold, between TLS ranks.
+//! - [`owner_fold`]: the owner-fold allreduce of HELLO feature bit 7
+//!   (protocol §20) against the serial left fold, its frames, a job where
+//!   a rank lacks the bit, and its receiver checks, on both links.
 //! - [`ulfm`]: ULFM's revoke, agree, iagree and shrink (protocol §18.8.1)
 //!   between TLS ranks.
 
@@ -35,6 +38,7 @@ mod fake;
 mod groups_topologies;
 mod intercomm;
 mod intercomm_collectives;
+mod owner_fold;
 mod p2p_communicators;
 mod p2p_semantics;
 mod pair;

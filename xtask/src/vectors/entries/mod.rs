@@ -116,5 +116,6 @@ pub fn all() -> Vec<Entry> {
     v.extend(super::element_types::entries());
     v.extend(super::membership::entries());
     v.extend(super::pair::entries());
+    v.extend(super::owner_fold::entries());
     v
 }
