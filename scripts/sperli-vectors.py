@@ -1577,7 +1577,7 @@ def pair_exchange(size, features):
 
 
 FEATURE_OWNER_FOLD = 128
-OWNER_FOLD_MIN_BYTES = 262144      # T of 14.5 (20.1)
+OWNER_FOLD_MIN_BYTES = 65536       # T7 (20.1)
 OWNER_FOLD_CHUNK = 16384           # 20.3
 
 

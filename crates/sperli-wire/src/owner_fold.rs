@@ -7,10 +7,9 @@ use std::ops::Range;
 
 use crate::limits::{FEATURE_OWNER_FOLD, FEATURE_PIPELINED};
 
-/// Protocol §20.1: the smallest contribution, in bytes, that runs the
-/// owner fold: T of protocol §14.5 (262144), so bit 7 changes the shape
-/// of calls that run pipelined anyway and no call of the star.
-pub const OWNER_FOLD_MIN_BYTES: u64 = crate::pipeline::PIPELINE_MIN_BYTES;
+/// Protocol §20.1: T7, the smallest contribution in bytes that runs the
+/// owner fold (65536; the chain of protocol §14.5 starts at T = 262144).
+pub const OWNER_FOLD_MIN_BYTES: u64 = 65_536;
 
 /// Protocol §20.1: the owner fold needs at least this many bytes per rank
 /// (S ≥ 4096 · n), so every block holds at least 256 elements of the
@@ -42,7 +41,7 @@ pub fn owner_fold_chunk(block_len: usize, align: usize) -> usize {
 
 /// Protocol §20.1: whether an allreduce whose contribution is `len` bytes
 /// on `size` ranks of a job that negotiated `features` runs the owner
-/// fold: bits 1 and 7, at least two ranks, `len ≥ 262144` and `len ≥ 4096 ·
+/// fold: bits 1 and 7, at least two ranks, `len ≥ 65536` and `len ≥ 4096 ·
 /// size`. With 16-byte elements a block then holds at least 256 of them.
 /// The caller excludes reduction 13 (user-defined, protocol §17.4),
 /// which always runs the star.
@@ -51,8 +50,8 @@ pub fn owner_fold_chunk(block_len: usize, align: usize) -> usize {
 /// use sperli_wire::limits::{FEATURE_OWNER_FOLD, FEATURE_PIPELINED, FEATURE_V1_CORE};
 /// use sperli_wire::owner_fold::runs_owner_fold;
 /// let f = FEATURE_V1_CORE | FEATURE_PIPELINED | FEATURE_OWNER_FOLD;
-/// assert!(runs_owner_fold(f, 4, 262_144));
-/// assert!(!runs_owner_fold(f, 4, 262_136)); // below T: the star
+/// assert!(runs_owner_fold(f, 4, 65_536));
+/// assert!(!runs_owner_fold(f, 4, 65_528)); // below T7: the star
 /// assert!(!runs_owner_fold(f, 65, 262_144)); // blocks under 4096 bytes: the chain
 /// assert!(!runs_owner_fold(FEATURE_V1_CORE | FEATURE_PIPELINED, 4, 1 << 20));
 /// assert!(!runs_owner_fold(f, 1, 1 << 20));
@@ -120,7 +119,7 @@ mod tests {
     fn every_block_of_an_owner_fold_call_holds_at_least_256_elements() {
         let f = FEATURE_PIPELINED | FEATURE_OWNER_FOLD | 1;
         for size in 2..=300u32 {
-            for len in [262_144u64, 262_144 + 16, 4096 * u64::from(size), 1 << 20] {
+            for len in [65_536u64, 65_536 + 16, 4096 * u64::from(size), 1 << 20] {
                 if !runs_owner_fold(f, size, len) {
                     continue;
                 }

@@ -83,6 +83,22 @@ pub fn entries() -> Vec<Entry> {
             &[chunk(ar(p, 3), 0, B, L)],
             "accept",
         ),
+        // At T7 (65536 bytes, protocol §20.1) on 4 ranks: blocks of
+        // 16384 bytes, one chunk each.
+        judged(
+            Entry::new("owner-fold-at-t7-on-four-ranks", "collective-stream")
+                .with(
+                    "receiver",
+                    format!("size=4 features={FEATURES} rank=1 peer=2"),
+                )
+                .with(
+                    "call",
+                    format!("operation=4 element_type=6 reduction=1 sequence={SEQ} length=65536"),
+                )
+                .with("due", "phase=3 root=1"),
+            &[chunk(ar(p, 1), 0, 16_384, 16_384)],
+            "accept",
+        ),
         take(
             "owner-fold-partial-of-another-block",
             3,

@@ -17,13 +17,14 @@ use sperli_transport::Settings;
 use sperli_wire::element::Reduction;
 use sperli_wire::limits::{FEATURES_IMPLEMENTED, FEATURE_OWNER_FOLD};
 use sperli_wire::owner_fold::{block, OWNER_FOLD_CHUNK, OWNER_FOLD_MIN_BYTES};
+use sperli_wire::pipeline::PIPELINE_MIN_BYTES;
 
 use crate::common::*;
 use crate::tls::{run_job_with, settings, tls_test};
 
 /// Every feature but bit 7.
 const WITHOUT: u64 = FEATURES_IMPLEMENTED & !FEATURE_OWNER_FOLD;
-/// T7 (T of protocol §14.5) in f64 elements.
+/// T7 of protocol §20.1 in f64 elements.
 const T7: usize = OWNER_FOLD_MIN_BYTES as usize / 8;
 
 /// (sender, receiver, phase, root field) of every COLLECTIVE payload sent.
@@ -99,7 +100,7 @@ fn results_are_the_serial_left_folds_bits_at_every_rank_count() {
 
 #[test]
 fn the_frames_are_partials_to_each_owner_and_finals_from_it() {
-    // 4 ranks, 256 KiB of f64: four blocks of 64 KiB, one chunk each.
+    // 4 ranks, 64 KiB of f64: four blocks of 16 KiB, one chunk each.
     let n = 4u32;
     let f = vec![FEATURES_IMPLEMENTED; n as usize];
     let sent = checked::<f64>(&f, T7, Reduction::Sum, 5);
@@ -134,12 +135,14 @@ fn a_job_with_a_rank_that_clears_bit_7_runs_the_chain_frame_for_frame() {
 }
 
 #[test]
-fn below_t_the_star_and_with_small_blocks_the_chain_stay() {
-    // T - 8 bytes at 4 ranks: the star (no pipelined frame); T at 65 ranks
-    // (blocks under 4096 bytes, protocol §20.1): the chain of §14.3.
+fn below_t7_the_star_and_with_small_blocks_the_chain_stay() {
+    // T7 - 8 bytes at 4 ranks: the star (no pipelined frame); T = 256 KiB
+    // at 65 ranks (blocks under 4096 bytes, protocol §20.1): the chain of
+    // §14.3.
     let sent = checked::<f64>(&[FEATURES_IMPLEMENTED; 4], T7 - 1, Reduction::Sum, 9);
     assert!(sent.iter().all(|s| s.2 <= 1));
-    let sent = checked::<f64>(&[FEATURES_IMPLEMENTED; 65], T7, Reduction::Sum, 9);
+    let t = PIPELINE_MIN_BYTES as usize / 8;
+    let sent = checked::<f64>(&[FEATURES_IMPLEMENTED; 65], t, Reduction::Sum, 9);
     let partials: Vec<_> = sent.iter().filter(|s| s.2 == 3).collect();
     assert!(!partials.is_empty());
     assert!(partials.iter().all(|s| s.1 == s.0 + 1));
@@ -191,6 +194,7 @@ fn a_chunk_cut_other_than_l_is_h1617_length() {
     });
     let out = run_links(links, |c| {
         let len = 3 * OWNER_FOLD_CHUNK / 8 * 3;
+        assert!(len * 8 >= OWNER_FOLD_MIN_BYTES as usize);
         let first = c.allreduce(&vec![1.0f64; len], Reduction::Sum).map(drop);
         (first, c.barrier())
     });
