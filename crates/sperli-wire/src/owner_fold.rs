@@ -5,6 +5,7 @@
 
 use std::ops::Range;
 
+use crate::collective::Operation;
 use crate::limits::{FEATURE_OWNER_FOLD, FEATURE_PIPELINED};
 
 /// Protocol §20.1: T7, the smallest contribution in bytes that runs the
@@ -62,6 +63,30 @@ pub fn runs_owner_fold(features: u64, size: u32, len: u64) -> bool {
         && size >= 2
         && len >= OWNER_FOLD_MIN_BYTES
         && len / OWNER_FOLD_BYTES_PER_RANK >= u64::from(size)
+}
+
+/// Protocol §20.1: the calls that feature bit 7 adds to those that run
+/// pipelined in a job with bit 1 ([`crate::pipeline::runs_pipelined`]):
+/// an allreduce that runs the owner fold ([`runs_owner_fold`]), and a
+/// reduce on at least 3 ranks of at least T7 bytes (the chain of §14.3).
+///
+/// ```
+/// use sperli_wire::collective::Operation;
+/// use sperli_wire::limits::{FEATURE_OWNER_FOLD, FEATURE_PIPELINED, FEATURE_V1_CORE};
+/// use sperli_wire::owner_fold::runs_pipelined_with_bit7;
+/// let f = FEATURE_V1_CORE | FEATURE_PIPELINED | FEATURE_OWNER_FOLD;
+/// assert!(runs_pipelined_with_bit7(Operation::Reduce, f, 4, 65_536));
+/// assert!(!runs_pipelined_with_bit7(Operation::Reduce, f, 2, 65_536)); // the star either way
+/// assert!(!runs_pipelined_with_bit7(Operation::Bcast, f, 4, 65_536));
+/// assert!(!runs_pipelined_with_bit7(Operation::Reduce, f & !FEATURE_OWNER_FOLD, 4, 65_536));
+/// ```
+pub fn runs_pipelined_with_bit7(op: Operation, features: u64, size: u32, len: u64) -> bool {
+    let bits = FEATURE_PIPELINED | FEATURE_OWNER_FOLD;
+    match op {
+        Operation::Allreduce => runs_owner_fold(features, size, len),
+        Operation::Reduce => features & bits == bits && size >= 3 && len >= OWNER_FOLD_MIN_BYTES,
+        _ => false,
+    }
 }
 
 /// Protocol §20.2: the bytes of block `b` of an array of `len` bytes of

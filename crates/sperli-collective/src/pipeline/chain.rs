@@ -170,7 +170,7 @@ impl<L: Peers> Comm<L> {
         }
         if me == 0 {
             for b in &blocks {
-                let c = self.chunk_len(b.len, call.element_type);
+                let c = self.stream_chunk(call, b.len);
                 for rg in chunk_ranges(b.len, c) {
                     let own = b.start + rg.start..b.start + rg.end;
                     let head = chunk_head(call, Phase::Partial, b.root_field, rg.start, b.len);

@@ -143,10 +143,24 @@ impl<L: Peers> Comm<L> {
     /// (protocol §14.5).
     /// With feature bit 7 an allreduce that protocol §20.1 gives the owner
     /// fold runs pipelined too (below T as well).
+    /// With bit 7 a reduce on 3 ranks or more runs the chain from T7 on
+    /// (protocol §20.1).
     pub(crate) fn runs_pipelined(&self, op: Operation, len: usize) -> bool {
+        let features = self.features;
+        let (n, len) = (self.size(), len as u64);
         self.bit1()
-            && (sperli_wire::pipeline::runs_pipelined(op, self.size(), len as u64)
-                || (op == Operation::Allreduce && self.runs_owner_fold(len)))
+            && (sperli_wire::pipeline::runs_pipelined(op, n, len)
+                || sperli_wire::owner_fold::runs_pipelined_with_bit7(op, features, n, len))
+    }
+
+    /// Whether the root of a bcast of `len` bytes pipelines it for a job
+    /// on a network (bit 7, protocol §20.1: this implementation's choice
+    /// for bcast, which is the root's): 3 ranks or more, at least T7.
+    pub(crate) fn runs_network_bcast(&self, len: usize) -> bool {
+        let bits = sperli_wire::limits::FEATURE_PIPELINED | sperli_wire::limits::FEATURE_OWNER_FOLD;
+        self.features & bits == bits
+            && self.size() >= 3
+            && len as u64 >= sperli_wire::owner_fold::OWNER_FOLD_MIN_BYTES
     }
 
     /// Whether an allreduce of `len` bytes per rank runs the owner fold of
@@ -160,13 +174,33 @@ impl<L: Peers> Comm<L> {
     /// frames whose header carries `element_type`: with feature bit 4 a
     /// multiple of lcm(8, width) (protocol §17.3), else of 8 (§14.2).
     pub(crate) fn chunk_len(&self, total: usize, element_type: u8) -> usize {
+        self.chunk_len_for(total, element_type, self.state.chunk())
+    }
+
+    /// The chunk length of a stream of `total` bytes of `call`: with
+    /// feature bit 7 (ranks on a network, protocol §20.1) a stream shorter
+    /// than T is cut into [`shape::NETWORK_CHUNK`] chunks, so that a
+    /// reduce of 64 KiB fills its chain at once; otherwise
+    /// [`Comm::chunk_len`].
+    pub(crate) fn stream_chunk(&self, call: &Call, total: usize) -> usize {
+        let short = (total as u64) < sperli_wire::pipeline::PIPELINE_MIN_BYTES;
+        let requested = match self.state.chunk() {
+            None if short && self.features & sperli_wire::limits::FEATURE_OWNER_FOLD != 0 => {
+                Some(shape::NETWORK_CHUNK)
+            }
+            r => r,
+        };
+        self.chunk_len_for(total, call.element_type, requested)
+    }
+
+    fn chunk_len_for(&self, total: usize, element_type: u8, requested: Option<usize>) -> usize {
         let align = if self.bit4() {
             sperli_wire::ElementType::from_code(element_type)
                 .map_or(sperli_wire::pipeline::CHUNK_ALIGN, |t| t.chunk_align())
         } else {
             sperli_wire::pipeline::CHUNK_ALIGN
         };
-        shape::chunk_len_aligned(total, self.state.chunk(), align)
+        shape::chunk_len_aligned(total, requested, align)
     }
 
     /// The shape check of protocol §14.4 (check 2) at the collector: the

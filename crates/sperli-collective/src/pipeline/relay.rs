@@ -5,7 +5,7 @@
 use sperli_wire::collective::{Operation, Phase};
 use sperli_wire::error::MismatchError;
 use sperli_wire::limits::MAX_COLLECTIVE_DATA;
-use sperli_wire::pipeline::ChunkStream;
+use sperli_wire::pipeline::{ChunkStream, PIPELINE_MIN_BYTES};
 use sperli_wire::Error;
 
 use super::shape::bcast_fanout;
@@ -61,13 +61,20 @@ impl<L: Peers> Comm<L> {
             if n == 1 {
                 return Ok(());
             }
-            if !self.runs_pipelined(Operation::Bcast, len) {
+            // The root's choice (protocol §14.5); with bit 7 (ranks on a
+            // network, §20.1) a chain from T7 on, in 8 KiB chunks below T.
+            let net = self.runs_network_bcast(len);
+            if !net && !self.runs_pipelined(Operation::Bcast, len) {
                 let others: Vec<u32> = (0..n).filter(|&r| r != root).collect();
                 let head = call.header(Phase::FromRoot);
                 return self.send_headed_each(&others, &head, data, 0..len);
             }
-            let c = self.chunk_len(len, 0);
-            let d = bcast_fanout(n, len, c);
+            let c = self.stream_chunk(&call, len);
+            let d = if net && (len as u64) < PIPELINE_MIN_BYTES {
+                1
+            } else {
+                bcast_fanout(n, len, c)
+            };
             for q in (0..n).filter(|&q| q != root) {
                 self.send_open(q, &call, root, len, d)?;
             }

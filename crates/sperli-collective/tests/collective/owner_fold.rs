@@ -149,6 +149,70 @@ fn below_t7_the_star_and_with_small_blocks_the_chain_stay() {
 }
 
 #[test]
+fn with_bit_7_a_reduce_from_t7_on_runs_the_chain() {
+    // Protocol §20.1: at 3 and 5 ranks a reduce of T7 bytes runs the chain
+    // (PARTIAL chunks only from rank i to i + 1) with the serial left
+    // fold's bits; without the bit, and at 2 ranks, the star.
+    for (n, announced, chain) in [
+        (3u32, FEATURES_IMPLEMENTED, true),
+        (5, FEATURES_IMPLEMENTED, true),
+        (5, WITHOUT, false),
+        (2, FEATURES_IMPLEMENTED, false),
+    ] {
+        let (links, sent) = recorded(&vec![announced; n as usize]);
+        let len = T7 + 3;
+        run_links(links, move |c| {
+            for root in [0, n - 1] {
+                let data = data_of::<f64>(c.rank(), 29, len);
+                let got = c.reduce(root, &data, Reduction::Sum).unwrap();
+                if c.rank() == root {
+                    let want = reference::<f64>(n, 29, len, Reduction::Sum);
+                    same_bits(&got.unwrap(), &want, Reduction::Sum, "reduce");
+                }
+            }
+        });
+        let sent = sorted(&sent);
+        let partials: Vec<_> = sent.iter().filter(|s| s.2 == 3).collect();
+        assert_eq!(!partials.is_empty(), chain, "n={n}");
+        assert!(partials.iter().all(|s| s.1 == s.0 + 1), "n={n}");
+        if chain {
+            // Chunks of 8 KiB: more than one per stream.
+            assert!(
+                partials.len() >= 2 * (n as usize - 1) * (T7 * 8 / 8192),
+                "n={n}"
+            );
+        }
+    }
+}
+
+#[test]
+fn with_bit_7_the_root_of_a_bcast_from_t7_on_sends_along_a_chain() {
+    // The root's choice (protocol §14.5, §20.1): at 4 ranks a bcast of T7
+    // bytes goes root → root+1 → ... in chunks of 8 KiB; without the bit
+    // the star.
+    for (announced, chain) in [(FEATURES_IMPLEMENTED, true), (WITHOUT, false)] {
+        let (links, sent) = recorded(&[announced; 4]);
+        run_links(links, move |c| {
+            let root = 1;
+            let want = data_of::<f64>(root, 31, T7);
+            let mut buf = if c.rank() == root {
+                want.clone()
+            } else {
+                vec![0.0; T7]
+            };
+            c.bcast_into(root, &mut buf).unwrap();
+            same_bits(&buf, &want, Reduction::Sum, "bcast");
+        });
+        let finals: Vec<_> = sorted(&sent).into_iter().filter(|s| s.2 == 4).collect();
+        assert_eq!(!finals.is_empty(), chain);
+        if chain {
+            assert!(finals.iter().all(|s| s.1 == (s.0 + 1) % 4));
+            assert_eq!(finals.len(), 3 * T7 * 8 / 8192);
+        }
+    }
+}
+
+#[test]
 fn contributions_of_different_lengths_end_the_job_with_h1618() {
     // Rank 2 has a longer array (both run the owner fold), or one below T7
     // (the star): rank 0 meets another total or the other shape in the
