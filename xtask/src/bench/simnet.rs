@@ -412,7 +412,11 @@ pub fn section(s: &Samples, opts: &Options) -> String {
          link bound and no slower than OpenMPI; a smaller row when it is no slower \
          than OpenMPI (no slower: at most {NOISE} x, the spread of rows both sides \
          run at the link bound). One call per row as on loopback (SPERLI's gather and \
-         scatter of 16 MiB: two v1 calls); bit 1 is negotiated. {} run(s).\n",
+         scatter of 16 MiB: two v1 calls); bits 1 and 7 are negotiated (the hosts \
+         are not in 127.0.0.0/8, protocol §20.1): allreduce from 64 KiB runs the \
+         owner fold of protocol §20, reduce and bcast from 64 KiB a chain in 8 KiB \
+         chunks, where the loopback tables run the star below 256 KiB and the \
+         chain above. {} run(s).\n",
         if rates.is_empty() {
             "not measured".to_string()
         } else {
