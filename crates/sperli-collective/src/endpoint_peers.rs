@@ -272,14 +272,17 @@ impl Comm<Endpoint> {
     }
 }
 
-/// Whether every host of the job is an IPv4 literal in 127.0.0.0/8: the
-/// ranks then share one machine (protocol §20.1).
+/// Whether the ranks of the job share one machine (protocol §20.1): every
+/// host is `localhost` or an IPv4 literal in 127.0.0.0/8, or every rank has
+/// the same host.
 fn one_machine(desc: &JobDescription) -> bool {
-    desc.hosts.iter().all(|h| {
-        h.host
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|ip| ip.is_loopback())
-    })
+    let loopback = |h: &str| {
+        h.eq_ignore_ascii_case("localhost")
+            || h.parse::<std::net::Ipv4Addr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    };
+    desc.hosts.iter().all(|h| loopback(&h.host))
+        || desc.hosts.windows(2).all(|w| w[0].host == w[1].host)
 }
 
 #[cfg(test)]
@@ -326,9 +329,11 @@ mod tests {
     }
 
     #[test]
-    fn only_a_job_whose_hosts_are_all_loopback_is_on_one_machine() {
+    fn a_job_on_loopback_or_on_one_host_is_on_one_machine() {
         use sperli_wire::job_description::HostEntry;
         let mut d = description_struct(1);
+        assert!(one_machine(&d));
+        d.hosts[1].host = "localhost".into();
         assert!(one_machine(&d));
         for host in ["10.231.0.2", "node7", "::1"] {
             d.hosts[2] = HostEntry {
@@ -336,6 +341,12 @@ mod tests {
                 port: 7000,
             };
             assert!(!one_machine(&d), "{host}");
+            // Every rank on that one host: one machine.
+            for h in &mut d.hosts {
+                h.host = host.into();
+            }
+            assert!(one_machine(&d), "{host} x 3");
+            d = description_struct(1);
         }
     }
 
