@@ -58,8 +58,7 @@ pub fn owner_fold_chunk(block_len: usize, align: usize) -> usize {
 /// assert!(!runs_owner_fold(f, 1, 1 << 20));
 /// ```
 pub fn runs_owner_fold(features: u64, size: u32, len: u64) -> bool {
-    let bits = FEATURE_PIPELINED | FEATURE_OWNER_FOLD;
-    features & bits == bits
+    bit7(features)
         && size >= 2
         && len >= OWNER_FOLD_MIN_BYTES
         && len / OWNER_FOLD_BYTES_PER_RANK >= u64::from(size)
@@ -81,12 +80,34 @@ pub fn runs_owner_fold(features: u64, size: u32, len: u64) -> bool {
 /// assert!(!runs_pipelined_with_bit7(Operation::Reduce, f & !FEATURE_OWNER_FOLD, 4, 65_536));
 /// ```
 pub fn runs_pipelined_with_bit7(op: Operation, features: u64, size: u32, len: u64) -> bool {
-    let bits = FEATURE_PIPELINED | FEATURE_OWNER_FOLD;
     match op {
         Operation::Allreduce => runs_owner_fold(features, size, len),
-        Operation::Reduce => features & bits == bits && size >= 3 && len >= OWNER_FOLD_MIN_BYTES,
+        Operation::Reduce => chain_from_t7(features, size, len),
         _ => false,
     }
+}
+
+/// Protocol §20.1: whether a reduce of `len` bytes per rank on `size`
+/// ranks runs the chain of §14.3 because of bit 7 (bits 1 and 7, at least
+/// 3 ranks, at least T7). This implementation's bcast root uses the same
+/// condition for its own choice of a chain.
+///
+/// ```
+/// use sperli_wire::limits::{FEATURE_OWNER_FOLD, FEATURE_PIPELINED, FEATURE_V1_CORE};
+/// use sperli_wire::owner_fold::chain_from_t7;
+/// let f = FEATURE_V1_CORE | FEATURE_PIPELINED | FEATURE_OWNER_FOLD;
+/// assert!(chain_from_t7(f, 3, 65_536));
+/// assert!(!chain_from_t7(f, 3, 65_528));
+/// assert!(!chain_from_t7(FEATURE_V1_CORE | FEATURE_OWNER_FOLD, 3, 65_536)); // no bit 1
+/// ```
+pub fn chain_from_t7(features: u64, size: u32, len: u64) -> bool {
+    bit7(features) && size >= 3 && len >= OWNER_FOLD_MIN_BYTES
+}
+
+/// Protocol §20.1: bit 7 is used only together with bit 1.
+fn bit7(features: u64) -> bool {
+    let bits = FEATURE_PIPELINED | FEATURE_OWNER_FOLD;
+    features & bits == bits
 }
 
 /// Protocol §20.2: the bytes of block `b` of an array of `len` bytes of

@@ -309,16 +309,9 @@ impl<L: Peers> Comm<L> {
         let rg = self.check_chunk(from, stream, &ch, n_bytes, Phase::Partial)?;
         let own = block.start + rg.start..block.start + rg.end;
         let mut buf = frame.buf;
-        let folded = match data.slice(own.clone()) {
-            Some(mine) => combine_into(&mut buf[CHUNK_DATA..], mine, ctx.t, ctx.r),
-            None => {
-                let mut mine = self.link.take_buffer(own.len());
-                data.put(own, &mut mine);
-                let r = combine_into(&mut buf[CHUNK_DATA..], &mine, ctx.t, ctx.r);
-                self.recycle(mine);
-                r
-            }
-        };
+        let folded = self.with_bytes(data, own, |mine| {
+            combine_into(&mut buf[CHUNK_DATA..], mine, ctx.t, ctx.r)
+        });
         if let Err(e) = folded {
             return self.fail_job(AbortReason::CollectiveMismatch, e.into());
         }

@@ -140,27 +140,20 @@ impl<L: Peers> Comm<L> {
     }
 
     /// Whether a call of `op` with `len` bytes runs pipelined here
-    /// (protocol §14.5).
-    /// With feature bit 7 an allreduce that protocol §20.1 gives the owner
-    /// fold runs pipelined too (below T as well).
-    /// With bit 7 a reduce on 3 ranks or more runs the chain from T7 on
-    /// (protocol §20.1).
+    /// (protocol §14.5; with feature bit 7 also the allreduce of the owner
+    /// fold and the reduce from T7 on, §20.1).
     pub(crate) fn runs_pipelined(&self, op: Operation, len: usize) -> bool {
-        let features = self.features;
         let (n, len) = (self.size(), len as u64);
         self.bit1()
             && (sperli_wire::pipeline::runs_pipelined(op, n, len)
-                || sperli_wire::owner_fold::runs_pipelined_with_bit7(op, features, n, len))
+                || sperli_wire::owner_fold::runs_pipelined_with_bit7(op, self.features, n, len))
     }
 
     /// Whether the root of a bcast of `len` bytes pipelines it for a job
     /// on a network (bit 7, protocol §20.1: this implementation's choice
     /// for bcast, which is the root's): 3 ranks or more, at least T7.
     pub(crate) fn runs_network_bcast(&self, len: usize) -> bool {
-        let bits = sperli_wire::limits::FEATURE_PIPELINED | sperli_wire::limits::FEATURE_OWNER_FOLD;
-        self.features & bits == bits
-            && self.size() >= 3
-            && len as u64 >= sperli_wire::owner_fold::OWNER_FOLD_MIN_BYTES
+        sperli_wire::owner_fold::chain_from_t7(self.features, self.size(), len as u64)
     }
 
     /// Whether an allreduce of `len` bytes per rank runs the owner fold of

@@ -197,16 +197,9 @@ impl<L: Peers> Comm<L> {
         };
         for i in 1..n {
             let folded = if i == me {
-                match data.slice(own.clone()) {
-                    Some(mine) => combine_into(&mut acc[CHUNK_DATA..], mine, f.t, f.r),
-                    None => {
-                        let mut mine = self.link.take_buffer(own.len());
-                        data.put(own.clone(), &mut mine);
-                        let res = combine_into(&mut acc[CHUNK_DATA..], &mine, f.t, f.r);
-                        self.recycle(mine);
-                        res
-                    }
-                }
+                self.with_bytes(data, own.clone(), |mine| {
+                    combine_into(&mut acc[CHUNK_DATA..], mine, f.t, f.r)
+                })
             } else {
                 let p = self.next_partial(f, out, i)?;
                 let res = combine_into(&mut acc[CHUNK_DATA..], &p[CHUNK_DATA..], f.t, f.r);
@@ -264,20 +257,18 @@ impl<L: Peers> Comm<L> {
             Phase::Partial if p_due => (Phase::Partial, me, &mut inbox.partial),
             Phase::Final if f_due => (Phase::Final, from, &mut inbox.fin),
             _ => {
-                // Not a phase due from this sender now: H1617.
-                let due: Vec<(Phase, u32)> =
-                    [(Phase::Partial, p_due, me), (Phase::Final, f_due, from)]
-                        .iter()
-                        .filter(|d| d.1)
-                        .map(|d| (d.0, d.2))
-                        .collect();
-                let (first, root) = due.first().copied().unwrap_or((Phase::Final, from));
-                let phases: Vec<Phase> = due.iter().map(|d| d.0).collect();
-                let phases = if phases.is_empty() {
-                    vec![first]
-                } else {
-                    phases
-                };
+                // Not a phase due from this sender now: H1617 (the first
+                // field of check 3 that differs, with the first due
+                // phase's root; both streams complete: FINAL's).
+                let due = [(Phase::Partial, p_due, me), (Phase::Final, f_due, from)];
+                let mut phases: Vec<Phase> = due.iter().filter(|d| d.1).map(|d| d.0).collect();
+                let (first, root) = due
+                    .iter()
+                    .find(|d| d.1)
+                    .map_or((Phase::Final, from), |d| (d.0, d.2));
+                if phases.is_empty() {
+                    phases.push(first);
+                }
                 self.check_due(from, &h, f.call, root, &phases)?;
                 return self.mismatch(MismatchError::Header {
                     from,
