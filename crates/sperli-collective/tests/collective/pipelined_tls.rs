@@ -570,6 +570,9 @@ fn tls_a_pipelined_frame_without_negotiation_is_h1610() {
     // A v1 job (every rank announces bit 0 only) in which rank 1 believes
     // bit 1 was negotiated: it starts the pipelined allreduce with an OPEN
     // to rank 0, which takes it by the v1 rules: H1610, ABORT reason 7.
+    // Rank 1 believes bits 0 and 1 only: with bit 7 too it would send a
+    // PARTIAL chunk to rank 2 (the owner fold, protocol §20.3), which may
+    // reject it and end the job before rank 0 takes the OPEN.
     tls_test(|| {
         let out = run_job_with(
             3,
@@ -577,7 +580,7 @@ fn tls_a_pipelined_frame_without_negotiation_is_h1610() {
             |ep| {
                 let mut f = Forger::new(ep);
                 if f.ep.rank() == 1 {
-                    f.features = Some(FEATURES_IMPLEMENTED);
+                    f.features = Some(FEATURE_V1_CORE | FEATURE_PIPELINED);
                 }
                 f
             },
