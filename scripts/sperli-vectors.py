@@ -119,6 +119,7 @@ KIND_KEYS = {
     "recover-payload": (("receiver", "bytes", "verdict"), ("fields",)),
     "recovery-report": (("bytes", "verdict"), ("fields",)),
     "membership-header": (("receiver", "header", "verdict"), ()),
+    "bcast-tree": (("tree", "parent", "children"), ()),
 }
 
 KEY_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
@@ -2393,6 +2394,60 @@ def check_recovery_report(entry):
 
 
 # ---------------------------------------------------------------------------
+# bcast-tree (feature bit 8, section 21.2)
+# ---------------------------------------------------------------------------
+
+def binomial_parent(rank, root, size):
+    """21.2: the rank at position p & (p - 1), p = (rank - root) mod size;
+    None at the root."""
+    p = (rank - root) % size
+    if p == 0:
+        return None
+    return (root + (p & (p - 1))) % size
+
+
+def binomial_children(rank, root, size):
+    """21.2: positions p + m for every power of two m below the lowest set
+    bit of p (below size at the root), p + m < size, m descending."""
+    p = (rank - root) % size
+    if p == 0:
+        limit = 1
+        while limit < size:
+            limit *= 2
+    else:
+        limit = p & -p
+    out = []
+    m = limit // 2
+    while m > 0:
+        if p + m < size:
+            out.append((root + p + m) % size)
+        m //= 2
+    return out
+
+
+def check_bcast_tree(entry):
+    """21.2: the parent and the children of a rank in a bcast's tree."""
+    tree = dict(parse_field_list(entry["tree"]))
+    for key in ("size", "root", "rank"):
+        if key not in tree:
+            return ["tree: no %s=" % key]
+    size, root, rank = (dec(tree[k], 32) for k in ("size", "root", "rank"))
+    if size == 0 or root >= size or rank >= size:
+        return ["tree: root and rank must be below size"]
+    problems = []
+    parent = binomial_parent(rank, root, size)
+    want = "none" if parent is None else str(parent)
+    if entry["parent"] != want:
+        problems.append("parent: entry says %r, derived %r" % (entry["parent"], want))
+    kids = binomial_children(rank, root, size)
+    want = " ".join(str(k) for k in kids) if kids else "none"
+    if entry["children"] != want:
+        problems.append("children: entry says %r, derived %r"
+                        % (short(entry["children"]), short(want)))
+    return problems
+
+
+# ---------------------------------------------------------------------------
 # Driver
 # ---------------------------------------------------------------------------
 
@@ -2413,6 +2468,7 @@ CHECKERS = {
     "recover-payload": check_recover_payload,
     "recovery-report": check_recovery_report,
     "membership-header": check_membership_header,
+    "bcast-tree": check_bcast_tree,
 }
 
 

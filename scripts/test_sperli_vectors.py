@@ -202,6 +202,31 @@ class MutationProperty(unittest.TestCase):
         me["receiver"] = me["receiver"].replace("features=131", "features=3")
         self.assertNotEqual(sv.check_entry(me), [])
 
+    def test_bcast_tree_is_derived(self):
+        # Protocol 21.2: at 8 ranks from root 3, rank 7 (position 4) takes
+        # from the root and sends on to position 6 then 5 (ranks 1, 0).
+        e = next(x for x in load(VECTORS)
+                 if x["name"] == "bcast-tree-size-8-root-3-rank-7")
+        self.assertEqual((e["parent"], e["children"]), ("3", "1 0"))
+        self.assertEqual(sv.check_entry(e), [])
+        for key, value in (("parent", "4"), ("children", "0 1"), ("children", "none")):
+            me = dict(e)
+            me[key] = value
+            probs = sv.check_entry(me)
+            self.assertTrue(probs and probs[0].startswith(key + ":"), (key, probs))
+        me = dict(e)
+        me["tree"] = "size=8 root=8 rank=7"
+        self.assertNotEqual(sv.check_entry(me), [])
+        # Every rank of a size that is no power of two has one parent that
+        # lists it once.
+        for size in range(1, 40):
+            for root in (0, size - 1):
+                listed = [c for r in range(size) for c in sv.binomial_children(r, root, size)]
+                self.assertEqual(sorted(listed), [r for r in range(size) if r != root])
+                for r in range(size):
+                    for c in sv.binomial_children(r, root, size):
+                        self.assertEqual(sv.binomial_parent(c, root, size), r)
+
 
 VERDICTS = {
     "frame": ["accept", "discard"] + ["reject H1610 " + c for c in sv.FRAME_CHECKS],

@@ -87,17 +87,23 @@ impl<L: Peers> Comm<L> {
             if self.size == 1 {
                 return Ok(None);
             }
-            let others: Vec<u32> = (0..self.size).filter(|&r| r != root).collect();
+            // Protocol §8.2; with bit 8 to the root's binomial children
+            // (§21.2).
+            let to = self.bcast_first_targets(root);
             let head = call.header(Phase::FromRoot);
-            self.send_headed_each(&others, &head, root_data, 0..len)?;
+            self.send_headed_each(&to, &head, root_data, 0..len)?;
             Ok(None)
         } else {
-            let p = self.recv_coll(&call, Phase::FromRoot, root)?;
+            let from = self.bcast_source(root);
+            let p = self.recv_coll(&call, Phase::FromRoot, from)?;
             let got = p.len() - H;
             match expect {
-                Some(n) => self.expect_len(root, n, got)?,
-                None => self.expect_whole(root, width, got)?,
+                Some(n) => self.expect_len(from, n, got)?,
+                None => self.expect_whole(from, width, got)?,
             }
+            // Protocol §21.2: a checked frame goes on unchanged to this
+            // rank's children (none without bit 8).
+            self.send_each(&self.bcast_first_targets(root), &p)?;
             Ok(Some(p))
         }
     }

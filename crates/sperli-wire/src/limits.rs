@@ -49,6 +49,10 @@ pub const FEATURE_PAIR_EXCHANGE: u64 = 1 << 6;
 /// block b of every rank's array goes to rank b, which folds it and sends
 /// the result block to every rank. The frames of §14.2; needs bit 1.
 pub const FEATURE_OWNER_FOLD: u64 = 1 << 7;
+/// HELLO feature bit 8: the binomial bcast (protocol §7.1.1, §21): the
+/// first frame of a bcast goes down a binomial tree instead of from the
+/// root to every rank. No new frame.
+pub const FEATURE_BCAST_TREE: u64 = 1 << 8;
 /// The DATA header of a job with feature bit 3 (protocol §16.2).
 pub const DATA_HEADER_LEN: usize = 24;
 /// The data bytes of every frame of a message but its last, with feature
@@ -65,7 +69,8 @@ pub const FEATURES_IMPLEMENTED: u64 = FEATURE_V1_CORE
     | FEATURE_ELEMENT_TYPES
     | crate::recovery::FEATURE_MEMBERSHIP
     | FEATURE_PAIR_EXCHANGE
-    | FEATURE_OWNER_FOLD;
+    | FEATURE_OWNER_FOLD
+    | FEATURE_BCAST_TREE;
 /// Heartbeat interval: a connection that sent nothing for this long sends one.
 pub const HEARTBEAT_INTERVAL_MS: u64 = 1000;
 /// Default silence limit before a peer counts as lost.

@@ -64,10 +64,12 @@ impl<L: Peers> Comm<L> {
             // The root's choice (protocol §14.5); with bit 7 (ranks on a
             // network, §20.1) a chain from T7 on, in 8 KiB chunks below T.
             let net = self.runs_network_bcast(len);
+            // The first frame: to every rank, or with bit 8 to the root's
+            // binomial children (protocol §21.2).
+            let first = self.bcast_first_targets(root);
             if !net && !self.runs_pipelined(Operation::Bcast, len) {
-                let others: Vec<u32> = (0..n).filter(|&r| r != root).collect();
                 let head = call.header(Phase::FromRoot);
-                return self.send_headed_each(&others, &head, data, 0..len);
+                return self.send_headed_each(&first, &head, data, 0..len);
             }
             let c = self.stream_chunk(&call, len);
             let d = if net && (len as u64) < PIPELINE_MIN_BYTES {
@@ -75,7 +77,7 @@ impl<L: Peers> Comm<L> {
             } else {
                 bcast_fanout(n, len, c)
             };
-            for q in (0..n).filter(|&q| q != root) {
+            for &q in &first {
                 self.send_open(q, &call, root, len, d)?;
             }
             let kids = children(root, 0, d, n);
@@ -85,21 +87,26 @@ impl<L: Peers> Comm<L> {
             }
             return Ok(());
         }
-        let f = self.take(root)?;
+        // Protocol §14.3; with bit 8 the first frame comes from this
+        // rank's binomial parent and goes on to its children (§21.2).
+        let from = self.bcast_source(root);
+        let f = self.take(from)?;
         self.check_due(
-            root,
+            from,
             &f.header,
             &call,
             root,
             &[Phase::FromRoot, Phase::Open],
         )?;
+        let first = self.bcast_first_targets(root);
         let open = match f.body {
             Taken::Star => {
                 let got = f.buf.len() - H;
                 match expect {
-                    Some(want) => self.expect_len(root, want, got)?,
-                    None => self.expect_whole(root, width, got)?,
+                    Some(want) => self.expect_len(from, want, got)?,
+                    None => self.expect_whole(from, width, got)?,
                 }
+                self.send_each(&first, &f.buf)?;
                 out.announce(got);
                 out.put(0, &f.buf[H..]);
                 self.recycle(f.buf);
@@ -108,10 +115,9 @@ impl<L: Peers> Comm<L> {
             Taken::Open(o) => o,
             Taken::Chunk(_) => unreachable!("phases 1 and 2 are not chunks"),
         };
-        self.recycle(f.buf);
         if open.fanout >= n {
             return self.mismatch(MismatchError::Header {
-                from: root,
+                from,
                 field: "fanout",
                 expected: u64::from(n - 1),
                 got: u64::from(open.fanout),
@@ -119,9 +125,11 @@ impl<L: Peers> Comm<L> {
         }
         let total = usize::try_from(open.total).unwrap_or(usize::MAX);
         match expect {
-            Some(want) => self.expect_len(root, want, total)?,
-            None => self.expect_whole(root, width, total)?,
+            Some(want) => self.expect_len(from, want, total)?,
+            None => self.expect_whole(from, width, total)?,
         }
+        // Protocol §21.2: the OPEN goes on before this rank takes a chunk.
+        self.hand_on(&first, f.buf)?;
         out.announce(total);
         let d = open.fanout;
         let pos = (me + n - root) % n;

@@ -9,6 +9,7 @@ use std::fmt::Debug;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use sperli_collective::fake::FakePeers;
 use sperli_collective::{CkptFrame, Element, Peers};
 use sperli_wire::abort::AbortReason;
 use sperli_wire::element::Reduction;
@@ -390,4 +391,41 @@ impl<L: Peers> Peers for Watched<L> {
     fn job_error(&self) -> Option<Error> {
         self.inner.job_error()
     }
+}
+
+/// Whether two f64 arrays hold the same bits, element by element.
+pub fn f64_bits_equal(got: &[f64], want: &[f64]) -> bool {
+    got.len() == want.len()
+        && got
+            .iter()
+            .zip(want)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+}
+
+/// The per-rank `(extension on, results right)` of a TLS job: every
+/// rank's results right, the extension on at every rank unless the job is
+/// `mixed` (a rank did not announce it), then off at every rank.
+pub fn assert_on_unless_mixed(out: &[(bool, bool)], mixed: bool, what: &str) {
+    for (r, &(on, ok)) in out.iter().enumerate() {
+        assert_eq!(on, !mixed, "rank {r}: extension on");
+        assert!(ok, "rank {r}: {what}");
+    }
+}
+
+/// (sender, receiver, phase, root field) of every COLLECTIVE payload sent.
+pub type Sent = Arc<Mutex<Vec<(u32, u32, u8, u32)>>>;
+
+/// A job whose ranks announce `announced`, every payload sent recorded.
+pub fn recorded(announced: &[u64]) -> (Vec<FakePeers>, Sent) {
+    let links = FakePeers::job_with_features(announced);
+    let sent: Sent = Arc::default();
+    for l in &links {
+        let (me, log) = (l.rank(), Arc::clone(&sent));
+        l.set_send_hook(move |to, p| {
+            let root = u32::from_le_bytes(p[4..8].try_into().unwrap());
+            log.lock().unwrap().push((me, to, p[3], root));
+            vec![p]
+        });
+    }
+    (links, sent)
 }

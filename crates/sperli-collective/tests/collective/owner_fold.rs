@@ -8,42 +8,21 @@
 //! chain of §14.3 frame for frame, and the receiver's checks (§20.4) end
 //! the job with the documented codes. Over the fake link and over TLS.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sperli_collective::fake::{self, run_links, FakePeers};
-use sperli_collective::Peers;
-use sperli_transport::Settings;
 use sperli_wire::element::Reduction;
 use sperli_wire::limits::{FEATURES_IMPLEMENTED, FEATURE_OWNER_FOLD};
 use sperli_wire::owner_fold::{block, OWNER_FOLD_CHUNK, OWNER_FOLD_MIN_BYTES};
 use sperli_wire::pipeline::PIPELINE_MIN_BYTES;
 
 use crate::common::*;
-use crate::tls::{run_job_with, settings, tls_test};
+use crate::tls::{run_job_announcing, tls_test};
 
 /// Every feature but bit 7.
 const WITHOUT: u64 = FEATURES_IMPLEMENTED & !FEATURE_OWNER_FOLD;
 /// T7 of protocol §20.1 in f64 elements.
 const T7: usize = OWNER_FOLD_MIN_BYTES as usize / 8;
-
-/// (sender, receiver, phase, root field) of every COLLECTIVE payload sent.
-type Sent = Arc<Mutex<Vec<(u32, u32, u8, u32)>>>;
-
-/// A job whose ranks announce `announced`, every payload sent recorded.
-fn recorded(announced: &[u64]) -> (Vec<FakePeers>, Sent) {
-    let links = FakePeers::job_with_features(announced);
-    let sent: Sent = Arc::default();
-    for l in &links {
-        let (me, log) = (l.rank(), Arc::clone(&sent));
-        l.set_send_hook(move |to, p| {
-            let root = u32::from_le_bytes(p[4..8].try_into().unwrap());
-            log.lock().unwrap().push((me, to, p[3], root));
-            vec![p]
-        });
-    }
-    (links, sent)
-}
 
 fn sorted(sent: &Sent) -> Vec<(u32, u32, u8, u32)> {
     let mut v = sent.lock().unwrap().clone();
@@ -284,35 +263,21 @@ fn tls_owner_fold_up_to_past_the_frame_limit_and_a_mixed_job() {
             [FEATURES_IMPLEMENTED; 3],
             [FEATURES_IMPLEMENTED, WITHOUT, FEATURES_IMPLEMENTED],
         ] {
-            let out = run_job_with(
-                3,
-                |r| Settings {
-                    features: announced[r as usize],
-                    ..settings()
-                },
-                |ep| ep,
-                |c| {
-                    let on = c.link().features() & FEATURE_OWNER_FOLD != 0;
-                    let me = c.rank();
-                    let mut ok = true;
-                    for len in [T7 + 5, (16 << 20) / 8 + 1] {
-                        let data = data_of::<f64>(me, 23, len);
-                        let want = reference::<f64>(3, 23, len, Reduction::Sum);
-                        let got = c.allreduce(&data, Reduction::Sum).unwrap();
-                        ok &= got
-                            .iter()
-                            .zip(&want)
-                            .all(|(a, b)| a.to_bits() == b.to_bits());
-                    }
-                    c.barrier().unwrap();
-                    (on, ok)
-                },
-            );
+            let out = run_job_announcing(&announced, |c| {
+                let on = c.link().features() & FEATURE_OWNER_FOLD != 0;
+                let me = c.rank();
+                let mut ok = true;
+                for len in [T7 + 5, (16 << 20) / 8 + 1] {
+                    let data = data_of::<f64>(me, 23, len);
+                    let want = reference::<f64>(3, 23, len, Reduction::Sum);
+                    let got = c.allreduce(&data, Reduction::Sum).unwrap();
+                    ok &= f64_bits_equal(&got, &want);
+                }
+                c.barrier().unwrap();
+                (on, ok)
+            });
             let mixed = announced[1] == WITHOUT;
-            for (on, ok) in out {
-                assert_eq!(on, !mixed);
-                assert!(ok, "results differ from the serial left fold");
-            }
+            assert_on_unless_mixed(&out, mixed, "results differ from the serial left fold");
         }
     });
 }

@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 
 use sperli_collective::fake::{self, run_links, FakePeers};
 use sperli_collective::{Comm, Peers};
-use sperli_transport::Settings;
 use sperli_wire::abort::AbortReason;
 use sperli_wire::element::Reduction;
 use sperli_wire::limits::{
@@ -19,7 +18,7 @@ use sperli_wire::limits::{
 use sperli_wire::Error;
 
 use crate::common::*;
-use crate::tls::{run_job_with, settings, tls_test};
+use crate::tls::{run_job_announcing, tls_test};
 
 /// Every feature but bit 6.
 const WITHOUT: u64 = FEATURES_IMPLEMENTED & !FEATURE_PAIR_EXCHANGE;
@@ -181,25 +180,17 @@ fn tls_two_ranks_exchange_up_to_the_frame_limit_and_mixed_jobs_run_v1() {
             ),
             ([FEATURES_IMPLEMENTED, WITHOUT], false),
         ] {
-            let out = run_job_with(
-                2,
-                |r| Settings {
-                    features: announced[r as usize],
-                    ..settings()
-                },
-                |ep| ep,
-                |c| {
-                    let on = c.link().features() & FEATURE_PAIR_EXCHANGE != 0;
-                    let me = c.rank() as u64;
-                    let n = MAX_COLLECTIVE_DATA / 8;
-                    let big: Vec<u64> = (0..n as u64).map(|i| i * 3 + me).collect();
-                    let sum = c.allreduce(&big, Reduction::Sum).unwrap();
-                    let ok = sum.iter().enumerate().all(|(i, &s)| s == 6 * i as u64 + 1);
-                    let small = c.allreduce(&[0.1f64 + me as f64], Reduction::Sum).unwrap();
-                    c.barrier().unwrap();
-                    (on, ok, small[0].to_bits())
-                },
-            );
+            let out = run_job_announcing(&announced, |c| {
+                let on = c.link().features() & FEATURE_PAIR_EXCHANGE != 0;
+                let me = c.rank() as u64;
+                let n = MAX_COLLECTIVE_DATA / 8;
+                let big: Vec<u64> = (0..n as u64).map(|i| i * 3 + me).collect();
+                let sum = c.allreduce(&big, Reduction::Sum).unwrap();
+                let ok = sum.iter().enumerate().all(|(i, &s)| s == 6 * i as u64 + 1);
+                let small = c.allreduce(&[0.1f64 + me as f64], Reduction::Sum).unwrap();
+                c.barrier().unwrap();
+                (on, ok, small[0].to_bits())
+            });
             let want = (bit6, true, (0.1f64 + 1.1).to_bits());
             assert_eq!(out, vec![want; 2]);
         }

@@ -141,6 +141,22 @@ pub(crate) fn run_job_with<L: Peers, T: Send + 'static>(
     out.into_iter().map(|v| v.expect("no panic")).collect()
 }
 
+/// A TLS job of `announced.len()` ranks in which rank r announces the
+/// HELLO feature bits `announced[r]` (with the [`settings`] of every test
+/// job); returns `body`'s value of each rank, in rank order.
+pub(crate) fn run_job_announcing<T: Send + 'static>(
+    announced: &[u64],
+    body: impl Fn(Comm<Endpoint>) -> T + Send + Sync + 'static,
+) -> Vec<T> {
+    let announced = announced.to_vec();
+    let size = announced.len() as u32;
+    let settings_of = move |r: u32| Settings {
+        features: announced[r as usize],
+        ..settings()
+    };
+    run_job_with(size, settings_of, |ep| ep, body)
+}
+
 /// The normal end of a rank: BYE to every peer; must succeed.
 pub(crate) fn finish(c: Comm<Endpoint>) {
     let r = c.rank();
