@@ -119,7 +119,7 @@ KIND_KEYS = {
     "recover-payload": (("receiver", "bytes", "verdict"), ("fields",)),
     "recovery-report": (("bytes", "verdict"), ("fields",)),
     "membership-header": (("receiver", "header", "verdict"), ()),
-    "bcast-tree": (("tree", "parent", "children"), ()),
+    "binomial-tree": (("tree", "parent", "children"), ()),
 }
 
 KEY_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
@@ -2394,7 +2394,7 @@ def check_recovery_report(entry):
 
 
 # ---------------------------------------------------------------------------
-# bcast-tree (feature bit 8, section 21.2)
+# binomial-tree (feature bit 8, section 21.2)
 # ---------------------------------------------------------------------------
 
 def binomial_parent(rank, root, size):
@@ -2425,7 +2425,7 @@ def binomial_children(rank, root, size):
     return out
 
 
-def check_bcast_tree(entry):
+def check_binomial_tree(entry):
     """21.2: the parent and the children of a rank in a bcast's tree."""
     tree = dict(parse_field_list(entry["tree"]))
     for key in ("size", "root", "rank"):
@@ -2468,7 +2468,7 @@ CHECKERS = {
     "recover-payload": check_recover_payload,
     "recovery-report": check_recovery_report,
     "membership-header": check_membership_header,
-    "bcast-tree": check_bcast_tree,
+    "binomial-tree": check_binomial_tree,
 }
 
 

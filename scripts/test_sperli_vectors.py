@@ -202,11 +202,11 @@ class MutationProperty(unittest.TestCase):
         me["receiver"] = me["receiver"].replace("features=131", "features=3")
         self.assertNotEqual(sv.check_entry(me), [])
 
-    def test_bcast_tree_is_derived(self):
+    def test_binomial_tree_is_derived(self):
         # Protocol 21.2: at 8 ranks from root 3, rank 7 (position 4) takes
         # from the root and sends on to position 6 then 5 (ranks 1, 0).
         e = next(x for x in load(VECTORS)
-                 if x["name"] == "bcast-tree-size-8-root-3-rank-7")
+                 if x["name"] == "binomial-tree-size-8-root-3-rank-7")
         self.assertEqual((e["parent"], e["children"]), ("3", "1 0"))
         self.assertEqual(sv.check_entry(e), [])
         for key, value in (("parent", "4"), ("children", "0 1"), ("children", "none")):

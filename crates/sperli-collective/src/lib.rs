@@ -225,7 +225,7 @@
 
 mod abort;
 pub mod agreement;
-mod bcast_tree;
+mod binomial_tree;
 mod bit4;
 pub mod cart;
 mod collectives;

@@ -89,12 +89,12 @@ impl<L: Peers> Comm<L> {
             }
             // Protocol §8.2; with bit 8 to the root's binomial children
             // (§21.2).
-            let to = self.bcast_first_targets(root);
+            let to = self.first_frame_targets(root);
             let head = call.header(Phase::FromRoot);
             self.send_headed_each(&to, &head, root_data, 0..len)?;
             Ok(None)
         } else {
-            let from = self.bcast_source(root);
+            let from = self.first_frame_source(root);
             let p = self.recv_coll(&call, Phase::FromRoot, from)?;
             let got = p.len() - H;
             match expect {
@@ -103,7 +103,7 @@ impl<L: Peers> Comm<L> {
             }
             // Protocol §21.2: a checked frame goes on unchanged to this
             // rank's children (none without bit 8).
-            self.send_each(&self.bcast_first_targets(root), &p)?;
+            self.send_each(&self.first_frame_targets(root), &p)?;
             Ok(Some(p))
         }
     }

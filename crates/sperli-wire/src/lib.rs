@@ -16,7 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod abort;
-pub mod bcast_tree;
+pub mod binomial_tree;
 pub mod bye;
 pub mod ckpt_ack;
 pub mod ckpt_begin;

@@ -52,7 +52,7 @@ pub const FEATURE_OWNER_FOLD: u64 = 1 << 7;
 /// HELLO feature bit 8: the binomial bcast (protocol §7.1.1, §21): the
 /// first frame of a bcast goes down a binomial tree instead of from the
 /// root to every rank. No new frame.
-pub const FEATURE_BCAST_TREE: u64 = 1 << 8;
+pub const FEATURE_BINOMIAL_BCAST: u64 = 1 << 8;
 /// The DATA header of a job with feature bit 3 (protocol §16.2).
 pub const DATA_HEADER_LEN: usize = 24;
 /// The data bytes of every frame of a message but its last, with feature
@@ -70,7 +70,7 @@ pub const FEATURES_IMPLEMENTED: u64 = FEATURE_V1_CORE
     | crate::recovery::FEATURE_MEMBERSHIP
     | FEATURE_PAIR_EXCHANGE
     | FEATURE_OWNER_FOLD
-    | FEATURE_BCAST_TREE;
+    | FEATURE_BINOMIAL_BCAST;
 /// Heartbeat interval: a connection that sent nothing for this long sends one.
 pub const HEARTBEAT_INTERVAL_MS: u64 = 1000;
 /// Default silence limit before a peer counts as lost.

@@ -2,7 +2,7 @@
 //! sperli-wire codecs, or checks that the file is exactly what the code
 //! generates and that every entry decodes to what it states.
 
-mod bcast_tree;
+mod binomial_tree;
 mod communicators;
 mod element_types;
 mod entries;

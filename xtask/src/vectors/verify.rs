@@ -35,7 +35,7 @@ pub fn inputs(kind: &str) -> Option<&'static [&'static str]> {
         "membership-record" | "recover-payload" => &["receiver", "bytes"],
         "recovery-report" => &["bytes"],
         "membership-header" => &["receiver", "header"],
-        "bcast-tree" => &["tree"],
+        "binomial-tree" => &["tree"],
         _ => return None,
     })
 }
@@ -166,7 +166,7 @@ pub fn derive(e: Entry) -> Result<Entry, String> {
         "recover-payload" => super::membership::derive_payload(e),
         "recovery-report" => super::membership::derive_report(e),
         "membership-header" => super::membership::derive_header(e),
-        "bcast-tree" => super::bcast_tree::derive_tree(e),
+        "binomial-tree" => super::binomial_tree::derive_tree(e),
         k => Err(format!("unknown kind {k}")),
     }
 }

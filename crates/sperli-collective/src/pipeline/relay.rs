@@ -66,7 +66,7 @@ impl<L: Peers> Comm<L> {
             let net = self.runs_network_bcast(len);
             // The first frame: to every rank, or with bit 8 to the root's
             // binomial children (protocol §21.2).
-            let first = self.bcast_first_targets(root);
+            let first = self.first_frame_targets(root);
             if !net && !self.runs_pipelined(Operation::Bcast, len) {
                 let head = call.header(Phase::FromRoot);
                 return self.send_headed_each(&first, &head, data, 0..len);
@@ -89,7 +89,7 @@ impl<L: Peers> Comm<L> {
         }
         // Protocol §14.3; with bit 8 the first frame comes from this
         // rank's binomial parent and goes on to its children (§21.2).
-        let from = self.bcast_source(root);
+        let from = self.first_frame_source(root);
         let f = self.take(from)?;
         self.check_due(
             from,
@@ -98,7 +98,7 @@ impl<L: Peers> Comm<L> {
             root,
             &[Phase::FromRoot, Phase::Open],
         )?;
-        let first = self.bcast_first_targets(root);
+        let first = self.first_frame_targets(root);
         let open = match f.body {
             Taken::Star => {
                 let got = f.buf.len() - H;

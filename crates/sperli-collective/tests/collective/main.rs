@@ -24,15 +24,16 @@
 //! - [`owner_fold`]: the owner-fold allreduce of HELLO feature bit 7
 //!   (protocol §20) against the serial left fold, its frames, a job where
 //!   a rank lacks the bit, and its receiver checks, on both links.
-//! - [`bcast_tree`]: the binomial bcast of HELLO feature bit 8 (protocol
-//!   §21): who sends the first frame to whom, a job where a rank lacks the
-//!   bit, communicators, a relay's length check, on both links.
+//! - [`binomial_tree`]: the binomial bcast of HELLO feature bit 8
+//!   (protocol §21): who sends a bcast's first frame to whom, a job where a
+//!   rank lacks the bit, communicators, a relay's length check, on both
+//!   links.
 //! - [`ulfm`]: ULFM's revoke, agree, iagree and shrink (protocol §18.8.1)
 //!   between TLS ranks.
 
 mod any_length;
 mod api;
-mod bcast_tree;
+mod binomial_tree;
 mod bit4_fake;
 mod bit4_ref;
 mod bit4_tls;

@@ -117,6 +117,6 @@ pub fn all() -> Vec<Entry> {
     v.extend(super::membership::entries());
     v.extend(super::pair::entries());
     v.extend(super::owner_fold::entries());
-    v.extend(super::bcast_tree::entries());
+    v.extend(super::binomial_tree::entries());
     v
 }

@@ -4,7 +4,7 @@
 //! children; without it the root sends it to every rank (protocol §8.2,
 //! §14.3).
 
-use sperli_wire::bcast_tree::{binomial_children, binomial_parent, runs_bcast_tree};
+use sperli_wire::binomial_tree::{binomial_children, binomial_parent, runs_binomial_bcast};
 
 use crate::comm::Comm;
 use crate::peers::Peers;
@@ -12,15 +12,15 @@ use crate::peers::Peers;
 impl<L: Peers> Comm<L> {
     /// Whether this job runs its bcasts along the binomial tree (feature
     /// bit 8 negotiated, protocol §21.1).
-    pub(crate) fn bcast_tree(&self) -> bool {
-        runs_bcast_tree(self.features)
+    pub(crate) fn binomial_bcast(&self) -> bool {
+        runs_binomial_bcast(self.features)
     }
 
     /// The rank this rank takes a bcast's first frame from: with bit 8
     /// its parent in the binomial tree of `root` (protocol §21.2), else the
     /// root itself (§8.2, §14.3). Not called at the root.
-    pub(crate) fn bcast_source(&self, root: u32) -> u32 {
-        match self.bcast_tree() {
+    pub(crate) fn first_frame_source(&self, root: u32) -> u32 {
+        match self.binomial_bcast() {
             true => binomial_parent(self.rank(), root, self.size()).unwrap_or(root),
             false => root,
         }
@@ -30,9 +30,9 @@ impl<L: Peers> Comm<L> {
     /// bit 8 its children in the binomial tree of `root`, largest subtree
     /// first (protocol §21.2); else, at the root, every other rank in
     /// ascending order, and nobody elsewhere (§8.2, §14.3).
-    pub(crate) fn bcast_first_targets(&self, root: u32) -> Vec<u32> {
+    pub(crate) fn first_frame_targets(&self, root: u32) -> Vec<u32> {
         let (me, n) = (self.rank(), self.size());
-        if self.bcast_tree() {
+        if self.binomial_bcast() {
             binomial_children(me, root, n)
         } else if me == root {
             (0..n).filter(|&r| r != root).collect()

@@ -11,16 +11,16 @@ use std::time::{Duration, Instant};
 
 use sperli_collective::fake::{run_links, FakePeers};
 use sperli_wire::abort::AbortReason;
-use sperli_wire::bcast_tree::{binomial_children, binomial_parent};
+use sperli_wire::binomial_tree::{binomial_children, binomial_parent};
 use sperli_wire::element::Reduction;
-use sperli_wire::limits::{FEATURES_IMPLEMENTED, FEATURE_BCAST_TREE};
+use sperli_wire::limits::{FEATURES_IMPLEMENTED, FEATURE_BINOMIAL_BCAST};
 use sperli_wire::pipeline::PIPELINE_MIN_BYTES;
 
 use crate::common::*;
 use crate::tls::{run_job_announcing, tls_test};
 
 /// Every feature but bit 8.
-const WITHOUT: u64 = FEATURES_IMPLEMENTED & !FEATURE_BCAST_TREE;
+const WITHOUT: u64 = FEATURES_IMPLEMENTED & !FEATURE_BINOMIAL_BCAST;
 /// T of protocol §14.5 in f64 elements.
 const T: usize = PIPELINE_MIN_BYTES as usize / 8;
 /// The phases of a bcast's first frame: 1 (v1 data) and 2 (OPEN).
@@ -146,7 +146,7 @@ fn a_relay_that_finds_another_length_ends_the_job() {
 }
 
 #[test]
-fn tls_bcast_tree_at_every_size_class_and_a_mixed_job() {
+fn tls_binomial_tree_at_every_size_class_and_a_mixed_job() {
     tls_test(|| {
         for announced in [[FEATURES_IMPLEMENTED; 5], {
             let mut a = [FEATURES_IMPLEMENTED; 5];
@@ -154,7 +154,7 @@ fn tls_bcast_tree_at_every_size_class_and_a_mixed_job() {
             a
         }] {
             let out = run_job_announcing(&announced, |c| {
-                let on = c.link().features() & FEATURE_BCAST_TREE != 0;
+                let on = c.link().features() & FEATURE_BINOMIAL_BCAST != 0;
                 let mut ok = true;
                 // 8 B and 32000 B (v1 frames), 64 KiB (with bit 7 a chain
                 // from T7, protocol §20.1), T (pipelined), past one frame.

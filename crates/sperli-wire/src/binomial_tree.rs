@@ -4,23 +4,23 @@
 //! rank. The frames are those of protocol §8 and §14.2; nothing here is new
 //! on the wire but who sends them to whom.
 
-use crate::limits::FEATURE_BCAST_TREE;
+use crate::limits::FEATURE_BINOMIAL_BCAST;
 
 /// Protocol §21.1: whether a job that negotiated `features` runs the bcasts
 /// of its intracommunicators along the binomial tree (bit 8; with or
 /// without bit 1).
 ///
 /// ```
-/// use sperli_wire::bcast_tree::runs_bcast_tree;
-/// use sperli_wire::limits::{FEATURE_BCAST_TREE, FEATURE_V1_CORE};
-/// assert!(runs_bcast_tree(FEATURE_V1_CORE | FEATURE_BCAST_TREE));
-/// assert!(!runs_bcast_tree(FEATURE_V1_CORE));
+/// use sperli_wire::binomial_tree::runs_binomial_bcast;
+/// use sperli_wire::limits::{FEATURE_BINOMIAL_BCAST, FEATURE_V1_CORE};
+/// assert!(runs_binomial_bcast(FEATURE_V1_CORE | FEATURE_BINOMIAL_BCAST));
+/// assert!(!runs_binomial_bcast(FEATURE_V1_CORE));
 /// ```
-pub fn runs_bcast_tree(features: u64) -> bool {
-    features & FEATURE_BCAST_TREE != 0
+pub fn runs_binomial_bcast(features: u64) -> bool {
+    features & FEATURE_BINOMIAL_BCAST != 0
 }
 
-/// Protocol §21.2: a rank's position in the tree of a bcast from `root`
+/// Protocol §21.2: a rank's position in the tree rooted at `root`
 /// on `size` ranks, `(rank - root) mod size`. `rank` and `root` are below
 /// `size`.
 fn position(rank: u32, root: u32, size: u32) -> u32 {
@@ -32,7 +32,7 @@ fn position(rank: u32, root: u32, size: u32) -> u32 {
 /// `None` at the root. `rank` and `root` are below `size`.
 ///
 /// ```
-/// use sperli_wire::bcast_tree::binomial_parent;
+/// use sperli_wire::binomial_tree::binomial_parent;
 /// assert_eq!(binomial_parent(0, 0, 8), None);
 /// assert_eq!(binomial_parent(6, 0, 8), Some(4));
 /// assert_eq!(binomial_parent(7, 0, 8), Some(6));
@@ -50,7 +50,7 @@ pub fn binomial_parent(rank: u32, root: u32, size: u32) -> Option<u32> {
 /// `rank` and `root` are below `size`.
 ///
 /// ```
-/// use sperli_wire::bcast_tree::binomial_children;
+/// use sperli_wire::binomial_tree::binomial_children;
 /// assert_eq!(binomial_children(0, 0, 8), vec![4, 2, 1]);
 /// assert_eq!(binomial_children(4, 0, 8), vec![6, 5]);
 /// assert_eq!(binomial_children(0, 0, 5), vec![4, 2, 1]);

@@ -1,15 +1,15 @@
-//! The vectors of HELLO feature bit 8, the binomial bcast (protocol
-//! §21.4): `bcast-tree` entries that state, for a rank of a bcast from a
-//! root on a job of some size, the rank its first frame comes from and the
-//! ranks it sends that frame on to, in order. The stated lines are derived
-//! from `sperli_wire::bcast_tree`.
+//! The vectors of HELLO feature bit 8, the binomial tree (protocol
+//! §21.4): `binomial-tree` entries that state, for a rank of a tree rooted
+//! at some rank of a communicator of some size, the rank a frame down the
+//! tree comes from and the ranks it sends that frame on to, in order. The
+//! stated lines are derived from `sperli_wire::binomial_tree`.
 
-use sperli_wire::bcast_tree::{binomial_children, binomial_parent};
+use sperli_wire::binomial_tree::{binomial_children, binomial_parent};
 
 use super::verify::num;
 use super::Entry;
 
-/// The derived lines of a `bcast-tree` entry from its `tree:` line.
+/// The derived lines of a `binomial-tree` entry from its `tree:` line.
 pub fn derive_tree(e: Entry) -> Result<Entry, String> {
     let tree = e.get("tree").unwrap_or("").to_string();
     let size: u32 = num(&tree, "size")?;
@@ -35,8 +35,8 @@ pub fn derive_tree(e: Entry) -> Result<Entry, String> {
 
 fn tree(size: u32, root: u32, rank: u32) -> Entry {
     let e = Entry::new(
-        &format!("bcast-tree-size-{size}-root-{root}-rank-{rank}"),
-        "bcast-tree",
+        &format!("binomial-tree-size-{size}-root-{root}-rank-{rank}"),
+        "binomial-tree",
     )
     .with("tree", format!("size={size} root={root} rank={rank}"));
     derive_tree(e).unwrap_or_else(|w| panic!("size {size}: {w}"))
