@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
-use sperli_transport::proto::connection::{ConnState, Connection, Incoming, JobContext};
+use sperli_transport::proto::connection::{ConnState, Connection, Incoming, JobContext, JobKey};
 use sperli_tls::job_plan::JobPlan;
 use sperli_wire::codec::Codec;
 use sperli_wire::frame::{encode_frame, encode_frame_bytes};
@@ -51,7 +51,7 @@ fn fixture() -> &'static Fixture {
             rank: 1,
             incarnation: plan.incarnation,
             hosts: plan.hosts.clone(),
-            job_public_key: desc.job_public_key.clone(),
+            job_public_key: JobKey::new(desc.job_public_key.clone()),
             refused: sperli_wire::refused_hosts::RefusedHosts::builtin(),
             features: sperli_wire::limits::FEATURE_V1_CORE,
             membership: Default::default(),

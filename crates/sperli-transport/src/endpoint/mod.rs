@@ -24,7 +24,7 @@ use crate::io::driver::Driver;
 use crate::io::event_loop::{EventLoop, WAKER};
 use crate::io::fatal;
 use crate::io::shared::{Command, Shared, SharedParts};
-use crate::proto::connection::JobContext;
+use crate::proto::connection::{JobContext, JobKey};
 use crate::proto::ending::AbortFrame;
 use crate::{ErrorMode, Settings};
 
@@ -171,7 +171,7 @@ fn recovery_of(ctx: &JobContext, settings: &Settings) -> Result<Option<Recovery>
             ctx.size,
             ctx.job_id,
             ctx.incarnation,
-            ctx.job_public_key.clone(),
+            ctx.job_public_key.bytes().to_vec(),
             control,
         )));
     }
@@ -181,7 +181,7 @@ fn recovery_of(ctx: &JobContext, settings: &Settings) -> Result<Option<Recovery>
         (ctx.rank, ctx.incarnation),
         &record,
         rest,
-        ctx.job_public_key.clone(),
+        ctx.job_public_key.bytes().to_vec(),
         control,
     )?;
     Ok(Some(r))
@@ -215,7 +215,7 @@ impl Endpoint {
             rank: desc.rank,
             incarnation: desc.incarnation,
             hosts: desc.hosts.clone(),
-            job_public_key: desc.job_public_key.clone(),
+            job_public_key: JobKey::new(desc.job_public_key.clone()),
             refused,
             features: announced(&settings),
             membership: Arc::default(),

@@ -2,7 +2,7 @@
 //! of a peer's join token (protocol §7.1.2).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use sperli_tls::composite_sig::PublicKey;
 use sperli_tls::join_token::{self, TokenExpectation};
@@ -25,8 +25,8 @@ pub struct JobContext {
     pub incarnation: u32,
     /// Host list, entry n is rank n.
     pub hosts: Vec<HostEntry>,
-    /// The CompositeSig job public key (1344 bytes).
-    pub job_public_key: Vec<u8>,
+    /// The CompositeSig job public key (1344 bytes), decoded once.
+    pub job_public_key: JobKey,
     /// The refused-host policy (a token naming a refused host is H1614).
     pub refused: RefusedHosts,
     /// The feature bits this rank announces in its HELLO (bit 0 always
@@ -34,6 +34,39 @@ pub struct JobContext {
     pub features: u64,
     /// The rank's membership epoch (feature bit 5, protocol §18.2).
     pub membership: Arc<MembershipEpoch>,
+}
+
+/// The job public key of a rank's job description (protocol §3, §4.2):
+/// its bytes and the key they decode to, decoded on first use and kept, so
+/// that checking the join tokens of every peer's HELLO (protocol §7.1.2)
+/// does not decode it again each time (decoding expands the ML-DSA key).
+#[derive(Debug, Clone)]
+pub struct JobKey {
+    bytes: Vec<u8>,
+    key: OnceLock<Option<PublicKey>>,
+}
+
+impl JobKey {
+    /// The key of `bytes` (not decoded yet).
+    pub fn new(bytes: Vec<u8>) -> Self {
+        Self {
+            bytes,
+            key: OnceLock::new(),
+        }
+    }
+
+    /// The bytes, as the job description has them.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The decoded key; `None` when the bytes do not decode (then no
+    /// token's signature verifies: H1611).
+    pub fn key(&self) -> Option<&PublicKey> {
+        self.key
+            .get_or_init(|| PublicKey::from_bytes(&self.bytes).ok())
+            .as_ref()
+    }
 }
 
 /// A rank's current membership epoch (protocol §18.1, §18.2), which its
@@ -192,8 +225,10 @@ pub fn verify_token(ctx: &JobContext, peer: u32, token: &[u8], now_ms: u64) -> R
         peer: Some(peer),
         error: AuthError::Token(error),
     };
-    let pk =
-        PublicKey::from_bytes(&ctx.job_public_key).map_err(|_| auth(TokenError::BadSignature))?;
+    let pk = ctx
+        .job_public_key
+        .key()
+        .ok_or_else(|| auth(TokenError::BadSignature))?;
     let entry = ctx.peer_host(peer);
     let host = entry.as_ref().map(|h| h.host.as_str()).unwrap_or("");
     let exp = TokenExpectation {
@@ -206,5 +241,5 @@ pub fn verify_token(ctx: &JobContext, peer: u32, token: &[u8], now_ms: u64) -> R
         now_ms,
         refused: &ctx.refused,
     };
-    join_token::verify_token(token, &exp, &pk).map(|_| ())
+    join_token::verify_token(token, &exp, pk).map(|_| ())
 }

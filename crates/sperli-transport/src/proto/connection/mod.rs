@@ -31,7 +31,7 @@ use sperli_wire::{Error, FrameType};
 use crate::pool::BufPool;
 use crate::proto::frame_reader::FrameReader;
 
-pub use context::{verify_token, JobContext, MembershipEpoch};
+pub use context::{verify_token, JobContext, JobKey, MembershipEpoch};
 pub use outgoing::Outgoing;
 pub use receive::Fed;
 

@@ -33,7 +33,7 @@ fn ctx_of(plan: &JobPlan, rank: u32) -> Arc<JobContext> {
         rank: d.rank,
         incarnation: d.incarnation,
         hosts: d.hosts,
-        job_public_key: d.job_public_key,
+        job_public_key: JobKey::new(d.job_public_key),
         refused: RefusedHosts::builtin(),
         features: sperli_wire::limits::FEATURE_V1_CORE,
         membership: Arc::default(),
@@ -620,7 +620,7 @@ fn vectors_file_frames() {
             rank: rx["rank"].parse().unwrap(),
             incarnation: rx["incarnation"].parse().unwrap(),
             hosts: Vec::new(),
-            job_public_key: Vec::new(),
+            job_public_key: JobKey::new(Vec::new()),
             refused: RefusedHosts::builtin(),
             // The job's negotiated features (protocol §6.2 checks 12, 13).
             features,
