@@ -1589,6 +1589,21 @@ def runs_owner_fold(features, size, length):
         length >= OWNER_FOLD_MIN_BYTES and length // 4096 >= size
 
 
+FEATURE_LARGE_PAIR_EXCHANGE = 512
+PIPELINE_T = 262144                # T (14.5)
+PAIR_EXCHANGE_BELOW = 1048576      # 22.1
+
+
+def exchange_replaces_chain(features, size, length):
+    """22.1: an allreduce of T up to 1 MiB (exclusive) on two ranks with
+    bits 1, 6 and 9 runs the pair exchange (unless it runs the owner
+    fold)."""
+    bits = FEATURE_PIPELINED | FEATURE_PAIR_EXCHANGE | FEATURE_LARGE_PAIR_EXCHANGE
+    return features & bits == bits and size == 2 and \
+        PIPELINE_T <= length < PAIR_EXCHANGE_BELOW and \
+        not runs_owner_fold(features, size, length)
+
+
 def owner_fold_block(length, width, size, b):
     """20.2: block b's byte range: q + 1 elements for b < r, else q."""
     e = length // width
@@ -1778,6 +1793,12 @@ def check_collective_stream(entry):
     if [k for k, _ in df] != ["phase", "root"]:
         return ["due: fields must be phase root"]
     due = {"phase": dec(dict(df)["phase"], 8), "root": dec(dict(df)["root"], 32)}
+    if "rank" in rxf and call["operation"] == 4 and call["length"] is not None \
+            and exchange_replaces_chain(rx["features"], rx["size"], call["length"]) \
+            and due["phase"] != 0:
+        # 22.1: the exchange at both ranks
+        return ["due: an allreduce of %d bytes on two ranks with bit 9 takes phase 0, not %d"
+                % (call["length"], due["phase"])]
     if "rank" in rxf and call["operation"] == 4 and due["phase"] in (0, 1):
         # 8.2, 19.3: what a rank of the star's allreduce takes
         rank = dec(rxf["rank"], 32)

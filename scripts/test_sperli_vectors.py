@@ -202,6 +202,23 @@ class MutationProperty(unittest.TestCase):
         me["receiver"] = me["receiver"].replace("features=131", "features=3")
         self.assertNotEqual(sv.check_entry(me), [])
 
+    def test_bit_9_exchange_due_is_derived(self):
+        # Protocol 22.1: with bits 1, 6 and 9 an allreduce of T up to
+        # 1 MiB on two ranks is the exchange (phase 0) at both ranks; from
+        # 1 MiB the chain.
+        e = next(x for x in load(VECTORS)
+                 if x["name"] == "pair-bit-9-rank-1-partial-chunk-at-t")
+        self.assertEqual(sv.check_entry(e), [])
+        me = dict(e)
+        me["due"] = "phase=3 root=0"
+        probs = sv.check_entry(me)
+        self.assertTrue(probs and probs[0].startswith("due:"), probs)
+        self.assertTrue(sv.exchange_replaces_chain(579, 2, 1048568))
+        self.assertFalse(sv.exchange_replaces_chain(579, 2, 1048576))
+        self.assertFalse(sv.exchange_replaces_chain(579, 2, 262143))
+        self.assertFalse(sv.exchange_replaces_chain(579 & ~512, 2, 262144))
+        self.assertFalse(sv.exchange_replaces_chain(579 | 128, 2, 262144))  # the owner fold
+
     def test_binomial_tree_is_derived(self):
         # Protocol 21.2: at 8 ranks from root 3, rank 7 (position 4) takes
         # from the root and sends on to position 6 then 5 (ranks 1, 0).

@@ -53,6 +53,10 @@ pub const FEATURE_OWNER_FOLD: u64 = 1 << 7;
 /// first frame of a bcast goes down a binomial tree instead of from the
 /// root to every rank. No new frame.
 pub const FEATURE_BINOMIAL_BCAST: u64 = 1 << 8;
+/// HELLO feature bit 9: the pair exchange up to 1 MiB (protocol §7.1.1,
+/// §22): with bits 1 and 6, an allreduce on two ranks of less than 1 MiB
+/// runs the pair exchange also from T on. No new frame.
+pub const FEATURE_LARGE_PAIR_EXCHANGE: u64 = 1 << 9;
 /// The DATA header of a job with feature bit 3 (protocol §16.2).
 pub const DATA_HEADER_LEN: usize = 24;
 /// The data bytes of every frame of a message but its last, with feature
@@ -70,7 +74,8 @@ pub const FEATURES_IMPLEMENTED: u64 = FEATURE_V1_CORE
     | crate::recovery::FEATURE_MEMBERSHIP
     | FEATURE_PAIR_EXCHANGE
     | FEATURE_OWNER_FOLD
-    | FEATURE_BINOMIAL_BCAST;
+    | FEATURE_BINOMIAL_BCAST
+    | FEATURE_LARGE_PAIR_EXCHANGE;
 /// Heartbeat interval: a connection that sent nothing for this long sends one.
 pub const HEARTBEAT_INTERVAL_MS: u64 = 1000;
 /// Default silence limit before a peer counts as lost.

@@ -1,8 +1,15 @@
 //! The pair exchange of HELLO feature bit 6 (protocol §19): which v1
-//! frame a rank of a two-rank collective takes. No new frame.
+//! frame a rank of a two-rank collective takes, and with bit 9 (§22) up to
+//! which length an allreduce exchanges. No new frame.
+
+/// Protocol §22.1: with bit 9 an allreduce on two ranks exchanges from T
+/// up to (not including) this many bytes.
+pub const PAIR_EXCHANGE_BELOW: u64 = 1_048_576;
 
 use crate::collective::Phase;
-use crate::limits::FEATURE_PAIR_EXCHANGE;
+use crate::limits::{FEATURE_LARGE_PAIR_EXCHANGE, FEATURE_PAIR_EXCHANGE, FEATURE_PIPELINED};
+use crate::owner_fold::runs_owner_fold;
+use crate::pipeline::PIPELINE_MIN_BYTES;
 
 /// Whether calls on `size` ranks of a job that negotiated `features` run
 /// the pair exchange where protocol §19.1 says so: bit 6, and two ranks.
@@ -16,6 +23,34 @@ use crate::limits::FEATURE_PAIR_EXCHANGE;
 /// ```
 pub fn pair_exchange(size: u32, features: u64) -> bool {
     size == 2 && features & FEATURE_PAIR_EXCHANGE != 0
+}
+
+/// Protocol §22.1: whether an allreduce of `len` bytes per rank on `size`
+/// ranks of a job that negotiated `features` runs the pair exchange of
+/// §19.3 where §14.5 would run the chain: bits 1, 6 and 9, two ranks,
+/// T ≤ `len` < 1 MiB ([`PAIR_EXCHANGE_BELOW`]), and not the owner fold of
+/// §20 (bit 7). The caller excludes reduction 13 (user-defined), which
+/// always runs the star.
+///
+/// ```
+/// use sperli_wire::limits::{
+///     FEATURE_LARGE_PAIR_EXCHANGE, FEATURE_PAIR_EXCHANGE, FEATURE_PIPELINED, FEATURE_V1_CORE,
+/// };
+/// use sperli_wire::pair::exchange_replaces_chain;
+/// let f = FEATURE_V1_CORE | FEATURE_PIPELINED | FEATURE_PAIR_EXCHANGE | FEATURE_LARGE_PAIR_EXCHANGE;
+/// assert!(exchange_replaces_chain(f, 2, 262_144));
+/// assert!(exchange_replaces_chain(f, 2, 1_048_568));
+/// assert!(!exchange_replaces_chain(f, 2, 1_048_576)); // from 1 MiB: the chain
+/// assert!(!exchange_replaces_chain(f, 2, 1024)); // below T: no chain to replace
+/// assert!(!exchange_replaces_chain(f, 3, 262_144));
+/// assert!(!exchange_replaces_chain(f & !FEATURE_LARGE_PAIR_EXCHANGE, 2, 262_144));
+/// ```
+pub fn exchange_replaces_chain(features: u64, size: u32, len: u64) -> bool {
+    let bits = FEATURE_PIPELINED | FEATURE_PAIR_EXCHANGE | FEATURE_LARGE_PAIR_EXCHANGE;
+    features & bits == bits
+        && size == 2
+        && (PIPELINE_MIN_BYTES..PAIR_EXCHANGE_BELOW).contains(&len)
+        && !runs_owner_fold(features, size, len)
 }
 
 /// The phase rank `rank` takes from the other rank in an allreduce of the

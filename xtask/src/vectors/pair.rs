@@ -1,13 +1,19 @@
-//! The vectors of HELLO feature bit 6, the pair exchange (protocol §19.4):
+//! The vectors of HELLO feature bit 6, the pair exchange (protocol §19.4),
+//! and of bit 9, the pair exchange up to the frame limit (§22.2):
 //! `collective-stream` entries of a two-rank allreduce whose receiver
 //! names its rank, so that what is due (a phase-0 contribution at both
-//! ranks with bit 6; the phase-1 result at rank 1 without) is derived from
-//! the receiver's features, not only stated.
+//! ranks with bit 6; the phase-1 result at rank 1 without; with bit 9 the
+//! contribution also from T up to 1 MiB) is derived from the
+//! receiver's features and the call's length, not only stated.
 
 use sperli_wire::collective::{Operation, Phase};
-use sperli_wire::limits::{FEATURE_PAIR_EXCHANGE, FEATURE_PIPELINED, FEATURE_V1_CORE};
+use sperli_wire::limits::{
+    FEATURE_LARGE_PAIR_EXCHANGE, FEATURE_PAIR_EXCHANGE, FEATURE_PIPELINED, FEATURE_V1_CORE,
+};
+use sperli_wire::pair::PAIR_EXCHANGE_BELOW;
+use sperli_wire::pipeline::PIPELINE_MIN_BYTES;
 
-use super::pipelined::{chunk, header, judged, star};
+use super::pipelined::{chunk, header, judged, open, star};
 use super::Entry;
 
 const SEQ: u64 = 7;
@@ -15,6 +21,9 @@ const SEQ: u64 = 7;
 const WITH: u64 = FEATURE_V1_CORE | FEATURE_PIPELINED | FEATURE_PAIR_EXCHANGE;
 /// Bits 0 and 1.
 const WITHOUT: u64 = FEATURE_V1_CORE | FEATURE_PIPELINED;
+
+/// Bits 0, 1, 6 and 9.
+const LARGE: u64 = WITH | FEATURE_LARGE_PAIR_EXCHANGE;
 
 /// One entry: rank `rank` of two, in an allreduce of 8 bytes of f64 sum,
 /// takes `frames` from the other rank; `due` its phase.
@@ -26,6 +35,19 @@ fn take(
     frames: &[Vec<u8>],
     verdict: &str,
 ) -> Entry {
+    take_len(name, rank, features, 8, due, frames, verdict)
+}
+
+/// As [`take`], in an allreduce of `len` bytes.
+fn take_len(
+    name: &str,
+    rank: u32,
+    features: u64,
+    len: u64,
+    due: Phase,
+    frames: &[Vec<u8>],
+    verdict: &str,
+) -> Entry {
     let e = Entry::new(name, "collective-stream")
         .with(
             "receiver",
@@ -33,10 +55,47 @@ fn take(
         )
         .with(
             "call",
-            format!("operation=4 element_type=6 reduction=1 sequence={SEQ} length=8"),
+            format!("operation=4 element_type=6 reduction=1 sequence={SEQ} length={len}"),
         )
         .with("due", format!("phase={} root=0", due as u8));
     judged(e, frames, verdict)
+}
+
+/// The bit-9 entries (protocol §22.2): at T the exchange is due at both
+/// ranks, from 1 MiB the chain.
+fn large() -> Vec<Entry> {
+    let ar = |ph| header(Operation::Allreduce, ph, 0);
+    let t = PIPELINE_MIN_BYTES;
+    let past = PAIR_EXCHANGE_BELOW;
+    vec![
+        take_len(
+            "pair-bit-9-rank-1-partial-chunk-at-t",
+            1,
+            LARGE,
+            t,
+            Phase::ToRoot,
+            &[chunk(ar(Phase::Partial), 0, t, 8)],
+            "reject H1617 phase",
+        ),
+        take_len(
+            "pair-bit-9-rank-0-open-at-t",
+            0,
+            LARGE,
+            t,
+            Phase::ToRoot,
+            &[open(ar(Phase::Open), t, 1)],
+            "reject H1618 shape",
+        ),
+        take_len(
+            "pair-bit-9-rank-1-takes-the-chain-from-1-mib",
+            1,
+            LARGE,
+            past,
+            Phase::Partial,
+            &[chunk(ar(Phase::Partial), 0, past, 8)],
+            "accept",
+        ),
+    ]
 }
 
 /// Every bit-6 entry.
@@ -96,6 +155,9 @@ pub fn entries() -> Vec<Entry> {
             "reject H1617 phase",
         ),
     ]
+    .into_iter()
+    .chain(large())
+    .collect()
 }
 
 #[cfg(test)]
@@ -114,5 +176,26 @@ mod tests {
             .with("due", "phase=0 root=0")
             .with("frames", "");
         assert!(derive(e).unwrap_err().starts_with("due:"));
+    }
+
+    #[test]
+    fn with_bit_9_the_exchange_is_due_from_t_up_to_1_mib() {
+        let entry = |len: u64, phase: u8| {
+            Entry::new("x", "collective-stream")
+                .with("receiver", format!("size=2 features={LARGE} rank=1"))
+                .with(
+                    "call",
+                    format!("operation=4 element_type=6 reduction=1 sequence=7 length={len}"),
+                )
+                .with("due", format!("phase={phase} root=0"))
+                .with("frames", "")
+        };
+        let last = PAIR_EXCHANGE_BELOW - 8;
+        assert!(derive(entry(last, 3)).unwrap_err().starts_with("due:"));
+        assert!(derive(entry(PIPELINE_MIN_BYTES, 1))
+            .unwrap_err()
+            .starts_with("due:"));
+        assert!(derive(entry(last, 0)).is_ok());
+        assert!(derive(entry(PAIR_EXCHANGE_BELOW, 3)).is_ok());
     }
 }

@@ -198,8 +198,23 @@ impl Call {
     }
 
     /// A star allreduce entry of two ranks that names its receiver must
-    /// say what that rank takes (protocol §8.2, §19.3).
+    /// say what that rank takes (protocol §8.2, §19.3); with bits 1, 6 and
+    /// 9 an allreduce of T up to 1 MiB is the exchange at both ranks
+    /// (§22.1), whatever phase the entry names.
     fn check_due(&self) -> Result<(), String> {
+        let large = match (self.rank, self.op, self.length) {
+            (Some(_), 4, Some(len)) => {
+                sperli_wire::pair::exchange_replaces_chain(self.features, self.size, len)
+            }
+            _ => false,
+        };
+        if large && self.phase != 0 {
+            return Err(format!(
+                "due: an allreduce of {} bytes on two ranks with bit 9 takes phase 0, not {}",
+                self.length.unwrap_or(0),
+                self.phase
+            ));
+        }
         let (Some(rank), 4, 0 | 1) = (self.rank, self.op, self.phase) else {
             return Ok(());
         };
@@ -356,7 +371,7 @@ pub(super) fn header(op: Operation, phase: Phase, root: u32) -> CollectiveHeader
     }
 }
 
-fn open(h: CollectiveHeader, total: u64, fanout: u32) -> Vec<u8> {
+pub(super) fn open(h: CollectiveHeader, total: u64, fanout: u32) -> Vec<u8> {
     let mut p = Vec::new();
     encode_open(&h, Open { total, fanout }, &mut p);
     p

@@ -141,10 +141,14 @@ impl<L: Peers> Comm<L> {
 
     /// Whether a call of `op` with `len` bytes runs pipelined here
     /// (protocol §14.5; with feature bit 7 also the allreduce of the owner
-    /// fold and the reduce from T7 on, §20.1).
+    /// fold and the reduce from T7 on, §20.1; with bits 6 and 9 an
+    /// allreduce on two ranks of less than 1 MiB exchanges, §22.1).
     pub(crate) fn runs_pipelined(&self, op: Operation, len: usize) -> bool {
         let (n, len) = (self.size(), len as u64);
+        let exchange = op == Operation::Allreduce
+            && sperli_wire::pair::exchange_replaces_chain(self.features, n, len);
         self.bit1()
+            && !exchange
             && (sperli_wire::pipeline::runs_pipelined(op, n, len)
                 || sperli_wire::owner_fold::runs_pipelined_with_bit7(op, self.features, n, len))
     }

@@ -4,7 +4,8 @@
 //! against a job without the bit), the frames are v1 frames (a phase-0
 //! allreduce frame each way; rank 0's barrier release sent on entry), the
 //! checks of a taken frame are the root's, and a job where one rank lacks
-//! the bit runs v1 byte for byte. Over the fake link and over TLS.
+//! the bit runs v1 byte for byte. With bit 9 (protocol §22) the exchange
+//! also from T up to the frame limit. Over the fake link and over TLS.
 
 use std::sync::{Arc, Mutex};
 
@@ -13,8 +14,11 @@ use sperli_collective::{Comm, Peers};
 use sperli_wire::abort::AbortReason;
 use sperli_wire::element::Reduction;
 use sperli_wire::limits::{
-    FEATURES_IMPLEMENTED, FEATURE_PAIR_EXCHANGE, FEATURE_PIPELINED, MAX_COLLECTIVE_DATA,
+    FEATURES_IMPLEMENTED, FEATURE_LARGE_PAIR_EXCHANGE, FEATURE_OWNER_FOLD, FEATURE_PAIR_EXCHANGE,
+    FEATURE_PIPELINED, MAX_COLLECTIVE_DATA,
 };
+use sperli_wire::pair::PAIR_EXCHANGE_BELOW;
+use sperli_wire::pipeline::PIPELINE_MIN_BYTES;
 use sperli_wire::Error;
 
 use crate::common::*;
@@ -84,6 +88,32 @@ fn two_ranks_exchange_the_allreduce_and_get_the_stars_bits() {
         let mut want = vec![(0, 1, 4, due); calls];
         want.extend(vec![(1, 0, 4, 0); calls]);
         assert_eq!(sorted(&sent), want, "bit 6: {bit6}");
+    }
+}
+
+#[test]
+fn with_bit_9_an_allreduce_from_t_up_to_1_mib_exchanges() {
+    // Protocol §22.1: one phase-0 frame each way and the star's bits from
+    // T up to 1 MiB; from 1 MiB, without bit 9, or where the owner fold
+    // runs (bit 7), the frames of a pipeline.
+    let on = FEATURES_IMPLEMENTED & !FEATURE_OWNER_FOLD;
+    let t = PIPELINE_MIN_BYTES as usize / 8;
+    let below = PAIR_EXCHANGE_BELOW as usize / 8;
+    for (announced, len, exchange) in [
+        ([on; 2], t, true),
+        ([on; 2], below - 1, true),
+        ([on; 2], below, false),
+        ([on, on & !FEATURE_LARGE_PAIR_EXCHANGE], t, false),
+        ([FEATURES_IMPLEMENTED; 2], t, false),
+    ] {
+        let (links, sent) = recorded(announced);
+        run_links(links, |c| allreduce_forms::<f64>(c, Reduction::Sum, len));
+        let phases: Vec<u8> = sorted(&sent).iter().map(|s| s.3).collect();
+        if exchange {
+            assert_eq!(phases, vec![0; 4], "len {len}");
+        } else {
+            assert!(phases.contains(&3), "len {len}: {phases:?}");
+        }
     }
 }
 
@@ -172,12 +202,14 @@ fn a_non_empty_arrival_at_a_two_rank_barrier_is_h1617() {
 fn tls_two_ranks_exchange_up_to_the_frame_limit_and_mixed_jobs_run_v1() {
     tls_test(|| {
         // Without bit 1 every allreduce up to the frame limit is one
-        // exchange: both ranks send 16777200 bytes at once.
+        // exchange: both ranks send 16777200 bytes at once; with bits 1 and
+        // 9 (protocol §22) an allreduce of T bytes is one too.
         for (announced, bit6) in [
             (
                 [(WITHOUT & !FEATURE_PIPELINED) | FEATURE_PAIR_EXCHANGE; 2],
                 true,
             ),
+            ([FEATURES_IMPLEMENTED & !FEATURE_OWNER_FOLD; 2], true),
             ([FEATURES_IMPLEMENTED, WITHOUT], false),
         ] {
             let out = run_job_announcing(&announced, |c| {
@@ -188,6 +220,9 @@ fn tls_two_ranks_exchange_up_to_the_frame_limit_and_mixed_jobs_run_v1() {
                 let sum = c.allreduce(&big, Reduction::Sum).unwrap();
                 let ok = sum.iter().enumerate().all(|(i, &s)| s == 6 * i as u64 + 1);
                 let small = c.allreduce(&[0.1f64 + me as f64], Reduction::Sum).unwrap();
+                let t = PIPELINE_MIN_BYTES as usize / 8;
+                let mid = c.allreduce(&vec![me + 1; t], Reduction::Sum).unwrap();
+                let ok = ok && mid == vec![3; t];
                 c.barrier().unwrap();
                 (on, ok, small[0].to_bits())
             });
